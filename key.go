@@ -1,0 +1,222 @@
+package dedupe
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Limits on the parts of a [Key], in bytes. They keep rows and cache entries
+// bounded; real platform ids are far shorter.
+const (
+	MaxChannelLen   = 64
+	MaxMessageIDLen = 256
+)
+
+// Key identifies one platform message: the channel (adapter or platform name,
+// such as "telegram" or "qq") and the platform's message id. Its text form,
+// "{channel}:{message_id}", is the key the NekoBot gateway stores.
+type Key struct {
+	Channel   string
+	MessageID string
+}
+
+// String returns the key as "{channel}:{message_id}", for example "telegram:123".
+func (k Key) String() string {
+	return k.Channel + ":" + k.MessageID
+}
+
+// Validate reports whether k can be stored. Both parts must be non-empty valid
+// UTF-8 without control characters and within [MaxChannelLen] and
+// [MaxMessageIDLen]; the channel must not contain ':'. The error wraps
+// [ErrInvalidKey].
+func (k Key) Validate() error {
+	if err := checkPart("channel", k.Channel, MaxChannelLen); err != nil {
+		return err
+	}
+	if strings.IndexByte(k.Channel, ':') >= 0 {
+		return fmt.Errorf("%w: channel %q contains ':'", ErrInvalidKey, k.Channel)
+	}
+	return checkPart("message id", k.MessageID, MaxMessageIDLen)
+}
+
+func checkPart(name, s string, max int) error {
+	if s == "" {
+		return fmt.Errorf("%w: empty %s", ErrInvalidKey, name)
+	}
+	if len(s) > max {
+		return fmt.Errorf("%w: %s is %d bytes, more than %d", ErrInvalidKey, name, len(s), max)
+	}
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c < 0x20 || c == 0x7f {
+				return fmt.Errorf("%w: %s %q holds a control character", ErrInvalidKey, name, s)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidKey, name)
+		}
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%w: %s %q holds a control character", ErrInvalidKey, name, s)
+		}
+		i += size
+	}
+	return nil
+}
+
+// ParseKey parses the text form of a key, splitting at the first ':', so
+// "web:a:b" is channel "web" with message id "a:b". The key is validated.
+func ParseKey(s string) (Key, error) {
+	ch, id, ok := strings.Cut(s, ":")
+	if !ok {
+		return Key{}, fmt.Errorf("%w: %q has no ':'", ErrInvalidKey, s)
+	}
+	k := Key{Channel: ch, MessageID: id}
+	if err := k.Validate(); err != nil {
+		return Key{}, err
+	}
+	return k, nil
+}
+
+// maxExactFloat is the largest integer up to which every integer is exactly
+// representable in a float64 (2^53).
+const maxExactFloat = 1 << 53
+
+// ExtractKey finds the platform message id in an adapter's parsed message and
+// returns the key for channel. It looks, in order, at
+// parsed["metadata"]["message_id"], parsed["metadata"][channel+"_message_id"] and
+// parsed["message_id"], and skips values that are absent, nil, "", false or
+// numeric zero, as the NekoBot gateway does.
+//
+// Strings, [json.Number] and integers are taken as written. A float64 (what
+// encoding/json gives without UseNumber) is taken only when it is integral and at
+// most 2^53: larger ids, such as Discord snowflakes, have already lost digits, so
+// ExtractKey returns [ErrInvalidKey] rather than a wrong key. Decode with
+// [json.Decoder.UseNumber] to keep them. No usable id gives [ErrNoMessageID].
+func ExtractKey(channel string, parsed map[string]any) (Key, error) {
+	if err := checkPart("channel", channel, MaxChannelLen); err != nil {
+		return Key{}, err
+	}
+	var candidates [3]any
+	if md, ok := parsed["metadata"].(map[string]any); ok {
+		candidates[0] = md["message_id"]
+		candidates[1] = md[channel+"_message_id"]
+	}
+	candidates[2] = parsed["message_id"]
+	for _, v := range candidates {
+		id, ok, err := idString(v)
+		if err != nil {
+			return Key{}, err
+		}
+		if !ok {
+			continue
+		}
+		k := Key{Channel: channel, MessageID: id}
+		if err := k.Validate(); err != nil {
+			return Key{}, err
+		}
+		return k, nil
+	}
+	return Key{}, ErrNoMessageID
+}
+
+// idString renders a message id value. ok is false for the falsy values that
+// are skipped.
+func idString(v any) (id string, ok bool, err error) {
+	switch v := v.(type) {
+	case nil:
+		return "", false, nil
+	case string:
+		return v, v != "", nil
+	case bool:
+		if !v {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("%w: message id is the boolean true", ErrInvalidKey)
+	case json.Number:
+		s := v.String()
+		if f, err := v.Float64(); err == nil && f == 0 {
+			return "", false, nil
+		}
+		if _, err := strconv.ParseInt(s, 10, 64); err != nil {
+			if _, err := strconv.ParseUint(s, 10, 64); err != nil && !isDigits(s) {
+				return "", false, fmt.Errorf("%w: message id %q is not an integer", ErrInvalidKey, s)
+			}
+		}
+		return s, true, nil
+	case int:
+		return intID(int64(v))
+	case int8:
+		return intID(int64(v))
+	case int16:
+		return intID(int64(v))
+	case int32:
+		return intID(int64(v))
+	case int64:
+		return intID(v)
+	case uint:
+		return uintID(uint64(v))
+	case uint8:
+		return uintID(uint64(v))
+	case uint16:
+		return uintID(uint64(v))
+	case uint32:
+		return uintID(uint64(v))
+	case uint64:
+		return uintID(v)
+	case float32:
+		return floatID(float64(v))
+	case float64:
+		return floatID(v)
+	}
+	return "", false, fmt.Errorf("%w: message id has unsupported type %T", ErrInvalidKey, v)
+}
+
+func intID(v int64) (string, bool, error) {
+	if v == 0 {
+		return "", false, nil
+	}
+	return strconv.FormatInt(v, 10), true, nil
+}
+
+func uintID(v uint64) (string, bool, error) {
+	if v == 0 {
+		return "", false, nil
+	}
+	return strconv.FormatUint(v, 10), true, nil
+}
+
+func floatID(f float64) (string, bool, error) {
+	switch {
+	case f == 0:
+		return "", false, nil
+	case math.IsNaN(f) || math.IsInf(f, 0) || f != math.Trunc(f):
+		return "", false, fmt.Errorf("%w: message id %v is not an integer", ErrInvalidKey, f)
+	case math.Abs(f) > maxExactFloat:
+		return "", false, fmt.Errorf("%w: message id %.0f is beyond 2^53 in a float64 and may have lost digits; decode JSON with UseNumber", ErrInvalidKey, f)
+	}
+	return strconv.FormatInt(int64(f), 10), true, nil
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	if s[0] == '-' {
+		s = s[1:]
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
