@@ -236,9 +236,9 @@ func testRemark(t *testing.T, s *suite) {
 	mark(t, st, longer, s.d(10*time.Minute))
 	mark(t, st, shorter, s.d(100*time.Minute))
 	s.wait(6 * time.Minute)
-	mark(t, st, longer, s.d(10*time.Minute))  // now expires at 16
+	mark(t, st, longer, s.d(10*time.Minute)) // now expires at 16
 	mark(t, st, shorter, s.d(2*time.Minute)) // now expires at 8
-	s.wait(6 * time.Minute)                    // 12
+	s.wait(6 * time.Minute)                  // 12
 	wantExists(t, st, longer, true, "after a re-mark extended its TTL")
 	wantExists(t, st, shorter, false, "after a re-mark shortened its TTL")
 	s.wait(7 * time.Minute) // 19
