@@ -1,0 +1,7 @@
+module github.com/gatewaykit/dedupe/examples
+
+go 1.26.0
+
+require github.com/gatewaykit/dedupe v0.0.0-00010101000000-000000000000
+
+replace github.com/gatewaykit/dedupe => ../

@@ -1,0 +1,2 @@
+// Package prometheus exports a [dedupe.Deduper]'s counters as Prometheus metrics.
+package prometheus
