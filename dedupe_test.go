@@ -1,0 +1,326 @@
+package dedupe_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/dedupetest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var key1 = dedupe.Key{Channel: "telegram", MessageID: "1"}
+
+func TestDoOnce(t *testing.T) {
+	d := dedupe.New(nil)
+	ctx := context.Background()
+	runs := 0
+	fn := func(context.Context) error { runs++; return nil }
+
+	require.NoError(t, d.Do(ctx, key1, fn))
+	require.ErrorIs(t, d.Do(ctx, key1, fn), dedupe.ErrDuplicate)
+	assert.Equal(t, 1, runs)
+	ok, err := d.Store().Exists(ctx, key1)
+	require.NoError(t, err)
+	assert.True(t, ok, "marked after success")
+
+	s := d.Stats()
+	assert.Equal(t, "memory", s.Backend)
+	assert.Equal(t, uint64(1), s.Processed)
+	assert.Equal(t, uint64(1), s.Duplicates)
+	assert.Equal(t, uint64(2), s.Latency["claim"].Count)
+	assert.Equal(t, uint64(1), s.Latency["mark"].Count)
+}
+
+func TestDoFailureReleases(t *testing.T) {
+	d := dedupe.New(nil)
+	ctx := context.Background()
+	boom := errors.New("delivery failed")
+	err := d.Do(ctx, key1, func(context.Context) error { return fmt.Errorf("send: %w", boom) })
+	require.ErrorIs(t, err, boom, "fn's error is returned")
+	ok, err := d.Store().Exists(ctx, key1)
+	require.NoError(t, err)
+	assert.False(t, ok, "not marked after failure")
+
+	ran := false
+	require.NoError(t, d.Do(ctx, key1, func(context.Context) error { ran = true; return nil }))
+	assert.True(t, ran, "the platform's retry is processed")
+	s := d.Stats()
+	assert.Equal(t, uint64(1), s.Failed)
+	assert.Equal(t, uint64(1), s.Processed)
+}
+
+func TestDoPanicReleases(t *testing.T) {
+	d := dedupe.New(nil)
+	func() {
+		defer func() {
+			assert.Equal(t, "kaboom", recover(), "the panic goes on")
+		}()
+		_ = d.Do(context.Background(), key1, func(context.Context) error { panic("kaboom") })
+		t.Error("Do returned after a panic")
+	}()
+	ran := false
+	require.NoError(t, d.Do(context.Background(), key1, func(context.Context) error { ran = true; return nil }))
+	assert.True(t, ran, "the key was released by the panic")
+	assert.Equal(t, uint64(1), d.Stats().Failed)
+}
+
+func TestDoConcurrentCopies(t *testing.T) {
+	d := dedupe.New(nil)
+	const copies = 64
+	var runs atomic.Int32
+	entered, release := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make([]error, copies)
+	wg.Add(1)
+	go func() { // the copy that wins holds its claim until every other copy answered
+		defer wg.Done()
+		errs[0] = d.Do(context.Background(), key1, func(context.Context) error {
+			runs.Add(1)
+			close(entered)
+			<-release
+			return nil
+		})
+	}()
+	<-entered
+	var others sync.WaitGroup
+	for i := 1; i < copies; i++ {
+		others.Add(1)
+		go func() {
+			defer others.Done()
+			errs[i] = d.Do(context.Background(), key1, func(context.Context) error { runs.Add(1); return nil })
+		}()
+	}
+	others.Wait()
+	close(release)
+	wg.Wait()
+	require.NoError(t, errs[0])
+	for _, err := range errs[1:] {
+		require.ErrorIs(t, err, dedupe.ErrInFlight)
+	}
+	assert.Equal(t, int32(1), runs.Load())
+	assert.Equal(t, uint64(copies-1), d.Stats().InFlight)
+	require.ErrorIs(t, d.Do(context.Background(), key1, func(context.Context) error { return nil }), dedupe.ErrDuplicate)
+}
+
+func TestDoRaceManyKeys(t *testing.T) {
+	d := dedupe.New(nil)
+	const keys, racers = 100, 16
+	var runs [keys]atomic.Int32
+	var wg sync.WaitGroup
+	for g := 0; g < racers; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < keys; i++ {
+				k := dedupe.Key{Channel: "slack", MessageID: fmt.Sprint(i)}
+				err := d.Do(context.Background(), k, func(context.Context) error { runs[i].Add(1); return nil })
+				if err != nil && !errors.Is(err, dedupe.ErrDuplicate) && !errors.Is(err, dedupe.ErrInFlight) {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range runs {
+		assert.Equal(t, int32(1), runs[i].Load(), "key %d", i)
+	}
+}
+
+func TestDoInvalidKeyAndStoreError(t *testing.T) {
+	st := dedupe.NewMemoryStore(dedupe.MemoryConfig{})
+	d := dedupe.New(st)
+	ran := false
+	fn := func(context.Context) error { ran = true; return nil }
+	require.ErrorIs(t, d.Do(context.Background(), dedupe.Key{Channel: "x"}, fn), dedupe.ErrInvalidKey)
+	require.NoError(t, st.Close())
+	require.ErrorIs(t, d.Do(context.Background(), key1, fn), dedupe.ErrClosed)
+	assert.False(t, ran)
+	assert.Equal(t, uint64(1), d.Stats().StoreErrors)
+}
+
+func TestDoMarksAfterCallerCancels(t *testing.T) {
+	d := dedupe.New(nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	require.NoError(t, d.Do(ctx, key1, func(context.Context) error {
+		cancel() // the client went away after delivery succeeded
+		return nil
+	}))
+	require.ErrorIs(t, d.Do(context.Background(), key1, func(context.Context) error { return nil }), dedupe.ErrDuplicate)
+}
+
+func TestDoTTL(t *testing.T) {
+	clock := dedupetest.NewClock(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC))
+	st := dedupe.NewMemoryStore(dedupe.MemoryConfig{Now: clock.Now})
+	d := dedupe.New(st, dedupe.WithTTL(10*time.Minute))
+	nop := func(context.Context) error { return nil }
+	require.NoError(t, d.Do(context.Background(), key1, nop))
+	clock.Advance(9 * time.Minute)
+	require.ErrorIs(t, d.Do(context.Background(), key1, nop), dedupe.ErrDuplicate)
+	clock.Advance(2 * time.Minute)
+	require.NoError(t, d.Do(context.Background(), key1, nop), "processed again after the TTL")
+}
+
+func TestDoRenewsLease(t *testing.T) {
+	for _, renew := range []bool{true, false} {
+		t.Run(fmt.Sprint("renew=", renew), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := dedupe.NewMemoryStore(dedupe.MemoryConfig{})
+				opts := []dedupe.Option{dedupe.WithLease(3 * time.Second)}
+				if !renew {
+					opts = append(opts, dedupe.WithRenewal(0))
+				}
+				d := dedupe.New(st, opts...)
+				other := dedupe.New(st, dedupe.WithLease(3*time.Second))
+				var second error
+				err := d.Do(context.Background(), key1, func(context.Context) error {
+					time.Sleep(10 * time.Second) // a long agent turn, in fake time
+					second = other.Do(context.Background(), key1, func(context.Context) error { return nil })
+					return nil
+				})
+				if renew {
+					require.NoError(t, err)
+					require.ErrorIs(t, second, dedupe.ErrInFlight, "the renewed claim still holds")
+					assert.GreaterOrEqual(t, d.Stats().Latency["extend"].Count, uint64(3))
+				} else {
+					require.NoError(t, second, "the lapsed claim let a copy through")
+					assert.Equal(t, uint64(0), d.Stats().Latency["extend"].Count)
+				}
+			})
+		})
+	}
+}
+
+func TestDoLeaseLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := dedupe.NewMemoryStore(dedupe.MemoryConfig{})
+		d := dedupe.New(st, dedupe.WithLease(3*time.Second))
+		require.NoError(t, d.Do(context.Background(), key1, func(ctx context.Context) error {
+			// Someone else marks the key while we run: the renewal finds the claim gone.
+			require.NoError(t, st.Mark(ctx, key1, time.Hour))
+			time.Sleep(2 * time.Second)
+			return nil
+		}))
+		assert.Equal(t, uint64(1), d.Stats().LeasesLost)
+	})
+}
+
+// flakyStore fails every call while down is set: a store whose server went away.
+type flakyStore struct {
+	dedupe.Store
+	down atomic.Bool
+}
+
+var errServerGone = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
+
+func (s *flakyStore) Claim(ctx context.Context, k dedupe.Key, lease time.Duration) (dedupe.Claim, error) {
+	if s.down.Load() {
+		return dedupe.Claim{}, errServerGone
+	}
+	return s.Store.Claim(ctx, k, lease)
+}
+
+func (s *flakyStore) Mark(ctx context.Context, k dedupe.Key, ttl time.Duration) error {
+	if s.down.Load() {
+		return errServerGone
+	}
+	return s.Store.Mark(ctx, k, ttl)
+}
+
+func TestDoFailClosed(t *testing.T) {
+	st := &flakyStore{Store: dedupe.NewMemoryStore(dedupe.MemoryConfig{})}
+	d := dedupe.New(st)
+	st.down.Store(true)
+	ran := false
+	err := d.Do(context.Background(), key1, func(context.Context) error { ran = true; return nil })
+	require.ErrorIs(t, err, errServerGone)
+	assert.False(t, ran)
+	assert.Equal(t, uint64(1), d.Stats().StoreErrors)
+}
+
+func TestDoFallback(t *testing.T) {
+	clock := dedupetest.NewClock(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC))
+	primary := &flakyStore{Store: dedupe.NewMemoryStore(dedupe.MemoryConfig{Now: clock.Now})}
+	local := dedupe.NewMemoryStore(dedupe.MemoryConfig{Now: clock.Now})
+	d := dedupe.New(primary, dedupe.WithFallback(local), dedupe.WithClock(clock.Now), dedupe.WithFallbackRetry(time.Second))
+	ctx := context.Background()
+	nop := func(context.Context) error { return nil }
+	k2 := dedupe.Key{Channel: "telegram", MessageID: "2"}
+
+	primary.down.Store(true)
+	require.NoError(t, d.Do(ctx, key1, nop), "served by the fallback")
+	require.ErrorIs(t, d.Do(ctx, key1, nop), dedupe.ErrDuplicate, "the fallback remembers")
+	s := d.Stats()
+	assert.Equal(t, uint64(2), s.Fallbacks)
+	assert.Equal(t, uint64(1), s.StoreErrors, "the primary was tried once, then left alone")
+
+	primary.down.Store(false)
+	require.NoError(t, d.Do(ctx, k2, nop), "still on the fallback within the retry period")
+	assert.Equal(t, uint64(3), d.Stats().Fallbacks)
+	ok, _ := primary.Exists(ctx, k2)
+	assert.False(t, ok)
+
+	clock.Advance(2 * time.Second)
+	k3 := dedupe.Key{Channel: "telegram", MessageID: "3"}
+	require.NoError(t, d.Do(ctx, k3, nop))
+	ok, _ = primary.Exists(ctx, k3)
+	assert.True(t, ok, "back on the primary after the retry period")
+	assert.Equal(t, uint64(3), d.Stats().Fallbacks)
+}
+
+func TestDoMarkFailure(t *testing.T) {
+	st := &flakyStore{Store: dedupe.NewMemoryStore(dedupe.MemoryConfig{})}
+	d := dedupe.New(st)
+	err := d.Do(context.Background(), key1, func(context.Context) error {
+		st.down.Store(true) // the server goes away during delivery
+		return nil
+	})
+	require.ErrorIs(t, err, errServerGone)
+	assert.Contains(t, err.Error(), "processed but not marked")
+	st.down.Store(false)
+	require.ErrorIs(t, d.Do(context.Background(), key1, func(context.Context) error { return nil }), dedupe.ErrInFlight,
+		"the claim holds until its lease runs out")
+}
+
+func TestDoLogs(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	d := dedupe.New(nil, dedupe.WithLogger(logger))
+	ctx := dedupe.ContextWithTraceID(context.Background(), "trace-42")
+	require.NoError(t, d.Do(ctx, key1, func(context.Context) error { return nil }))
+	require.ErrorIs(t, d.Do(ctx, key1, func(context.Context) error { return nil }), dedupe.ErrDuplicate)
+	out := buf.String()
+	assert.Contains(t, out, `level=DEBUG msg="dedupe: processed" key=telegram:1 backend=memory phase=mark trace_id=trace-42`)
+	assert.Contains(t, out, `level=DEBUG msg="dedupe: duplicate" key=telegram:1 backend=memory phase=claim trace_id=trace-42`)
+
+	buf.Reset()
+	st := &flakyStore{Store: dedupe.NewMemoryStore(dedupe.MemoryConfig{})}
+	st.down.Store(true)
+	d = dedupe.New(st, dedupe.WithLogger(logger))
+	_ = d.Do(context.Background(), key1, func(context.Context) error { return nil })
+	assert.Contains(t, buf.String(), `level=WARN msg="dedupe: store error" key=telegram:1 backend=memory phase=claim error=`)
+}
+
+func TestStatsLatencyBuckets(t *testing.T) {
+	d := dedupe.New(nil)
+	for i := 0; i < 10; i++ {
+		_ = d.Do(context.Background(), dedupe.Key{Channel: "x", MessageID: fmt.Sprint(i)}, func(context.Context) error { return nil })
+	}
+	l := d.Stats().Latency["claim"]
+	assert.Equal(t, uint64(10), l.Count)
+	last := l.Buckets[len(l.Buckets)-1]
+	assert.Equal(t, uint64(10), last, "every memory call takes under 5 s")
+	for i := 1; i < len(l.Buckets); i++ {
+		assert.GreaterOrEqual(t, l.Buckets[i], l.Buckets[i-1], "cumulative")
+	}
+	assert.Greater(t, l.Sum, time.Duration(0))
+}
