@@ -51,23 +51,25 @@ func checkPart(name, s string, max int) error {
 	if len(s) > max {
 		return fmt.Errorf("%w: %s is %d bytes, more than %d", ErrInvalidKey, name, len(s), max)
 	}
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c < 0x20 || c == 0x7f {
-				return fmt.Errorf("%w: %s %q holds a control character", ErrInvalidKey, name, s)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f { // not printable ASCII: look closer
+			return checkText(name, s[i:])
+		}
+	}
+	return nil
+}
+
+// checkText checks that s is UTF-8 without control characters.
+func checkText(name, s string) error {
+	for _, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			if !utf8.ValidString(s) {
+				return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidKey, name)
 			}
-			i++
-			continue
+		case unicode.IsControl(r):
+			return fmt.Errorf("%w: %s holds control character %U", ErrInvalidKey, name, r)
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidKey, name)
-		}
-		if unicode.IsControl(r) {
-			return fmt.Errorf("%w: %s %q holds a control character", ErrInvalidKey, name, s)
-		}
-		i += size
 	}
 	return nil
 }

@@ -26,7 +26,8 @@ type MemoryConfig struct {
 	// reached the least recently used entry of the key's shard is evicted.
 	// Default 10000.
 	MaxSize int
-	// Now is the store's clock. Default time.Now.
+	// Now is the store's clock. By default the store reads the monotonic clock,
+	// so that a change of the wall clock does not shorten or lengthen TTLs.
 	Now func() time.Time
 }
 
@@ -47,7 +48,8 @@ const DefaultMemorySize = 10000
 // A MemoryStore is safe for concurrent use.
 type MemoryStore struct {
 	ttl, lease time.Duration
-	now        func() time.Time
+	now        func() time.Time // nil: monotonic time since base
+	base       time.Time
 	seed       maphash.Seed
 	mask       uint64
 	shards     []memShard
@@ -87,9 +89,6 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	if cfg.MaxSize <= 0 {
 		cfg.MaxSize = DefaultMemorySize
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
 	n := 1 << bits.Len(uint(4*runtime.GOMAXPROCS(0)-1)) // power of two >= 4 per core
 	n = min(n, maxShards)
 	for n > 1 && cfg.MaxSize/n < minShardSize {
@@ -99,6 +98,7 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 		ttl:    cfg.TTL,
 		lease:  cfg.Lease,
 		now:    cfg.Now,
+		base:   time.Now(),
 		seed:   maphash.MakeSeed(),
 		mask:   uint64(n - 1),
 		shards: make([]memShard, n),
@@ -120,9 +120,18 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	return s
 }
 
+// shard returns the shard of k. Message ids alone spread keys well enough.
 func (s *MemoryStore) shard(k Key) *memShard {
-	h := maphash.String(s.seed, k.MessageID) ^ bits.RotateLeft64(maphash.String(s.seed, k.Channel), 31)
-	return &s.shards[h&s.mask]
+	return &s.shards[maphash.String(s.seed, k.MessageID)&s.mask]
+}
+
+// nanotime returns the store's time in nanoseconds: monotonic since the store
+// was made, or Unix time from an injected clock. One store uses one of the two.
+func (s *MemoryStore) nanotime() int64 {
+	if s.now != nil {
+		return s.now().UnixNano()
+	}
+	return int64(time.Since(s.base))
 }
 
 // check returns the error a call with key should fail with, if any.
@@ -138,15 +147,22 @@ func (s *MemoryStore) check(ctx context.Context, key Key) error {
 
 // Exists reports whether key is marked and unexpired.
 func (s *MemoryStore) Exists(ctx context.Context, key Key) (bool, error) {
-	if err := s.check(ctx, key); err != nil {
+	if s.closed.Load() {
+		return false, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	now := s.now().UnixNano()
+	now := s.nanotime()
 	sh := s.shard(key)
 	sh.mu.Lock()
 	e, ok := sh.get(key, now)
 	sh.mu.Unlock()
-	return ok && !e.claimed, nil
+	if ok {
+		// Only valid keys are ever stored, so a hit needs no validation.
+		return !e.claimed, nil
+	}
+	return false, key.Validate()
 }
 
 // Mark records key as processed for ttl (ttl <= 0: the configured TTL), replacing
@@ -158,7 +174,7 @@ func (s *MemoryStore) Mark(ctx context.Context, key Key, ttl time.Duration) erro
 	if ttl <= 0 {
 		ttl = s.ttl
 	}
-	expires := s.now().Add(ttl).UnixNano()
+	expires := s.nanotime() + int64(ttl)
 	sh := s.shard(key)
 	sh.mu.Lock()
 	sh.lru.Add(key, memEntry{expires: expires})
@@ -175,11 +191,11 @@ func (s *MemoryStore) Claim(ctx context.Context, key Key, lease time.Duration) (
 	if lease <= 0 {
 		lease = s.lease
 	}
-	now := s.now()
+	now := s.nanotime()
 	sh := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e, ok := sh.get(key, now.UnixNano()); ok {
+	if e, ok := sh.get(key, now); ok {
 		if e.claimed {
 			return Claim{Key: key, Status: InFlight}, nil
 		}
@@ -187,7 +203,7 @@ func (s *MemoryStore) Claim(ctx context.Context, key Key, lease time.Duration) (
 	}
 	tok := sh.token
 	sh.token += s.mask + 1
-	sh.lru.Add(key, memEntry{expires: now.Add(lease).UnixNano(), token: tok, claimed: true})
+	sh.lru.Add(key, memEntry{expires: now + int64(lease), token: tok, claimed: true})
 	return Claim{Key: key, Status: Claimed, Token: sh.tokenString(tok)}, nil
 }
 
@@ -197,8 +213,8 @@ func (s *MemoryStore) Extend(ctx context.Context, c Claim, lease time.Duration) 
 	if lease <= 0 {
 		lease = s.lease
 	}
-	return s.update(ctx, c, func(sh *memShard, e memEntry, now time.Time) {
-		e.expires = now.Add(lease).UnixNano()
+	return s.update(ctx, c, func(sh *memShard, e memEntry, now int64) {
+		e.expires = now + int64(lease)
 		sh.lru.Add(c.Key, e)
 	})
 }
@@ -206,13 +222,13 @@ func (s *MemoryStore) Extend(ctx context.Context, c Claim, lease time.Duration) 
 // Release drops c's claim if c still holds its key, and otherwise returns
 // [ErrNotOwner].
 func (s *MemoryStore) Release(ctx context.Context, c Claim) error {
-	return s.update(ctx, c, func(sh *memShard, _ memEntry, _ time.Time) {
+	return s.update(ctx, c, func(sh *memShard, _ memEntry, _ int64) {
 		sh.lru.Remove(c.Key)
 	})
 }
 
 // update runs f under the shard lock if c still holds its key.
-func (s *MemoryStore) update(ctx context.Context, c Claim, f func(*memShard, memEntry, time.Time)) error {
+func (s *MemoryStore) update(ctx context.Context, c Claim, f func(*memShard, memEntry, int64)) error {
 	if err := s.check(ctx, c.Key); err != nil {
 		return err
 	}
@@ -220,11 +236,11 @@ func (s *MemoryStore) update(ctx context.Context, c Claim, f func(*memShard, mem
 	if !ok || c.Status != Claimed {
 		return fmt.Errorf("%w: %s: not a claim this store made", ErrNotOwner, c.Key)
 	}
-	now := s.now()
+	now := s.nanotime()
 	sh := s.shard(c.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, found := sh.get(c.Key, now.UnixNano())
+	e, found := sh.get(c.Key, now)
 	if !found || !e.claimed || e.token != tok {
 		return fmt.Errorf("%w: %s", ErrNotOwner, c.Key)
 	}
