@@ -1,2 +1,83 @@
-// Package redis is a [dedupe.Store] on Redis, shared by every gateway instance.
+// Package redis is a [dedupe.Store] on Redis, shared by every gateway instance
+// that uses the same Redis database: several replicas behind a load balancer,
+// the members of a consumer group, or a proxy retrying on another instance all
+// see each other's marks and claims, so each platform message is processed
+// once.
+//
+// It is a module of its own (github.com/gatewaykit/dedupe/redis) so that users
+// of the root package do not download the Redis client.
+//
+// # Usage
+//
+//	client := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
+//	defer client.Close()
+//	store, err := redis.New(client, redis.Config{TTL: 24 * time.Hour})
+//	if err != nil {
+//		return err
+//	}
+//	defer store.Close()
+//	d := dedupe.New(store, dedupe.WithFallback(dedupe.NewMemoryStore(dedupe.MemoryConfig{})))
+//	err = d.Do(ctx, key, dispatch) // dedupe.ErrDuplicate, dedupe.ErrInFlight, dispatch's error, or nil
+//
+// [OpenURL] makes the client from a URL such as "redis://127.0.0.1:6379/0" and
+// closes it with the store.
+//
+// # Keys and values
+//
+// The message with key k is the Redis string [Config.Prefix] + k.Channel + ":" +
+// k.MessageID, for example "dedupe:telegram:123". A mark is the value "m"; a
+// claim is "c:" followed by its token, 128 random bits from crypto/rand in hex.
+// Every value carries its expiry, so Redis drops expired marks and claims
+// itself: the store needs no cleanup and runs no goroutine. Any other value
+// under a key of the prefix is taken for a claim held by someone else.
+//
+// # Expiry is decided by the server
+//
+// Marks and claims are written with PX (and renewed with PEXPIRE), so the Redis
+// server's clock decides when they expire. The gateways' clocks play no part:
+// clock skew between gateway hosts cannot make one of them see a mark as
+// expired early. Durations are rounded up to whole milliseconds.
+//
+// # Operations
+//
+// Every method is one round trip to Redis and touches one key, so the store
+// works on Redis Cluster (each key goes to its own slot) as well as on a single
+// server, a Ring or a Sentinel-managed primary:
+//
+//   - Exists is a GET compared with the mark value.
+//   - Mark is a SET with PX. It replaces any claim, as the contract says.
+//   - Claim is a Lua script (EVALSHA, EVAL when the server does not have it
+//     cached) that sets the claim with PX if the key is absent and otherwise
+//     returns the value it found, so "marked" ([dedupe.Duplicate]) and "claimed
+//     by another" ([dedupe.InFlight]) are told apart atomically.
+//   - Release and Extend are Lua scripts that compare the claim's token and then
+//     DEL or PEXPIRE the key, so a stale claim never drops or renews another's.
+//
+// # Failures
+//
+// A Redis error (connection refused or cut, timeout, server restart) is
+// returned wrapped; it is never turned into a status. In particular a claim is
+// never reported [dedupe.Duplicate] unless Redis holds a mark for its key. A
+// Claim that fails may still have taken the key on the server, which then
+// stays in flight until its lease runs out; a claim the client retried after
+// a lost reply recognises its own token and is still [dedupe.Claimed]. Once the
+// server answers again the same Store works again: nothing needs re-creating.
+//
+// Give [dedupe.New] the option [dedupe.WithFallback] to keep processing on a
+// local store during an outage; without it the Deduper fails closed and the
+// platform retries the delivery later.
+//
+// Marks last as long as Redis keeps its data: a Redis without persistence
+// (RDB or AOF) forgets every mark when it restarts, and messages redelivered
+// after that are processed again. Use appendonly with appendfsync always or
+// everysec where that matters.
+//
+// # Concurrency and ownership
+//
+// A [Store] is safe for concurrent use. It does not own a client given to
+// [New] and never closes it; it owns and closes the client made by [OpenURL].
+// Errors are matched with [errors.Is] against the sentinels of package dedupe:
+// [dedupe.ErrInvalidKey] (checked before any I/O), [dedupe.ErrNotOwner] and
+// [dedupe.ErrClosed], and against [context.Canceled] and
+// [context.DeadlineExceeded].
 package redis

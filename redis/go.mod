@@ -2,6 +2,16 @@ module github.com/gatewaykit/dedupe/redis
 
 go 1.26.0
 
-require github.com/gatewaykit/dedupe v0.0.0-00010101000000-000000000000
+require (
+	github.com/gatewaykit/dedupe v0.0.0-00010101000000-000000000000
+	github.com/redis/go-redis/v9 v9.23.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)
 
 replace github.com/gatewaykit/dedupe => ../
