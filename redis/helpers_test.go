@@ -1,0 +1,223 @@
+package redis_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/gatewaykit/dedupe/redis"
+)
+
+// addrEnv names the environment variable holding the address of the shared
+// Redis server the tests use, such as 127.0.0.1:6379.
+const addrEnv = "DEDUPE_REDIS_ADDR"
+
+// redisAddr returns the address of the shared test server, or skips the test.
+func redisAddr(t testing.TB) string {
+	t.Helper()
+	addr := os.Getenv(addrEnv)
+	if addr == "" {
+		t.Skipf("%s is not set; set it to a Redis server's address (for example 127.0.0.1:6379) to run the Redis tests", addrEnv)
+	}
+	return addr
+}
+
+// newClient returns a client of addr, checked with a PING and closed at the
+// end of the test. mod, if not nil, adjusts its options first.
+func newClient(t testing.TB, addr string, mod func(*goredis.Options)) *goredis.Client {
+	t.Helper()
+	opt := &goredis.Options{Addr: addr, ContextTimeoutEnabled: true}
+	if mod != nil {
+		mod(opt)
+	}
+	c := goredis.NewClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("Redis at %s does not answer: %v", addr, err)
+	}
+	return c
+}
+
+// newStore returns a store on client with a prefix unique to the test.
+func newStore(t testing.TB, client goredis.UniversalClient, cfg redis.Config) *redis.Store {
+	t.Helper()
+	if cfg.Prefix == "" {
+		cfg.Prefix = "dedupe-test:" + randomID(t) + ":"
+	}
+	s, err := redis.New(client, cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func randomID(t testing.TB) string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// server is a redis-server process owned by a test, on a loopback port of its
+// own, so that it can be killed and restarted without disturbing other tests.
+type server struct {
+	t    testing.TB
+	bin  string
+	port int
+	dir  string
+	args []string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+}
+
+// startServer starts a private redis-server with extra arguments, or skips the
+// test if redis-server is not on PATH. The server is killed at the end of the
+// test.
+func startServer(t testing.TB, extra ...string) *server {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skip("redis-server is not on PATH; install it (Debian: apt-get install redis-server) to run the tests that stop and restart a server")
+	}
+	s := &server{t: t, bin: bin, dir: t.TempDir()}
+	t.Cleanup(s.kill)
+	for attempt := 0; ; attempt++ {
+		s.port = freePort(t)
+		s.args = append([]string{
+			"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", s.dir,
+		}, extra...)
+		err := s.start()
+		if err == nil {
+			return s
+		}
+		if attempt == 2 {
+			t.Fatal(err)
+		}
+		t.Logf("retrying on another port: %v", err)
+	}
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Addr returns the server's address.
+func (s *server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// start starts the process and waits until it answers PING.
+func (s *server) start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		return errors.New("redis-server already running")
+	}
+	var log bytes.Buffer
+	cmd := exec.Command(s.bin, s.args...)
+	cmd.Dir = s.dir
+	cmd.Stdout = &log
+	cmd.Stderr = &log
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start redis-server: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			s.cmd, s.done = cmd, done
+			return nil
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("redis-server %v exited: %s", s.args, log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			<-done
+			return fmt.Errorf("redis-server on port %d does not answer: %v; log: %s", s.port, err, log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// restart starts the server again after kill, on the same port and directory.
+func (s *server) restart() {
+	s.t.Helper()
+	if err := s.start(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// kill stops the server with SIGKILL and waits for it to exit. It does nothing
+// if the server is not running.
+func (s *server) kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
+	s.cmd, s.done = nil, nil
+}
+
+// startCluster starts a private one-node Redis Cluster holding every slot and
+// waits until its state is ok.
+func startCluster(t testing.TB) *server {
+	t.Helper()
+	s := startServer(t, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join("nodes.conf"),
+		"--cluster-announce-ip", "127.0.0.1")
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr()})
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
+		t.Fatalf("CLUSTER ADDSLOTSRANGE: %v", err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		info, err := c.ClusterInfo(ctx).Result()
+		if err == nil && bytes.Contains([]byte(info), []byte("cluster_state:ok")) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster state not ok: %v %s", err, info)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

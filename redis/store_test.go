@@ -1,0 +1,264 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/dedupetest"
+	"github.com/gatewaykit/dedupe/redis"
+)
+
+// unit is the conformance suite's time unit. Redis decides expiry by its own
+// clock, so the suite sleeps; 100 ms leaves room on a loaded 2-core machine.
+const unit = 100 * time.Millisecond
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	client := newClient(t, redisAddr(t), nil)
+	runConformance(t, client)
+}
+
+// TestClusterConformance runs the suite through a ClusterClient against a
+// private one-node cluster, which checks that every operation is routed by its
+// one key and that the scripts run under Cluster's rules.
+func TestClusterConformance(t *testing.T) {
+	t.Parallel()
+	redisAddr(t)
+	srv := startCluster(t)
+	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{srv.Addr()}, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = client.Close() })
+	runConformance(t, client)
+}
+
+func runConformance(t *testing.T, client goredis.UniversalClient) {
+	dedupetest.Run(t, dedupetest.Config{
+		New: func(t *testing.T, o dedupetest.Options) dedupe.Store {
+			s, err := redis.New(client, redis.Config{Prefix: "dedupe-test:" + randomID(t) + ":", TTL: o.TTL, Lease: o.Lease})
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			return s
+		},
+		RealTime: true,
+		Unit:     unit,
+	})
+}
+
+func TestNewValidates(t *testing.T) {
+	client := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"}) // never contacted
+	t.Cleanup(func() { _ = client.Close() })
+	for _, tc := range []struct {
+		name   string
+		client goredis.UniversalClient
+		cfg    redis.Config
+		want   string
+	}{
+		{"nil client", nil, redis.Config{}, "nil client"},
+		{"nil *Client", (*goredis.Client)(nil), redis.Config{}, "nil client"},
+		{"nil *ClusterClient", (*goredis.ClusterClient)(nil), redis.Config{}, "nil client"},
+		{"negative TTL", client, redis.Config{TTL: -time.Second}, "negative TTL"},
+		{"negative lease", client, redis.Config{Lease: -time.Second}, "negative lease"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := redis.New(tc.client, tc.cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "dedupe: ") {
+				t.Fatalf("New = %v, %v; want an error about %q", s, err, tc.want)
+			}
+			if s != nil {
+				t.Fatalf("New returned a store with an error")
+			}
+		})
+	}
+	s, err := redis.New(client, redis.Config{})
+	if err != nil {
+		t.Fatalf("New with defaults: %v", err)
+	}
+	if s.Backend() != "redis" {
+		t.Errorf("Backend() = %q", s.Backend())
+	}
+}
+
+// TestInvalidInputNoIO checks that invalid keys and foreign claims are refused
+// before any I/O: the client points at a port where nothing listens.
+func TestInvalidInputNoIO(t *testing.T) {
+	client := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { _ = client.Close() })
+	s, err := redis.New(client, redis.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	bad := dedupe.Key{Channel: "a:b", MessageID: "1"}
+	if _, err := s.Claim(ctx, bad, 0); !errors.Is(err, dedupe.ErrInvalidKey) {
+		t.Errorf("Claim(invalid) = %v, want ErrInvalidKey", err)
+	}
+	good := dedupe.Key{Channel: "telegram", MessageID: "1"}
+	for _, c := range []dedupe.Claim{
+		{Key: good, Status: dedupe.Claimed, Token: ""},
+		{Key: good, Status: dedupe.Claimed, Token: "m"},
+		{Key: good, Status: dedupe.Claimed, Token: strings.Repeat("A", 32)},
+		{Key: good, Status: dedupe.Claimed, Token: strings.Repeat("0", 31)},
+		{Key: good, Status: dedupe.InFlight, Token: strings.Repeat("0", 32)},
+	} {
+		if err := s.Release(ctx, c); !errors.Is(err, dedupe.ErrNotOwner) {
+			t.Errorf("Release(%+v) = %v, want ErrNotOwner", c, err)
+		}
+		if err := s.Extend(ctx, c, 0); !errors.Is(err, dedupe.ErrNotOwner) {
+			t.Errorf("Extend(%+v) = %v, want ErrNotOwner", c, err)
+		}
+	}
+	// A real call fails with a wrapped connection error, not a status.
+	c, err := s.Claim(ctx, good, 0)
+	if err == nil || !strings.HasPrefix(err.Error(), "dedupe: redis claim telegram:1: ") || c.Status != 0 {
+		t.Errorf("Claim with no server = %+v, %v; want a wrapped error", c, err)
+	}
+	if err := s.Ping(ctx); err == nil {
+		t.Error("Ping with no server succeeded")
+	}
+}
+
+// TestLayout checks the default prefix, TTL and lease, and the values stored,
+// by reading Redis directly.
+func TestLayout(t *testing.T) {
+	client := newClient(t, redisAddr(t), nil)
+	s, err := redis.New(client, redis.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	id := randomID(t)
+	marked := dedupe.Key{Channel: "layout", MessageID: id + "-m"}
+	claimed := dedupe.Key{Channel: "layout", MessageID: id + "-c"}
+	t.Cleanup(func() { client.Del(ctx, "dedupe:"+marked.String(), "dedupe:"+claimed.String()) })
+
+	if err := s.Mark(ctx, marked, 0); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Claim(ctx, claimed, 0)
+	if err != nil || c.Status != dedupe.Claimed {
+		t.Fatalf("Claim = %+v, %v", c, err)
+	}
+	if len(c.Token) != 32 {
+		t.Errorf("token %q is not 32 hex digits", c.Token)
+	}
+	for _, tc := range []struct {
+		key      string
+		value    string
+		ttl, tol time.Duration
+	}{
+		{"dedupe:layout:" + id + "-m", "m", dedupe.DefaultTTL, time.Minute},
+		{"dedupe:layout:" + id + "-c", "c:" + c.Token, dedupe.DefaultLease, time.Minute},
+	} {
+		v, err := client.Get(ctx, tc.key).Result()
+		if err != nil || v != tc.value {
+			t.Errorf("GET %s = %q, %v; want %q", tc.key, v, err, tc.value)
+		}
+		ttl, err := client.PTTL(ctx, tc.key).Result()
+		if err != nil || ttl > tc.ttl || ttl < tc.ttl-tc.tol {
+			t.Errorf("PTTL %s = %v, %v; want about %v", tc.key, ttl, err, tc.ttl)
+		}
+	}
+	if err := s.Extend(ctx, c, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	// A value the store did not write counts as a claim held by someone else.
+	foreign := dedupe.Key{Channel: "layout", MessageID: id + "-f"}
+	client.Set(ctx, "dedupe:"+foreign.String(), "something else", time.Minute)
+	t.Cleanup(func() { client.Del(ctx, "dedupe:"+foreign.String()) })
+	if ok, err := s.Exists(ctx, foreign); ok || err != nil {
+		t.Errorf("Exists(foreign) = %v, %v", ok, err)
+	}
+	if c, err := s.Claim(ctx, foreign, 0); c.Status != dedupe.InFlight || err != nil {
+		t.Errorf("Claim(foreign) = %+v, %v; want in flight", c, err)
+	}
+}
+
+// TestPrefix checks that stores share keys exactly when they share a prefix.
+func TestPrefix(t *testing.T) {
+	client := newClient(t, redisAddr(t), nil)
+	p := "dedupe-test:" + randomID(t) + ":"
+	a := newStore(t, client, redis.Config{Prefix: p + "a:"})
+	a2 := newStore(t, client, redis.Config{Prefix: p + "a:"})
+	b := newStore(t, client, redis.Config{Prefix: p + "b:"})
+	ctx := context.Background()
+	k := dedupe.Key{Channel: "telegram", MessageID: "42"}
+	if err := a.Mark(ctx, k, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := a2.Exists(ctx, k); !ok {
+		t.Error("a store with the same prefix does not see the mark")
+	}
+	if ok, _ := b.Exists(ctx, k); ok {
+		t.Error("a store with another prefix sees the mark")
+	}
+	if c, _ := b.Claim(ctx, k, time.Minute); c.Status != dedupe.Claimed {
+		t.Errorf("Claim under another prefix = %v", c.Status)
+	}
+}
+
+// TestClientOwnership checks that Close leaves a client given to New open, and
+// that a store made by OpenURL closes its own.
+func TestClientOwnership(t *testing.T) {
+	addr := redisAddr(t)
+	client := newClient(t, addr, nil)
+	s := newStore(t, client, redis.Config{})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Ping(context.Background()).Err(); err != nil {
+		t.Fatalf("client closed with the store: %v", err)
+	}
+	if err := s.Ping(context.Background()); !errors.Is(err, dedupe.ErrClosed) {
+		t.Errorf("Ping after Close = %v, want ErrClosed", err)
+	}
+
+	u, err := redis.OpenURL("redis://"+addr+"/0", redis.Config{Prefix: "dedupe-test:" + randomID(t) + ":"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := u.Ping(ctx); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	k := dedupe.Key{Channel: "url", MessageID: "1"}
+	if err := u.Mark(ctx, k, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := u.Exists(ctx, k); !ok || err != nil {
+		t.Fatalf("Exists = %v, %v", ok, err)
+	}
+	if err := u.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := u.Exists(ctx, k); !errors.Is(err, dedupe.ErrClosed) {
+		t.Errorf("Exists after Close = %v, want ErrClosed", err)
+	}
+}
+
+func TestOpenURLErrors(t *testing.T) {
+	for _, url := range []string{"http://127.0.0.1:6379", "redis://user:s3cret@127.0.0.1:6379/notadb", "redis://127.0.0.1:6379?bogus=1"} {
+		s, err := redis.OpenURL(url, redis.Config{})
+		if err == nil {
+			s.Close()
+			t.Errorf("OpenURL(%q) succeeded", url)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), "dedupe: redis: ") || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("OpenURL(%q) error %q", url, err)
+		}
+	}
+	if _, err := redis.OpenURL("redis://127.0.0.1:6379/0", redis.Config{TTL: -1}); err == nil {
+		t.Error("OpenURL with a negative TTL succeeded")
+	}
+}
