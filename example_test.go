@@ -1,0 +1,91 @@
+package dedupe_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gatewaykit/dedupe"
+)
+
+func ExampleParseKey() {
+	k, err := dedupe.ParseKey("web:a:b")
+	fmt.Printf("%q %q %v\n", k.Channel, k.MessageID, err)
+	// Output: "web" "a:b" <nil>
+}
+
+func ExampleExtractKey() {
+	// Decode with UseNumber so that large ids (Discord snowflakes) stay exact.
+	body := `{"metadata": {"discord_message_id": 1187654321098765432}, "text": "hi"}`
+	dec := json.NewDecoder(strings.NewReader(body))
+	dec.UseNumber()
+	var parsed map[string]any
+	if err := dec.Decode(&parsed); err != nil {
+		panic(err)
+	}
+	k, err := dedupe.ExtractKey("discord", parsed)
+	fmt.Println(k, err)
+
+	_, err = dedupe.ExtractKey("discord", map[string]any{"text": "no id"})
+	fmt.Println(errors.Is(err, dedupe.ErrNoMessageID))
+	// Output:
+	// discord:1187654321098765432 <nil>
+	// true
+}
+
+func ExampleMemoryStore() {
+	ctx := context.Background()
+	st := dedupe.NewMemoryStore(dedupe.MemoryConfig{TTL: time.Hour, MaxSize: 100000})
+	defer st.Close()
+	k := dedupe.Key{Channel: "telegram", MessageID: "123"}
+
+	c, _ := st.Claim(ctx, k, 0) // 0: the default lease
+	fmt.Println("first copy:", c.Status)
+	again, _ := st.Claim(ctx, k, 0)
+	fmt.Println("second copy:", again.Status)
+
+	_ = st.Mark(ctx, k, 0) // processed; 0: the default TTL (1 h here)
+	seen, _ := st.Exists(ctx, k)
+	late, _ := st.Claim(ctx, k, 0)
+	fmt.Println("exists:", seen, "retry:", late.Status)
+	// Output:
+	// first copy: claimed
+	// second copy: in_flight
+	// exists: true retry: duplicate
+}
+
+func ExampleDeduper_Do() {
+	d := dedupe.New(nil) // a default memory store
+	ctx := context.Background()
+	k := dedupe.Key{Channel: "slack", MessageID: "Ev08MFMKH6"}
+
+	deliver := func(attempt string, fail bool) {
+		err := d.Do(ctx, k, func(ctx context.Context) error {
+			if fail {
+				return errors.New("AI core unavailable")
+			}
+			fmt.Println(attempt, "-> answered")
+			return nil
+		})
+		switch {
+		case errors.Is(err, dedupe.ErrDuplicate), errors.Is(err, dedupe.ErrInFlight):
+			fmt.Println(attempt, "-> acknowledged, not processed again")
+		case err != nil:
+			fmt.Println(attempt, "-> failed, the platform will retry:", err)
+		}
+	}
+	deliver("delivery", true)
+	deliver("retry 1", false)
+	deliver("retry 2", false)
+
+	s := d.Stats()
+	fmt.Println("processed", s.Processed, "duplicates", s.Duplicates, "failed", s.Failed)
+	// Output:
+	// delivery -> failed, the platform will retry: AI core unavailable
+	// retry 1 -> answered
+	// retry 2 -> acknowledged, not processed again
+	// processed 1 duplicates 1 failed 1
+}
