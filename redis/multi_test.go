@@ -1,0 +1,91 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/redis"
+)
+
+// TestMultiInstance races four stores, each with its own client as four
+// gateway processes would have, 64 goroutines each, on the same keys: every key
+// is claimed exactly once across all of them, and the winner's mark is seen by
+// every store.
+func TestMultiInstance(t *testing.T) {
+	addr := redisAddr(t)
+	const instances, racers, keys = 4, 64, 32
+	prefix := "dedupe-test:" + randomID(t) + ":"
+	stores := make([]*redis.Store, instances)
+	for i := range stores {
+		stores[i] = newStore(t, newClient(t, addr, nil), redis.Config{Prefix: prefix, TTL: time.Minute, Lease: time.Minute})
+	}
+	ks := make([]dedupe.Key, keys)
+	for i := range ks {
+		ks[i] = dedupe.Key{Channel: "multi", MessageID: fmt.Sprint(i)}
+	}
+
+	var claimed, marked [keys]atomic.Int32
+	var statuses [4]atomic.Int64 // by dedupe.Status
+	errs := make(chan error, instances*racers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	ctx := context.Background()
+	for i, st := range stores {
+		for g := range racers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for j := range keys {
+					k := (j + g + i*racers/instances) % keys // racers meet keys in different orders
+					c, err := st.Claim(ctx, ks[k], 0)
+					if err != nil {
+						errs <- fmt.Errorf("store %d: Claim(%s): %w", i, ks[k], err)
+						return
+					}
+					statuses[c.Status].Add(1)
+					if c.Status != dedupe.Claimed {
+						continue
+					}
+					claimed[k].Add(1)
+					if err := st.Mark(ctx, ks[k], 0); err != nil {
+						errs <- fmt.Errorf("store %d: Mark(%s): %w", i, ks[k], err)
+						return
+					}
+					marked[k].Add(1)
+				}
+			}()
+		}
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for k := range ks {
+		if n := claimed[k].Load(); n != 1 {
+			t.Errorf("%s claimed %d times across %d instances, want exactly once", ks[k], n, instances)
+		}
+		if n := marked[k].Load(); n != 1 {
+			t.Errorf("%s marked %d times, want once", ks[k], n)
+		}
+	}
+	t.Logf("claims: %d claimed, %d duplicate, %d in flight", statuses[dedupe.Claimed].Load(),
+		statuses[dedupe.Duplicate].Load(), statuses[dedupe.InFlight].Load())
+	for i, st := range stores {
+		for _, k := range ks {
+			if ok, err := st.Exists(ctx, k); !ok || err != nil {
+				t.Errorf("store %d: Exists(%s) = %v, %v after the race", i, k, ok, err)
+			}
+			if c, err := st.Claim(ctx, k, 0); c.Status != dedupe.Duplicate || err != nil {
+				t.Errorf("store %d: Claim(%s) = %v, %v after the race, want duplicate", i, k, c.Status, err)
+			}
+		}
+	}
+}
