@@ -1,2 +1,33 @@
-// Package prometheus exports a [dedupe.Deduper]'s counters as Prometheus metrics.
+// Package prometheus exports the counters of a [dedupe.Deduper] as Prometheus
+// metrics.
+//
+// [NewCollector] returns a [prometheus.Collector] that reads
+// [dedupe.Deduper.Stats] at every scrape, so it adds nothing to the Deduper's
+// hot path and never drifts from it:
+//
+//	d := dedupe.New(store)
+//	prometheus.MustRegister(dedupeprom.NewCollector(d))
+//	http.Handle("/metrics", promhttp.Handler())
+//
+// # Metrics
+//
+// dedupe_decisions_total{backend,verdict} is a counter of the Deduper's
+// verdicts: "processed" (the message was handled and marked), "duplicate",
+// "in_flight", "released" (the handler failed and the claim was released for
+// the platform's retry), "store_error" (a store call failed, in any phase),
+// "fallback" (a message was served by the fallback store of
+// [dedupe.WithFallback]) and "lease_lost" (a claim was taken over while its
+// message was processed).
+//
+// dedupe_store_seconds{backend,phase} is a histogram of the duration of the
+// Deduper's store calls by phase: "claim", "mark", "release" and "extend". Its
+// buckets are [dedupe.LatencyBuckets] in seconds.
+//
+// backend is the primary store's [dedupe.Store.Backend]; calls served by a
+// fallback store are counted under it too. [WithNamespace] prefixes the metric
+// names and [WithConstLabels] adds labels, for example to tell several
+// Dedupers registered in one registry apart.
+//
+// This package is a module of its own, github.com/gatewaykit/dedupe/prometheus,
+// so that importing the root package never downloads the Prometheus client.
 package prometheus

@@ -1,0 +1,105 @@
+package prometheus
+
+import (
+	"github.com/gatewaykit/dedupe"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Collector is a [prometheus.Collector] that exports a [dedupe.Deduper]'s
+// [dedupe.Stats] at scrape time. Create one with [NewCollector]. A Collector is
+// safe for concurrent use.
+type Collector struct {
+	d         *dedupe.Deduper
+	decisions *prometheus.Desc
+	store     *prometheus.Desc
+	buckets   []float64 // dedupe.LatencyBuckets in seconds
+}
+
+// An Option configures a [Collector].
+type Option func(*config)
+
+type config struct {
+	namespace string
+	labels    prometheus.Labels
+}
+
+// WithNamespace prefixes the metric names with namespace and an underscore:
+// WithNamespace("gateway") exports gateway_dedupe_decisions_total. The default
+// is no prefix.
+func WithNamespace(namespace string) Option {
+	return func(c *config) { c.namespace = namespace }
+}
+
+// WithConstLabels adds labels with fixed values to every metric the
+// [Collector] exports. Use it to register the collectors of several Dedupers
+// in one registry, for example prometheus.Labels{"deduper": "slack"}: two
+// collectors with the same names and labels are refused by the registry.
+// The labels must not be named "backend", "verdict" or "phase".
+func WithConstLabels(labels prometheus.Labels) Option {
+	return func(c *config) {
+		c.labels = make(prometheus.Labels, len(labels))
+		for k, v := range labels {
+			c.labels[k] = v
+		}
+	}
+}
+
+// NewCollector returns a [Collector] exporting d's counters. Register it with
+// a [prometheus.Registerer]; invalid names or labels given by the options are
+// reported then, by Register.
+func NewCollector(d *dedupe.Deduper, opts ...Option) *Collector {
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	c := &Collector{
+		d: d,
+		decisions: prometheus.NewDesc(
+			prometheus.BuildFQName(cfg.namespace, "dedupe", "decisions_total"),
+			"Verdicts of the deduplicator on incoming messages.",
+			[]string{"backend", "verdict"}, cfg.labels),
+		store: prometheus.NewDesc(
+			prometheus.BuildFQName(cfg.namespace, "dedupe", "store_seconds"),
+			"Duration of the deduplicator's store calls, by phase.",
+			[]string{"backend", "phase"}, cfg.labels),
+		buckets: make([]float64, len(dedupe.LatencyBuckets)),
+	}
+	for i, b := range dedupe.LatencyBuckets {
+		c.buckets[i] = b.Seconds()
+	}
+	return c
+}
+
+// Describe sends the descriptors of the two metrics the [Collector] exports.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.decisions
+	ch <- c.store
+}
+
+// Collect sends the current values of the Deduper's counters.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.d.Stats()
+	for _, v := range [...]struct {
+		verdict string
+		n       uint64
+	}{
+		{"processed", s.Processed},
+		{"duplicate", s.Duplicates},
+		{"in_flight", s.InFlight},
+		{"released", s.Failed},
+		{"store_error", s.StoreErrors},
+		{"fallback", s.Fallbacks},
+		{"lease_lost", s.LeasesLost},
+	} {
+		ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue,
+			float64(v.n), s.Backend, v.verdict)
+	}
+	for phase, l := range s.Latency {
+		buckets := make(map[float64]uint64, len(c.buckets))
+		for i, b := range c.buckets {
+			buckets[b] = l.Buckets[i]
+		}
+		ch <- prometheus.MustNewConstHistogram(c.store, l.Count, l.Sum.Seconds(),
+			buckets, s.Backend, phase)
+	}
+}
