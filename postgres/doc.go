@@ -1,2 +1,99 @@
-// Package postgres is a [dedupe.Store] on PostgreSQL, shared by every gateway instance.
+// Package postgres is a [dedupe.Store] kept in a PostgreSQL table, shared by
+// every gateway instance connected to the same database. It suits the long
+// business window (72 h and more) and deployments that already run
+// PostgreSQL; it is a nested module, so users of the root package do not
+// download its driver, github.com/jackc/pgx/v5.
+//
+// # Usage
+//
+//	pool, err := pgxpool.New(ctx, "postgres://gateway@db:5432/app")
+//	if err != nil {
+//		return err
+//	}
+//	defer pool.Close()
+//	store, err := postgres.New(ctx, pool, postgres.Config{
+//		TTL:             72 * time.Hour,
+//		CleanupInterval: time.Minute,
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	defer store.Close()
+//	d := dedupe.New(store)
+//	err = d.Do(ctx, key, dispatch)
+//
+// [Open] does the same from a DSN and owns the pool it makes.
+//
+// # Schema
+//
+// [New] creates the table (default "dedupe_keys") and an index on its expiry if
+// they are missing:
+//
+//	CREATE TABLE dedupe_keys (
+//		key        text COLLATE "C" PRIMARY KEY, -- "telegram:123"
+//		token      text,                         -- NULL for a mark, the token of a claim
+//		expires_at timestamptz NOT NULL
+//	);
+//	CREATE INDEX dedupe_keys_expires_at_idx ON dedupe_keys (expires_at);
+//
+// A row is live while expires_at > now(). An existing table is checked, not
+// altered: New fails with a clear error if its columns do not fit. To create
+// the table in a migration instead, use the statements above; New then needs
+// no CREATE privilege.
+//
+// # Time
+//
+// The server's clock decides expiry: every statement compares expires_at with
+// the server's now() and computes new expiries from it, so the clocks of the
+// gateway machines never matter, and skew between them cannot make a mark
+// expire early or a lease last too long. TTLs and leases are stored with
+// microsecond resolution.
+//
+// # Claims
+//
+// [Store.Claim] is one statement, a single round trip:
+//
+//	WITH cur AS (SELECT token IS NULL AS marked FROM t
+//	             WHERE key = $1 AND expires_at > now()),
+//	ins AS (INSERT INTO t AS d SELECT $1, $2, now() + $3
+//	        WHERE NOT EXISTS (SELECT 1 FROM cur)
+//	        ON CONFLICT (key) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at
+//	        WHERE d.expires_at <= now()
+//	        RETURNING 1)
+//	SELECT 1 FROM ins UNION ALL SELECT CASE WHEN marked THEN 2 ELSE 3 END FROM cur
+//
+// A live row in the statement's snapshot gives [dedupe.Duplicate] (a mark) or
+// [dedupe.InFlight] (a claim) without writing or locking anything, which keeps
+// duplicate deliveries cheap. Otherwise the INSERT … ON CONFLICT takes the key,
+// over an expired row if there is one. Exclusivity rests on the primary key:
+// PostgreSQL checks the conflict against the latest committed row, waiting for
+// a concurrent writer to finish, and evaluates the WHERE on that row while
+// holding its lock, so of any number of racing claims exactly one inserts or
+// updates. Under READ COMMITTED the snapshot of cur may predate a row that a
+// concurrent claim or mark committed meanwhile; the statement then returns no
+// row, and Claim runs it again with a fresh snapshot (a second round trip, only
+// in such a race), which classifies that row or, if it has gone, takes the key.
+//
+// Release and Extend are one DELETE or UPDATE matching the key, the token and
+// expires_at > now(); no row matched gives [dedupe.ErrNotOwner]. Mark is one
+// upsert that sets token to NULL, so it clears any claim.
+//
+// # Cleanup
+//
+// Expired rows are ignored by every method but stay in the table until
+// [Store.CleanupExpired] deletes them, in bounded batches. Set
+// [Config.CleanupInterval] to have the store call it in the background, in a
+// goroutine that [Store.Close] stops and waits for.
+//
+// # Errors and cancellation
+//
+// Errors wrap [dedupe.ErrInvalidKey] (checked before any I/O),
+// [dedupe.ErrNotOwner], [dedupe.ErrClosed] and the context's error, and are
+// prefixed "dedupe: postgres:". A Mark or Claim that returns an error, a
+// connection failure or a cancelled context for instance, may still have been
+// committed by the server: a mark is then there (marking again is harmless), and
+// a claim holds its key until its lease runs out, so a retry sees
+// [dedupe.InFlight] until then, never a false [dedupe.Duplicate]. The pool
+// replaces broken connections, so the same Store keeps working after a
+// connection is lost or the server restarts.
 package postgres

@@ -2,6 +2,19 @@ module github.com/gatewaykit/dedupe/postgres
 
 go 1.26.0
 
-require github.com/gatewaykit/dedupe v0.0.0-00010101000000-000000000000
+require (
+	github.com/gatewaykit/dedupe v0.0.0-00010101000000-000000000000
+	github.com/jackc/pgx/v5 v5.12.0
+)
+
+require (
+	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
+)
 
 replace github.com/gatewaykit/dedupe => ../

@@ -1,0 +1,69 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gatewaykit/dedupe"
+)
+
+// CleanupExpired deletes the expired marks and claims and returns how many it
+// deleted. It deletes at most [Config.CleanupBatch] rows per statement, oldest
+// expiry first by the expiry index, each statement its own short transaction,
+// and stops after a batch that was not full. Rows locked by another cleanup
+// are skipped, so instances sharing the table may all run it. Expired rows are
+// already absent to every other method; CleanupExpired only reclaims their
+// space.
+//
+// If ctx ends or a statement fails, CleanupExpired returns the rows deleted so
+// far with the error.
+func (s *Store) CleanupExpired(ctx context.Context) (int64, error) {
+	if s.closed.Load() {
+		return 0, dedupe.ErrClosed
+	}
+	return s.cleanup(ctx)
+}
+
+func (s *Store) cleanup(ctx context.Context) (int64, error) {
+	var total int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, fmt.Errorf("dedupe: postgres: cleanup %s: %w", s.table, err)
+		}
+		tag, err := s.pool.Exec(ctx, s.sql.cleanup, s.batch)
+		if err != nil {
+			if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+				err = fmt.Errorf("%w: %w", cerr, err)
+			}
+			return total, fmt.Errorf("dedupe: postgres: cleanup %s: %w", s.table, err)
+		}
+		n := tag.RowsAffected()
+		total += n
+		if n < int64(s.batch) {
+			return total, nil
+		}
+	}
+}
+
+// sweep runs cleanup every interval until ctx is cancelled by Close.
+func (s *Store) sweep(ctx context.Context, every time.Duration) {
+	defer close(s.done)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		n, err := s.cleanup(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("dedupe: postgres: background cleanup failed", "table", s.table, "deleted", n, "error", err)
+		}
+		if s.afterSweep != nil {
+			s.afterSweep(n, err)
+		}
+	}
+}

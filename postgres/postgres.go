@@ -1,0 +1,412 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gatewaykit/dedupe"
+)
+
+// Defaults of a [Config] whose fields are zero.
+const (
+	// DefaultTable is the table a [Store] uses when [Config.Table] is empty.
+	DefaultTable = "dedupe_keys"
+	// DefaultCleanupBatch is the number of rows [Store.CleanupExpired] deletes per
+	// statement when [Config.CleanupBatch] is zero.
+	DefaultCleanupBatch = 1000
+)
+
+// Config configures a [Store]. The zero value gives the defaults.
+type Config struct {
+	// Table is the table holding marks and claims, a plain name ("dedupe_keys")
+	// or a schema-qualified one ("gateway.dedupe_keys"). Each part must start with
+	// a letter or '_' and hold only ASCII letters, digits and '_'; the table part
+	// is at most 48 bytes so that its index name fits PostgreSQL's 63. The name is
+	// always quoted, so upper-case letters are kept. Default [DefaultTable].
+	Table string
+	// TTL is how long a mark lasts when [Store.Mark] is given ttl <= 0.
+	// Default [dedupe.DefaultTTL] (24 h).
+	TTL time.Duration
+	// Lease is how long a claim lasts when [Store.Claim] or [Store.Extend] is
+	// given lease <= 0. Default [dedupe.DefaultLease] (5 min).
+	Lease time.Duration
+	// CleanupInterval, when positive, starts a background goroutine that calls
+	// [Store.CleanupExpired] at this interval until [Store.Close]. Zero or negative:
+	// no goroutine; expired rows are then ignored by every method and stay in the
+	// table until CleanupExpired is called or a later Mark or Claim of the same key
+	// overwrites them. Default 0.
+	CleanupInterval time.Duration
+	// CleanupBatch is the number of rows one DELETE of [Store.CleanupExpired]
+	// removes at most, bounding how long it holds row locks. Default
+	// [DefaultCleanupBatch].
+	CleanupBatch int
+	// Logger receives the errors of the background cleanup, which has no caller to
+	// return them to. Default [slog.Default].
+	Logger *slog.Logger
+}
+
+// Store is a [dedupe.Store] kept in a PostgreSQL table, so that every gateway
+// instance connected to the same database sees the same marks and claims. It
+// is safe for concurrent use by any number of goroutines and processes.
+//
+// Expiry is decided by the server's clock (now() in each statement), never the
+// client's: instances whose clocks disagree still agree on what has expired.
+// Expired rows are absent to every method even before they are deleted.
+//
+// Each method is one round trip on a connection of the pool (the first use of
+// a statement on a connection also prepares it, with pgx's default statement
+// cache). A Claim may take a second round trip when it loses a race with a
+// concurrent writer; see the package documentation.
+//
+// The Store does not own a pool given to [New]: [Store.Close] leaves it open.
+// A Store made by [Open] owns its pool and closes it.
+type Store struct {
+	pool    *pgxpool.Pool
+	ownPool bool
+	table   string // quoted, for messages and SQL
+	ttl     time.Duration
+	lease   time.Duration
+	batch   int
+	log     *slog.Logger
+	sql     statements
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	stop      context.CancelFunc // stops the sweeper; nil without one
+	done      chan struct{}      // closed when the sweeper has returned
+
+	afterSweep func(n int64, err error) // test hook, called after each sweep
+	retries    atomic.Int64             // claim statements run again; read by tests
+}
+
+// statements are the SQL texts of a Store, built once for its table.
+type statements struct {
+	exists, mark, claim, extend, release, cleanup string
+}
+
+func buildStatements(t string) statements {
+	// Durations travel as whole microseconds ($n::bigint), the resolution of
+	// timestamptz, so no interval encoding is involved.
+	const after = `now() + %s::bigint * interval '1 microsecond'`
+	return statements{
+		exists: `SELECT EXISTS (SELECT 1 FROM ` + t + ` WHERE key = $1 AND token IS NULL AND expires_at > now())`,
+
+		mark: `INSERT INTO ` + t + ` AS d (key, token, expires_at) VALUES ($1, NULL, ` + fmt.Sprintf(after, "$2") + `)
+ON CONFLICT (key) DO UPDATE SET token = NULL, expires_at = excluded.expires_at`,
+
+		// cur reads the live row, if any, in the statement's snapshot. When there
+		// is one the insert is skipped: the outcome is Duplicate or InFlight and
+		// nothing is written or locked. Otherwise the insert takes the key, over an
+		// expired row if there is one. Its arbiter is the primary key, checked
+		// against the latest committed row, not the snapshot, and the WHERE is
+		// evaluated on that row under its lock: of racing claims exactly one
+		// inserts or updates, and the others return no row.
+		claim: `WITH cur AS (
+	SELECT token IS NULL AS marked FROM ` + t + ` WHERE key = $1::text AND expires_at > now()
+), ins AS (
+	INSERT INTO ` + t + ` AS d (key, token, expires_at)
+	SELECT $1::text, $2::text, ` + fmt.Sprintf(after, "$3") + `
+	WHERE NOT EXISTS (SELECT 1 FROM cur)
+	ON CONFLICT (key) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at
+	WHERE d.expires_at <= now()
+	RETURNING 1
+)
+SELECT 1 FROM ins
+UNION ALL
+SELECT CASE WHEN marked THEN 2 ELSE 3 END FROM cur`,
+
+		extend: `UPDATE ` + t + ` SET expires_at = ` + fmt.Sprintf(after, "$3") + `
+WHERE key = $1 AND token = $2 AND expires_at > now()`,
+
+		release: `DELETE FROM ` + t + ` WHERE key = $1 AND token = $2 AND expires_at > now()`,
+
+		cleanup: `DELETE FROM ` + t + ` WHERE expires_at <= now() AND key IN (
+	SELECT key FROM ` + t + ` WHERE expires_at <= now()
+	ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)`,
+	}
+}
+
+// Outcomes of the claim statement.
+const (
+	claimInserted  = 1
+	claimMarked    = 2
+	claimHeld      = 3
+	maxClaimTrials = 16
+)
+
+// New returns a store on pool, creating its table and expiry index if they are
+// missing, and checking that an existing table has the columns the store
+// needs. Several instances may call New on the same table at once: creation is
+// serialised by an advisory lock.
+//
+// The caller keeps ownership of pool and must close it after [Store.Close].
+// If cfg.CleanupInterval is positive, New starts the background cleanup, which
+// Close stops.
+func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
+	return newStore(ctx, pool, cfg, nil)
+}
+
+// Open connects to the database at dsn, a URL such as
+// "postgres://user@host:5432/db?sslmode=disable" or a key=value string (see
+// [pgxpool.ParseConfig] for the pool settings it accepts, such as
+// pool_max_conns), and returns a store on it as [New] does. The store owns the
+// pool: [Store.Close] closes it.
+func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("dedupe: postgres: open: %w", err)
+	}
+	s, err := New(ctx, pool, cfg)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.ownPool = true
+	return s, nil
+}
+
+func newStore(ctx context.Context, pool *pgxpool.Pool, cfg Config, afterSweep func(int64, error)) (*Store, error) {
+	if pool == nil {
+		return nil, errors.New("dedupe: postgres: nil pool")
+	}
+	if cfg.Table == "" {
+		cfg.Table = DefaultTable
+	}
+	ident, err := parseTable(cfg.Table)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = dedupe.DefaultTTL
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = dedupe.DefaultLease
+	}
+	if cfg.CleanupBatch <= 0 {
+		cfg.CleanupBatch = DefaultCleanupBatch
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := ensureSchema(ctx, pool, ident); err != nil {
+		return nil, err
+	}
+	t := ident.Sanitize()
+	s := &Store{
+		pool:       pool,
+		table:      t,
+		ttl:        cfg.TTL,
+		lease:      cfg.Lease,
+		batch:      cfg.CleanupBatch,
+		log:        cfg.Logger,
+		sql:        buildStatements(t),
+		afterSweep: afterSweep,
+	}
+	if cfg.CleanupInterval > 0 {
+		sweepCtx, stop := context.WithCancel(context.Background())
+		s.stop = stop
+		s.done = make(chan struct{})
+		go s.sweep(sweepCtx, cfg.CleanupInterval)
+	}
+	return s, nil
+}
+
+// Exists reports whether key is marked and its TTL has not passed on the
+// server's clock. A claim does not exist.
+func (s *Store) Exists(ctx context.Context, key dedupe.Key) (bool, error) {
+	if err := s.check(ctx, "exists", key); err != nil {
+		return false, err
+	}
+	var ok bool
+	if err := s.pool.QueryRow(ctx, s.sql.exists, key.String()).Scan(&ok); err != nil {
+		return false, s.fail(ctx, "exists", key, err)
+	}
+	return ok, nil
+}
+
+// Mark records key as processed for ttl (ttl <= 0: [Config.TTL]) from the
+// server's now, replacing any mark or claim on it. When Mark returns an error
+// the mark may or may not have been written (the connection can fail after the
+// commit); marking again is harmless.
+func (s *Store) Mark(ctx context.Context, key dedupe.Key, ttl time.Duration) error {
+	if err := s.check(ctx, "mark", key); err != nil {
+		return err
+	}
+	if ttl <= 0 {
+		ttl = s.ttl
+	}
+	if _, err := s.pool.Exec(ctx, s.sql.mark, key.String(), micros(ttl)); err != nil {
+		return s.fail(ctx, "mark", key, err)
+	}
+	return nil
+}
+
+// Claim takes key for lease (lease <= 0: [Config.Lease]) unless a live mark
+// ([dedupe.Duplicate]) or a live claim ([dedupe.InFlight]) holds it; see
+// [dedupe.Store.Claim]. A claimed result carries a random 128-bit token.
+func (s *Store) Claim(ctx context.Context, key dedupe.Key, lease time.Duration) (dedupe.Claim, error) {
+	if err := s.check(ctx, "claim", key); err != nil {
+		return dedupe.Claim{}, err
+	}
+	if lease <= 0 {
+		lease = s.lease
+	}
+	k, token, us := key.String(), newToken(), micros(lease)
+	for range maxClaimTrials {
+		var outcome int
+		err := s.pool.QueryRow(ctx, s.sql.claim, k, token, us).Scan(&outcome)
+		switch {
+		case err == nil && outcome == claimInserted:
+			return dedupe.Claim{Key: key, Status: dedupe.Claimed, Token: token}, nil
+		case err == nil && outcome == claimMarked:
+			return dedupe.Claim{Key: key, Status: dedupe.Duplicate}, nil
+		case err == nil && outcome == claimHeld:
+			return dedupe.Claim{Key: key, Status: dedupe.InFlight}, nil
+		case err == nil:
+			return dedupe.Claim{}, fmt.Errorf("dedupe: postgres: claim %s: unexpected outcome %d", key, outcome)
+		case !isNoRows(err):
+			return dedupe.Claim{}, s.fail(ctx, "claim", key, err)
+		}
+		// No row: the insert met a live row committed after the statement's
+		// snapshot was taken. A new statement has a new snapshot that sees it,
+		// or, if it is gone again, takes the key.
+		s.retries.Add(1)
+		if err := ctx.Err(); err != nil {
+			return dedupe.Claim{}, s.fail(ctx, "claim", key, err)
+		}
+	}
+	return dedupe.Claim{}, fmt.Errorf("dedupe: postgres: claim %s: no stable outcome after %d attempts under concurrent writes", key, maxClaimTrials)
+}
+
+// Extend renews c's lease to lease from the server's now (lease <= 0:
+// [Config.Lease]) if c still holds its key, and otherwise returns
+// [dedupe.ErrNotOwner].
+func (s *Store) Extend(ctx context.Context, c dedupe.Claim, lease time.Duration) error {
+	if err := s.checkClaim(ctx, "extend", c); err != nil {
+		return err
+	}
+	if lease <= 0 {
+		lease = s.lease
+	}
+	tag, err := s.pool.Exec(ctx, s.sql.extend, c.Key.String(), c.Token, micros(lease))
+	if err != nil {
+		return s.fail(ctx, "extend", c.Key, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: %s", dedupe.ErrNotOwner, c.Key)
+	}
+	return nil
+}
+
+// Release deletes c's claim if c still holds its key, and otherwise returns
+// [dedupe.ErrNotOwner].
+func (s *Store) Release(ctx context.Context, c dedupe.Claim) error {
+	if err := s.checkClaim(ctx, "release", c); err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, s.sql.release, c.Key.String(), c.Token)
+	if err != nil {
+		return s.fail(ctx, "release", c.Key, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: %s", dedupe.ErrNotOwner, c.Key)
+	}
+	return nil
+}
+
+// Backend returns "postgres".
+func (s *Store) Backend() string { return "postgres" }
+
+// Close stops the background cleanup, if any, and waits for it to return;
+// later calls of every method return [dedupe.ErrClosed]. A pool given to [New]
+// is left open for its owner to close; the pool of a store made by [Open] is
+// closed, after the calls using it return. Close is idempotent and always
+// returns nil.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		if s.stop != nil {
+			s.stop()
+			<-s.done
+		}
+		if s.ownPool {
+			s.pool.Close()
+		}
+	})
+	return nil
+}
+
+// check returns the error a call with key must fail with before any I/O.
+func (s *Store) check(ctx context.Context, op string, key dedupe.Key) error {
+	if s.closed.Load() {
+		return dedupe.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("dedupe: postgres: %s %s: %w", op, key, err)
+	}
+	return key.Validate()
+}
+
+// checkClaim is check for Extend and Release, which also refuse, without a
+// round trip, a claim this store cannot have made.
+func (s *Store) checkClaim(ctx context.Context, op string, c dedupe.Claim) error {
+	if err := s.check(ctx, op, c.Key); err != nil {
+		return err
+	}
+	if c.Status != dedupe.Claimed || !validToken(c.Token) {
+		return fmt.Errorf("%w: %s: not a claim this store made", dedupe.ErrNotOwner, c.Key)
+	}
+	return nil
+}
+
+// fail wraps a database error. If ctx ended meanwhile, the result also wraps
+// ctx.Err(), whatever error the driver saw first.
+func (s *Store) fail(ctx context.Context, op string, key dedupe.Key, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("dedupe: postgres: %s %s: %w: %w", op, key, cerr, err)
+	}
+	return fmt.Errorf("dedupe: postgres: %s %s: %w", op, key, err)
+}
+
+func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+const tokenBytes = 16
+
+// newToken returns 128 random bits in hex.
+func newToken() string {
+	var b [tokenBytes]byte
+	_, _ = rand.Read(b[:]) // never fails; see crypto/rand.Read
+	return hex.EncodeToString(b[:])
+}
+
+func validToken(t string) bool {
+	if len(t) != 2*tokenBytes {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// micros returns d in whole microseconds, rounded up so that a positive
+// duration never becomes zero.
+func micros(d time.Duration) int64 {
+	us := int64(d / time.Microsecond)
+	if d%time.Microsecond != 0 {
+		us++
+	}
+	return us
+}
