@@ -1,0 +1,240 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gatewaykit/dedupe"
+)
+
+// terminate ends every backend of the application app from the admin
+// connection and returns how many it ended.
+func terminate(ctx context.Context, admin *pgx.Conn, app string) (int, error) {
+	var n int
+	err := admin.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
+FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()`, app).Scan(&n)
+	return n, err
+}
+
+// keyState records what the workers of TestTerminateBackends did to one key.
+type keyState struct {
+	markTried atomic.Bool // a Mark was called, whatever it returned
+	markOK    atomic.Bool // a Mark returned nil
+}
+
+// TestTerminateBackends kills the store's connections with
+// pg_terminate_backend while workers claim and mark keys. Callers see errors,
+// but never a Duplicate for a key nobody marked, and never lose a mark that
+// returned nil; once the killing stops, the same Store works again.
+func TestTerminateBackends(t *testing.T) {
+	const workers, keys, maxConns = 16, 400, 8
+	app := "dedupe_fault_" + randomHex(t, 4)
+	pool := newPool(t, app, maxConns)
+	s := newTestStore(t, pool, Config{})
+	admin := adminConn(t)
+	ctx := context.Background()
+
+	id := randomHex(t, 4)
+	ks := make([]dedupe.Key, keys)
+	state := make([]keyState, keys)
+	for i := range ks {
+		ks[i] = dedupe.Key{Channel: "fault", MessageID: fmt.Sprintf("%s-%d", id, i)}
+	}
+	var errCount, okCount atomic.Int64
+	count := func(err error) bool {
+		if err != nil {
+			errCount.Add(1)
+			return false
+		}
+		okCount.Add(1)
+		return true
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			// Each key is visited by four workers, so Duplicate and InFlight occur.
+			for j := range 4 * keys / workers {
+				i := (w*keys/workers + j) % keys
+				c, err := s.Claim(ctx, ks[i], time.Minute)
+				if !count(err) {
+					continue
+				}
+				switch c.Status {
+				case dedupe.Duplicate:
+					if !state[i].markTried.Load() {
+						t.Errorf("Claim(%s) = duplicate, but no Mark of it was ever called", ks[i])
+					}
+				case dedupe.Claimed:
+					state[i].markTried.Store(true)
+					if count(s.Mark(ctx, ks[i], time.Hour)) {
+						state[i].markOK.Store(true)
+					}
+				}
+			}
+		})
+	}
+	// Kill the pool's backends each time the workers have made some progress,
+	// until they finish.
+	workersDone := stopped(&wg)
+	progressed := func(target int64) bool { // false once the workers are done
+		for okCount.Load() < target {
+			select {
+			case <-workersDone:
+				return false
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+		select {
+		case <-workersDone:
+			return false
+		default:
+			return true
+		}
+	}
+	killed, rounds := 0, 0
+	for progressed(okCount.Load() + 150) {
+		n, err := terminate(ctx, admin, app)
+		if err != nil {
+			t.Fatalf("pg_terminate_backend: %v", err)
+		}
+		killed += n
+		rounds++
+	}
+	t.Logf("%d calls succeeded, %d failed; %d backends terminated in %d rounds",
+		okCount.Load(), errCount.Load(), killed, rounds)
+	if killed == 0 || errCount.Load() == 0 {
+		t.Fatalf("the faults did not happen: %d backends terminated, %d errors", killed, errCount.Load())
+	}
+
+	// Once the killing has stopped, the same Store works again: each connection
+	// killed while idle in the pool fails at most one call before the pool
+	// replaces it.
+	recovered := 0
+	for attempt := 0; recovered < 50; attempt++ {
+		if attempt > 50+maxConns {
+			t.Fatalf("the store did not recover: %d successes in %d calls", recovered, attempt)
+		}
+		if _, err := s.Exists(ctx, ks[0]); err != nil {
+			if recovered > 0 {
+				t.Fatalf("Exists failed after %d successes: %v", recovered, err)
+			}
+			continue
+		}
+		recovered++
+	}
+	for i, k := range ks {
+		ok, err := s.Exists(ctx, k)
+		if err != nil {
+			t.Fatalf("Exists(%s) after the faults: %v", k, err)
+		}
+		switch {
+		case state[i].markOK.Load() && !ok:
+			t.Errorf("%s: Mark returned nil, but the mark is lost", k)
+		case !state[i].markTried.Load() && ok:
+			t.Errorf("%s exists, but no Mark of it was ever called", k)
+		}
+		c, err := s.Claim(ctx, k, time.Minute)
+		if err != nil {
+			t.Fatalf("Claim(%s) after the faults: %v", k, err)
+		}
+		if c.Status == dedupe.Duplicate && !state[i].markTried.Load() {
+			t.Errorf("Claim(%s) after the faults = duplicate, but no Mark of it was ever called", k)
+		}
+	}
+}
+
+// stopped returns a channel closed when wg's count reaches zero.
+func stopped(wg *sync.WaitGroup) <-chan struct{} {
+	c := make(chan struct{})
+	go func() { wg.Wait(); close(c) }()
+	return c
+}
+
+// TestCancelMidQuery cancels a Claim while the server blocks it on a row lock
+// held by another transaction. The call returns at once with an error that
+// wraps context.Canceled, and the store keeps working.
+func TestCancelMidQuery(t *testing.T) {
+	app := "dedupe_cancel_" + randomHex(t, 4)
+	pool := newPool(t, app, 2)
+	s := newTestStore(t, pool, Config{})
+	admin := adminConn(t)
+	ctx := context.Background()
+	k := dedupe.Key{Channel: "cancel", MessageID: randomHex(t, 4)}
+
+	// An uncommitted insert of the key makes the claim's INSERT wait for it.
+	blocker, err := pgx.Connect(ctx, testDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Close(ctx)
+	tx, err := blocker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `INSERT INTO `+s.table+` (key, token, expires_at) VALUES ($1, NULL, now() - interval '1 hour')`, k.String()); err != nil {
+		t.Fatal(err)
+	}
+
+	claimCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		c   dedupe.Claim
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		c, err := s.Claim(claimCtx, k, time.Hour)
+		res <- result{c, err}
+	}()
+	// Wait until the server reports the claim waiting on the lock.
+	for waiting := false; !waiting; {
+		err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+WHERE application_name = $1 AND wait_event_type = 'Lock')`, app).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case r := <-res:
+			t.Fatalf("Claim returned before it was cancelled: %v, %v", r.c, r.err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	cancel()
+	var r result
+	select {
+	case r = <-res:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Claim did not return within 10 s of its context being cancelled")
+	}
+	if !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("cancelled Claim = %v, %v; want an error wrapping context.Canceled", r.c, r.err)
+	}
+	if r.c.Status == dedupe.Claimed {
+		t.Fatalf("cancelled Claim returned a claim: %+v", r.c)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// The store works on, on the pool's remaining or replacement connections.
+	other := dedupe.Key{Channel: "cancel", MessageID: randomHex(t, 4)}
+	if c, err := s.Claim(ctx, other, time.Hour); err != nil || c.Status != dedupe.Claimed {
+		t.Fatalf("Claim after a cancelled one = %v, %v", c.Status, err)
+	}
+	// The server may still finish a statement whose client went away: the
+	// cancelled claim is then held until its lease runs out, which is InFlight,
+	// never Duplicate.
+	c, err := s.Claim(ctx, k, time.Hour)
+	if err != nil || c.Status == dedupe.Duplicate {
+		t.Fatalf("Claim of the key of the cancelled claim = %v, %v; want claimed or in flight", c.Status, err)
+	}
+	t.Logf("after the cancelled claim, the key is %v", c.Status)
+}

@@ -1,0 +1,107 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// dsnEnv names the environment variable holding the test server's DSN.
+const dsnEnv = "DEDUPE_POSTGRES_DSN"
+
+// testDSN returns the test server's DSN, or skips tb when it is not set.
+func testDSN(tb testing.TB) string {
+	tb.Helper()
+	dsn := os.Getenv(dsnEnv)
+	if dsn == "" {
+		tb.Skip(dsnEnv + " is not set: skipping the tests against a PostgreSQL server " +
+			"(for example " + dsnEnv + "=postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
+	}
+	return dsn
+}
+
+func randomHex(tb testing.TB, n int) string {
+	tb.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		tb.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// newPool returns a pool on the test server, closed when tb ends. A non-empty
+// app sets the connections' application_name, so that tests can find them in
+// pg_stat_activity; maxConns > 0 bounds the pool.
+func newPool(tb testing.TB, app string, maxConns int32) *pgxpool.Pool {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(testDSN(tb))
+	if err != nil {
+		tb.Fatalf("parse %s: %v", dsnEnv, err)
+	}
+	if app != "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = app
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		tb.Fatalf("pool: %v", err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
+}
+
+// adminConn returns a connection of its own to the test server, closed when
+// tb ends: the tests' view of the database, apart from the pools under test.
+func adminConn(tb testing.TB) *pgx.Conn {
+	tb.Helper()
+	conn, err := pgx.Connect(context.Background(), testDSN(tb))
+	if err != nil {
+		tb.Fatalf("connect: %v", err)
+	}
+	tb.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
+// testTable returns a table name unique to this run, whose table is dropped
+// when tb ends, so that parallel and repeated runs do not interfere.
+func testTable(tb testing.TB) string {
+	tb.Helper()
+	name := "dedupe_test_" + randomHex(tb, 6)
+	dsn := testDSN(tb)
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			tb.Errorf("drop %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+name); err != nil {
+			tb.Errorf("drop %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+// newTestStore returns a store on a new table of pool, closed when tb ends.
+func newTestStore(tb testing.TB, pool *pgxpool.Pool, cfg Config) *Store {
+	tb.Helper()
+	if cfg.Table == "" {
+		cfg.Table = testTable(tb)
+	}
+	s, err := New(context.Background(), pool, cfg)
+	if err != nil {
+		tb.Fatalf("New: %v", err)
+	}
+	tb.Cleanup(func() { _ = s.Close() })
+	return s
+}

@@ -1,0 +1,114 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gatewaykit/dedupe"
+)
+
+// TestMultiInstance runs four stores, each on its own pool as separate
+// gateway processes would be, with 64 goroutines each racing on the same keys:
+// exactly one claim per key across all of them, and every key marked once.
+func TestMultiInstance(t *testing.T) {
+	const instances, racers, keys = 4, 64, 32
+	table := testTable(t)
+	ctx := context.Background()
+
+	// The instances start together on a table that does not exist yet.
+	stores := make([]*Store, instances)
+	var startWG sync.WaitGroup
+	for i := range stores {
+		pool := newPool(t, "", 4)
+		startWG.Go(func() {
+			s, err := New(ctx, pool, Config{Table: table})
+			if err != nil {
+				t.Errorf("New of instance %d: %v", i, err)
+				return
+			}
+			stores[i] = s
+		})
+	}
+	startWG.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	for _, s := range stores {
+		t.Cleanup(func() { _ = s.Close() })
+	}
+
+	id := randomHex(t, 4)
+	ks := make([]dedupe.Key, keys)
+	for i := range ks {
+		ks[i] = dedupe.Key{Channel: "multi", MessageID: fmt.Sprintf("%s-%d", id, i)}
+	}
+	var claimed, marked, inFlight, duplicate [keys]atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for inst, s := range stores {
+		for g := range racers {
+			wg.Go(func() {
+				<-start
+				for i := range keys {
+					i := (i + g + inst*racers) % keys // racers take the keys in different orders
+					c, err := s.Claim(ctx, ks[i], time.Minute)
+					if err != nil {
+						t.Errorf("instance %d: Claim(%s): %v", inst, ks[i], err)
+						return
+					}
+					switch c.Status {
+					case dedupe.Claimed:
+						claimed[i].Add(1)
+						if err := s.Mark(ctx, ks[i], time.Hour); err != nil {
+							t.Errorf("instance %d: Mark(%s): %v", inst, ks[i], err)
+							return
+						}
+						marked[i].Add(1)
+					case dedupe.InFlight:
+						inFlight[i].Add(1)
+					case dedupe.Duplicate:
+						duplicate[i].Add(1)
+					}
+				}
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+	var dups, held int64
+	for i, k := range ks {
+		if n := claimed[i].Load(); n != 1 {
+			t.Errorf("%s claimed %d times by %d racers on %d instances, want exactly once", k, n, racers, instances)
+		}
+		if n := marked[i].Load(); n != 1 {
+			t.Errorf("%s marked %d times, want once", k, n)
+		}
+		dups += duplicate[i].Load()
+		held += inFlight[i].Load()
+	}
+	t.Logf("%d claims: %d duplicate, %d in flight; %d claim statements run again",
+		instances*racers*keys, dups, held, sumRetries(stores))
+	// Every instance now sees every key as processed.
+	for inst, s := range stores {
+		for _, k := range ks {
+			if ok, err := s.Exists(ctx, k); err != nil || !ok {
+				t.Fatalf("instance %d: Exists(%s) = %v, %v; want true", inst, k, ok, err)
+			}
+			if c, err := s.Claim(ctx, k, time.Minute); err != nil || c.Status != dedupe.Duplicate {
+				t.Fatalf("instance %d: Claim(%s) after the run = %v, %v; want duplicate", inst, k, c.Status, err)
+			}
+		}
+	}
+}
+
+func sumRetries(stores []*Store) int64 {
+	var n int64
+	for _, s := range stores {
+		n += s.retries.Load()
+	}
+	return n
+}

@@ -1,0 +1,272 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/dedupetest"
+)
+
+// Unit of the conformance suite's real-time run: its smallest margin is three
+// units, 300 ms, which a loaded two-core machine keeps.
+const conformanceUnit = 100 * time.Millisecond
+
+func TestConformance(t *testing.T) {
+	pool := newPool(t, "", 0)
+	table := testTable(t)
+	dedupetest.Run(t, dedupetest.Config{
+		RealTime: true,
+		Unit:     conformanceUnit,
+		New: func(t *testing.T, o dedupetest.Options) dedupe.Store {
+			s, err := New(context.Background(), pool, Config{Table: table, TTL: o.TTL, Lease: o.Lease})
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			return s
+		},
+	})
+}
+
+// remaining returns how long the row of k has left on the server's clock.
+func remaining(t *testing.T, pool *pgxpool.Pool, s *Store, k dedupe.Key) time.Duration {
+	t.Helper()
+	var d time.Duration
+	err := pool.QueryRow(context.Background(),
+		`SELECT (extract(epoch FROM expires_at - now()) * 1e9)::bigint FROM `+s.table+` WHERE key = $1`,
+		k.String()).Scan(&d)
+	if err != nil {
+		t.Fatalf("expiry of %s: %v", k, err)
+	}
+	return d
+}
+
+// TestDefaults checks the built-in 24 h TTL and 5 min lease, which the
+// real-time conformance run cannot wait out, by reading the stored expiry.
+func TestDefaults(t *testing.T) {
+	pool := newPool(t, "", 0)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name       string
+		cfg        Config
+		ttl, lease time.Duration
+	}{
+		{"builtin", Config{}, dedupe.DefaultTTL, dedupe.DefaultLease},
+		{"configured", Config{TTL: 72 * time.Hour, Lease: 30 * time.Second}, 72 * time.Hour, 30 * time.Second},
+		{"negative", Config{TTL: -time.Hour, Lease: -time.Minute}, dedupe.DefaultTTL, dedupe.DefaultLease},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newTestStore(t, pool, tc.cfg)
+			near := func(what string, got, want time.Duration) {
+				t.Helper()
+				if got > want || got < want-time.Minute {
+					t.Errorf("%s: %v left, want just under %v", what, got, want)
+				}
+			}
+			for i, ttl := range []time.Duration{0, -time.Second} {
+				k := dedupe.Key{Channel: "defaults", MessageID: "mark" + string(rune('0'+i))}
+				if err := s.Mark(ctx, k, ttl); err != nil {
+					t.Fatal(err)
+				}
+				near("Mark(ttl "+ttl.String()+")", remaining(t, pool, s, k), tc.ttl)
+			}
+			k := dedupe.Key{Channel: "defaults", MessageID: "claim"}
+			c, err := s.Claim(ctx, k, 0)
+			if err != nil || c.Status != dedupe.Claimed {
+				t.Fatalf("Claim = %v, %v", c, err)
+			}
+			near("Claim(lease 0)", remaining(t, pool, s, k), tc.lease)
+			if err := s.Extend(ctx, c, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			near("Extend(1h)", remaining(t, pool, s, k), time.Hour)
+			if err := s.Extend(ctx, c, 0); err != nil {
+				t.Fatal(err)
+			}
+			near("Extend(0)", remaining(t, pool, s, k), tc.lease)
+			if b := s.Backend(); b != "postgres" {
+				t.Errorf("Backend() = %q", b)
+			}
+		})
+	}
+}
+
+// TestTokens checks that claim tokens are 128 random bits in hex, and that
+// Release and Extend refuse a token of another shape without a round trip.
+func TestTokens(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		tok := newToken()
+		if !validToken(tok) || len(tok) != 32 {
+			t.Fatalf("token %q is not 32 lower-case hex digits", tok)
+		}
+		if seen[tok] {
+			t.Fatalf("token %q repeated", tok)
+		}
+		seen[tok] = true
+	}
+	for _, bad := range []string{"", "0123456789abcdef", strings.Repeat("A", 32), strings.Repeat("g", 32), strings.Repeat("0", 33)} {
+		if validToken(bad) {
+			t.Errorf("validToken(%q) = true", bad)
+		}
+	}
+	// A store with no pool: a refused claim must not reach it.
+	s := &Store{}
+	k := dedupe.Key{Channel: "t", MessageID: "1"}
+	for _, c := range []dedupe.Claim{
+		{Key: k, Status: dedupe.Claimed, Token: "0123456789abcdef"},
+		{Key: k, Status: dedupe.InFlight, Token: strings.Repeat("0", 32)},
+		{Key: k, Status: dedupe.Claimed},
+	} {
+		if err := s.Release(context.Background(), c); !errors.Is(err, dedupe.ErrNotOwner) {
+			t.Errorf("Release(%+v) = %v, want ErrNotOwner", c, err)
+		}
+		if err := s.Extend(context.Background(), c, time.Minute); !errors.Is(err, dedupe.ErrNotOwner) {
+			t.Errorf("Extend(%+v) = %v, want ErrNotOwner", c, err)
+		}
+	}
+}
+
+func TestMicros(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want int64
+	}{
+		{time.Nanosecond, 1},
+		{time.Microsecond, 1},
+		{time.Microsecond + 1, 2},
+		{1500 * time.Microsecond, 1500},
+		{24 * time.Hour, 86_400_000_000},
+	} {
+		if got := micros(tc.d); got != tc.want {
+			t.Errorf("micros(%v) = %d, want %d", tc.d, got, tc.want)
+		}
+	}
+}
+
+// TestCloseLeavesPool checks that a store made by New leaves its pool open,
+// and that one made by Open closes its own.
+func TestCloseLeavesPool(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t, "", 0)
+	s := newTestStore(t, pool, Config{})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		t.Fatalf("pool after Store.Close: %v", err)
+	}
+	if _, err := s.CleanupExpired(ctx); !errors.Is(err, dedupe.ErrClosed) {
+		t.Fatalf("CleanupExpired after Close = %v, want ErrClosed", err)
+	}
+}
+
+func TestOpen(t *testing.T) {
+	ctx := context.Background()
+	dsn := testDSN(t)
+	table := testTable(t)
+	s, err := Open(ctx, dsn, Config{Table: table})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	k := dedupe.Key{Channel: "open", MessageID: "1"}
+	if err := s.Mark(ctx, k, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.Exists(ctx, k); err != nil || !ok {
+		t.Fatalf("Exists = %v, %v", ok, err)
+	}
+	pool := s.pool
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.Ping(ctx); err == nil {
+		t.Fatal("the pool of an Open store is still open after Close")
+	}
+
+	if _, err := Open(ctx, "postgres://nobody@127.0.0.1:1/none?connect_timeout=2", Config{}); err == nil {
+		t.Fatal("Open of an unreachable server succeeded")
+	} else if !strings.HasPrefix(err.Error(), "dedupe: postgres:") {
+		t.Fatalf("Open error %q lacks the package prefix", err)
+	}
+	if _, err := Open(ctx, "::not a dsn::", Config{}); err == nil {
+		t.Fatal("Open of a malformed DSN succeeded")
+	}
+}
+
+// TestConcurrentNew checks that instances starting together on a missing
+// table all succeed: creation is serialised by the advisory lock.
+func TestConcurrentNew(t *testing.T) {
+	pool := newPool(t, "", 8)
+	table := testTable(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			s, err := New(context.Background(), pool, Config{Table: table})
+			if err == nil {
+				err = s.Close()
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestClaimReleaseChurn races claims against releases of the same key, which
+// makes the claim statement meet rows committed after its snapshot: at no
+// moment may two callers hold the key.
+func TestClaimReleaseChurn(t *testing.T) {
+	pool := newPool(t, "", 8)
+	s := newTestStore(t, pool, Config{})
+	ctx := context.Background()
+	k := dedupe.Key{Channel: "churn", MessageID: "1"}
+	var holders, claims atomic.Int64
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(2 * time.Second)
+	for range 32 {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				c, err := s.Claim(ctx, k, time.Minute)
+				if err != nil {
+					t.Errorf("Claim: %v", err)
+					return
+				}
+				if c.Status != dedupe.Claimed {
+					if c.Status != dedupe.InFlight {
+						t.Errorf("Claim = %v, want claimed or in flight", c.Status)
+						return
+					}
+					continue
+				}
+				claims.Add(1)
+				if n := holders.Add(1); n != 1 {
+					t.Errorf("%d callers hold %s at once", n, k)
+				}
+				holders.Add(-1)
+				if err := s.Release(ctx, c); err != nil {
+					t.Errorf("Release: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d claims, %d claim statements run again after a concurrent commit", claims.Load(), s.retries.Load())
+	if claims.Load() < 2 {
+		t.Fatalf("only %d claims: the race did not happen", claims.Load())
+	}
+}

@@ -1,0 +1,195 @@
+package postgres
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatewaykit/dedupe"
+)
+
+func TestParseTable(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string // want "" for an error
+	}{
+		{"dedupe_keys", `"dedupe_keys"`},
+		{"Dedupe_Keys2", `"Dedupe_Keys2"`},
+		{"_x", `"_x"`},
+		{"gateway.dedupe_keys", `"gateway"."dedupe_keys"`},
+		{strings.Repeat("t", maxTableLen), `"` + strings.Repeat("t", maxTableLen) + `"`},
+		{strings.Repeat("s", maxIdentLen) + ".t", `"` + strings.Repeat("s", maxIdentLen) + `"."t"`},
+		{"", ""},
+		{".t", ""},
+		{"s.", ""},
+		{"a.b.c", ""},
+		{"1keys", ""},
+		{"dedupe-keys", ""},
+		{"dedupe keys", ""},
+		{`keys"; DROP TABLE x; --`, ""},
+		{"ключи", ""},
+		{strings.Repeat("t", maxTableLen+1), ""},
+		{strings.Repeat("s", maxIdentLen+1) + ".t", ""},
+	} {
+		ident, err := parseTable(tc.name)
+		switch {
+		case tc.want == "" && err == nil:
+			t.Errorf("parseTable(%q) = %s, want an error", tc.name, ident.Sanitize())
+		case tc.want == "" && !strings.HasPrefix(err.Error(), "dedupe: postgres: table name"):
+			t.Errorf("parseTable(%q) error %q lacks its prefix", tc.name, err)
+		case tc.want != "" && err != nil:
+			t.Errorf("parseTable(%q): %v", tc.name, err)
+		case tc.want != "" && ident.Sanitize() != tc.want:
+			t.Errorf("parseTable(%q) = %s, want %s", tc.name, ident.Sanitize(), tc.want)
+		}
+	}
+}
+
+// TestIncompatibleTable checks that New refuses, with a message naming the
+// problem, a table the store's statements cannot use.
+func TestIncompatibleTable(t *testing.T) {
+	pool := newPool(t, "", 0)
+	admin := adminConn(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, create, want string
+	}{
+		{"timestamp without time zone",
+			`(key text PRIMARY KEY, token text, expires_at timestamp NOT NULL)`,
+			"column expires_at is timestamp without time zone, want timestamp with time zone"},
+		{"varchar key",
+			`(key varchar(300) PRIMARY KEY, token text, expires_at timestamptz NOT NULL)`,
+			"column key is character varying(300), want text"},
+		{"missing token",
+			`(key text PRIMARY KEY, expires_at timestamptz NOT NULL)`,
+			"no column token text"},
+		{"token not null",
+			`(key text PRIMARY KEY, token text NOT NULL, expires_at timestamptz NOT NULL)`,
+			"column token is NOT NULL"},
+		{"nullable expiry",
+			`(key text PRIMARY KEY, token text, expires_at timestamptz)`,
+			"column expires_at may be NULL"},
+		{"no unique key",
+			`(key text NOT NULL, token text, expires_at timestamptz NOT NULL)`,
+			"no primary key or unique index on key alone"},
+		{"composite key",
+			`(key text, token text, expires_at timestamptz NOT NULL, PRIMARY KEY (key, expires_at))`,
+			"no primary key or unique index on key alone"},
+		{"required extra column",
+			`(key text PRIMARY KEY, token text, expires_at timestamptz NOT NULL, owner text NOT NULL)`,
+			"extra column owner is NOT NULL without a default"},
+		{"another table",
+			`(id bigserial PRIMARY KEY, payload jsonb)`,
+			"no column key text; no column token text; no column expires_at timestamp with time zone"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			table := testTable(t)
+			if _, err := admin.Exec(ctx, `CREATE TABLE `+table+` `+tc.create); err != nil {
+				t.Fatal(err)
+			}
+			s, err := New(ctx, pool, Config{Table: table})
+			if err == nil {
+				s.Close()
+				t.Fatalf("New on a table %s succeeded", tc.create)
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, `dedupe: postgres: table "`+table+`": exists with an incompatible shape`) ||
+				!strings.Contains(msg, tc.want) {
+				t.Fatalf("New error %q, want one naming %q", msg, tc.want)
+			}
+			// Nothing was created beside the refused table.
+			var indexes int
+			if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE tablename = $1 AND indexname LIKE '%expires_at_idx'`, table).Scan(&indexes); err != nil {
+				t.Fatal(err)
+			}
+			if indexes != 0 {
+				t.Fatalf("New created an index on the refused table")
+			}
+		})
+	}
+	t.Run("view", func(t *testing.T) {
+		table := testTable(t)
+		if _, err := admin.Exec(ctx, `CREATE VIEW `+table+` AS SELECT 'k'::text AS key, NULL::text AS token, now() AS expires_at`); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = admin.Exec(ctx, `DROP VIEW IF EXISTS `+table) })
+		_, err := New(ctx, pool, Config{Table: table})
+		if err == nil || !strings.Contains(err.Error(), "is not a table") {
+			t.Fatalf("New on a view = %v, want an error saying it is not a table", err)
+		}
+	})
+}
+
+// TestMigratedTable checks that New accepts a table created by a migration in
+// another compatible shape (a unique index instead of the primary key, the
+// default collation, an extra column with a default, its own expiry index) and
+// alters nothing.
+func TestMigratedTable(t *testing.T) {
+	pool := newPool(t, "", 0)
+	admin := adminConn(t)
+	ctx := context.Background()
+	table := testTable(t)
+	if _, err := admin.Exec(ctx, `CREATE TABLE `+table+` (
+	id bigserial PRIMARY KEY,
+	key text NOT NULL UNIQUE,
+	token text,
+	expires_at timestamptz NOT NULL,
+	created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX `+table+`_exp ON `+table+` (expires_at, key)`); err != nil {
+		t.Fatal(err)
+	}
+	s := newTestStore(t, pool, Config{Table: table})
+	k := dedupe.Key{Channel: "migrated", MessageID: "1"}
+	c, err := s.Claim(ctx, k, time.Minute)
+	if err != nil || c.Status != dedupe.Claimed {
+		t.Fatalf("Claim = %v, %v", c.Status, err)
+	}
+	if err := s.Mark(ctx, k, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.Claim(ctx, k, time.Minute); err != nil || c.Status != dedupe.Duplicate {
+		t.Fatalf("Claim of a marked key = %v, %v", c.Status, err)
+	}
+	var indexes int
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE tablename = $1`, table).Scan(&indexes); err != nil {
+		t.Fatal(err)
+	}
+	if indexes != 3 { // id, key, and the migration's expiry index
+		t.Fatalf("the table has %d indexes, want the migration's 3 untouched", indexes)
+	}
+}
+
+// TestSchemaQualified checks a table in a schema of its own, and that the
+// index New creates is there.
+func TestSchemaQualified(t *testing.T) {
+	pool := newPool(t, "", 0)
+	admin := adminConn(t)
+	ctx := context.Background()
+	schema := "dedupe_schema_" + randomHex(t, 4)
+	if _, err := admin.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
+	s := newTestStore(t, pool, Config{Table: schema + ".Keys"})
+	k := dedupe.Key{Channel: "schema", MessageID: "1"}
+	if err := s.Mark(ctx, k, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM `+schema+`."Keys"`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("rows in %s.\"Keys\" = %d, %v; want 1", schema, n, err)
+	}
+	var index string
+	if err := admin.QueryRow(ctx, `SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND indexdef LIKE '%(expires_at)'`, schema).Scan(&index); err != nil {
+		t.Fatalf("expiry index: %v", err)
+	}
+	if index != "Keys"+indexSuffix {
+		t.Fatalf("expiry index %q, want %q", index, "Keys"+indexSuffix)
+	}
+	// A second instance on the existing table creates nothing new.
+	s2 := newTestStore(t, pool, Config{Table: schema + ".Keys"})
+	if ok, err := s2.Exists(ctx, k); err != nil || !ok {
+		t.Fatalf("Exists on the second instance = %v, %v", ok, err)
+	}
+}
