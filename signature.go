@@ -49,8 +49,9 @@ type Segment struct {
 //     "file_id", "fileid", "fid", "id"; 32 hex digits, or a {GUID}), else the
 //     normalised URL (data "url", or a "file" that is an http URL: scheme,
 //     default port, user info and fragment dropped, host lower-cased, and only
-//     the identity query parameters fileid, file_id, md5 and fid kept), else
-//     nothing. Hex digests compare case-insensitively.
+//     the identity query parameters fileid, file_id, md5 and fid kept, sorted),
+//     else nothing. Hex digests (md5, sha1) compare case-insensitively; ids
+//     and paths do not.
 //   - video, record, file and unknown types: nothing; the type alone.
 //   - reply: left out entirely, since adapters disagree on whether to send it.
 //
@@ -853,13 +854,15 @@ func appendNormalizedURL(buf []byte, raw string) []byte {
 	q := u.Query()
 	var keep []string
 	for k, vs := range q {
-		if imageURLParams[strings.ToLower(k)] {
-			for _, v := range vs {
-				if isHex(v) {
-					v = strings.ToLower(v)
-				}
-				keep = append(keep, url.QueryEscape(strings.ToLower(k))+"="+url.QueryEscape(v))
+		k = strings.ToLower(k)
+		if !imageURLParams[k] {
+			continue
+		}
+		for _, v := range vs {
+			if k == "md5" && isHex(v) {
+				v = strings.ToLower(v)
 			}
+			keep = append(keep, url.QueryEscape(k)+"="+url.QueryEscape(v))
 		}
 	}
 	slices.Sort(keep)

@@ -1,0 +1,392 @@
+package dedupe
+
+import (
+	"compress/gzip"
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// naiveCorrelator is the baseline: the reference implementation's design
+// (Mioku's EventCorrelator) in Go. Groups live in a map keyed by the readable
+// key string; while under the cap an insert is a map write, and once the cap is
+// reached every insert scans all groups for expired ones and then for the
+// oldest. Repeats from the same bot within the window count as duplicates, as
+// in the reference. It uses the same canonical key as Correlator, so the
+// comparison measures the data structure.
+type naiveCorrelator struct {
+	now      func() time.Time
+	windows  [2]time.Duration
+	max      int
+	groups   map[string]*naiveGroup
+	observed int
+	dups     int
+}
+
+type naiveGroup struct {
+	created, expires time.Time
+	parts            []Participant
+}
+
+func newNaiveCorrelator(now func() time.Time) *naiveCorrelator {
+	return &naiveCorrelator{
+		now:     now,
+		windows: [2]time.Duration{DefaultMessageWindow, DefaultEventWindow},
+		max:     DefaultMaxGroups,
+		groups:  map[string]*naiveGroup{},
+	}
+}
+
+func (c *naiveCorrelator) Observe(ev *Event) bool {
+	class, ok := ev.windowClass()
+	if !ok {
+		return false
+	}
+	key := ev.CanonicalForm()
+	now := c.now()
+	c.observed++
+	if g, ok := c.groups[key]; ok && !now.After(g.expires) {
+		g.parts = append(g.parts, ev.participant())
+		c.dups++
+		return true
+	}
+	if len(c.groups) >= c.max {
+		for k, g := range c.groups { // scan for expired groups
+			if now.After(g.expires) {
+				delete(c.groups, k)
+			}
+		}
+		if len(c.groups) >= c.max { // scan for the oldest
+			var oldest string
+			var t time.Time
+			for k, g := range c.groups {
+				if oldest == "" || g.created.Before(t) {
+					oldest, t = k, g.created
+				}
+			}
+			delete(c.groups, oldest)
+		}
+	}
+	c.groups[key] = &naiveGroup{created: now, expires: now.Add(c.windows[class]), parts: []Participant{ev.participant()}}
+	return false
+}
+
+// benchCorpus observes the deliveries in order, each at its time, looping over
+// them with the clock moved on by the corpus span plus the longest window at
+// each pass, so every pass starts with the previous pass's groups ended.
+func benchCorpus(b *testing.B, evs []corpusEvent, newObserver func(now func() time.Time) func(*Event)) {
+	var cur time.Time
+	observe := newObserver(func() time.Time { return cur })
+	span := evs[len(evs)-1].at.Sub(evs[0].at) + DefaultEventWindow + time.Second
+	var shift time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i, j := 0, 0; i < b.N; i, j = i+1, j+1 {
+		if j == len(evs) {
+			j = 0
+			shift += span
+		}
+		d := &evs[j]
+		cur = d.at.Add(shift)
+		d.ev.corr = corrRecord{} // a fresh delivery
+		observe(d.ev)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+func correlatorObserver(now func() time.Time) func(*Event) {
+	c := NewCorrelator(CorrelatorConfig{Now: now})
+	return func(ev *Event) { c.Observe(ev) }
+}
+
+func naiveObserver(now func() time.Time) func(*Event) {
+	c := newNaiveCorrelator(now)
+	return func(ev *Event) { c.Observe(ev) }
+}
+
+// BenchmarkObserve measures Observe against the naive baseline on the shared
+// corpus (5,000 deliveries at 100 logical events/s: about 1,500 live groups,
+// under the cap) and on a saturated workload (1,000 logical events/s: about
+// 15,000 live keys for 4,096 groups, so nearly every new group evicts one).
+// The saturated workload is generated in Go (genSaturated) to the recipe of
+// ../shared/tools/gen-correlator-corpus 60000 1000 5, whose output is too large
+// to commit; set DEDUPE_SATURATED_CORPUS to a file that tool wrote (optionally
+// gzipped) to run on it as well. Events are decoded before the timer starts.
+func BenchmarkObserve(b *testing.B) {
+	workloads := []struct {
+		name string
+		load func(testing.TB) []corpusEvent
+	}{
+		{"corpus", loadCorpus},
+		{"saturated", func(testing.TB) []corpusEvent { return genSaturated(60000, 1000, 5) }},
+	}
+	if path := os.Getenv("DEDUPE_SATURATED_CORPUS"); path != "" {
+		workloads = append(workloads, struct {
+			name string
+			load func(testing.TB) []corpusEvent
+		}{"saturated-file", func(tb testing.TB) []corpusEvent { return loadCorpusFile(tb, path) }})
+	}
+	for _, w := range workloads {
+		b.Run(w.name, func(b *testing.B) {
+			evs := w.load(b)
+			b.Run("impl=correlator", func(b *testing.B) { benchCorpus(b, evs, correlatorObserver) })
+			b.Run("impl=naive", func(b *testing.B) { benchCorpus(b, evs, naiveObserver) })
+		})
+	}
+}
+
+// BenchmarkObserveDuplicate measures the duplicate path alone: a second bot's
+// copy of a text message whose group exists.
+func BenchmarkObserveDuplicate(b *testing.B) {
+	var cur time.Time = time.Unix(1_700_000_000, 0)
+	c := NewCorrelator(CorrelatorConfig{Now: func() time.Time { return cur }})
+	first := textEvent("onebotv11", "111", "m1", "hello world, this is a message")
+	c.Observe(first)
+	dup := textEvent("icqq", "222", "m2", "hello world, this is a message")
+	b.ReportAllocs()
+	for b.Loop() {
+		dup.corr = corrRecord{}
+		if !c.Observe(dup).Duplicate {
+			b.Fatal("not a duplicate")
+		}
+	}
+}
+
+// BenchmarkObserveParallel measures contention: every goroutine observes its
+// own copy of the shared corpus with the real clock.
+func BenchmarkObserveParallel(b *testing.B) {
+	evs := loadCorpus(b)
+	c := NewCorrelator(CorrelatorConfig{})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		mine := make([]Event, len(evs))
+		for i := range evs {
+			mine[i] = *evs[i].ev
+		}
+		for i := 0; pb.Next(); i++ {
+			ev := &mine[i%len(mine)]
+			ev.corr = corrRecord{}
+			c.Observe(ev)
+		}
+	})
+}
+
+// BenchmarkSignature measures the content signature of each segment shape.
+func BenchmarkSignature(b *testing.B) {
+	cases := map[string][]Segment{
+		"text":      {{Type: "text", Data: map[string]any{"text": "help the what 收到 now test 😀 bot"}}},
+		"at+text":   {{Type: "at", Data: map[string]any{"qq": json.Number("111")}}, {Type: "text", Data: map[string]any{"text": " hello"}}},
+		"image-md5": {{Type: "image", Data: map[string]any{"file": "DBB3746F0128C88F07CEB6F23812F987.jpg", "url": "https://multimedia.nt.qq.com.cn/download?fileid=dbb3746f0128&rkey=0.69"}}},
+		"image-url": {{Type: "image", Data: map[string]any{"file": "image", "url": "https://Multimedia.NT.qq.com.cn:443/download?rkey=0.65&fileid=dbb3746f0128&appid=1407"}}},
+		"json-text": {{Type: "json", Data: map[string]any{"data": `{"app": "com.tencent.miniapp", "meta": {"id": 1234, "title": "hello world"}, "ver": "1.0"}`}}},
+		"json-obj":  {{Type: "json", Data: map[string]any{"data": map[string]any{"ver": "1.0", "app": "com.tencent.miniapp", "meta": map[string]any{"title": "hello world", "id": json.Number("1234")}}}}},
+	}
+	for _, name := range slices.Sorted(func(yield func(string) bool) {
+		for k := range cases {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		segs := cases[name]
+		b.Run(name, func(b *testing.B) {
+			ev := &Event{Kind: "message", MessageType: "group", GroupID: "1", UserID: "2", Segments: segs}
+			b.ReportAllocs()
+			for b.Loop() {
+				ev.CorrelationKey()
+			}
+		})
+	}
+}
+
+func textEvent(adapter, bot, msgID, text string) *Event {
+	return &Event{
+		Kind:        "message",
+		Identity:    Identity{Adapter: adapter, BotID: bot, MessageID: msgID},
+		MessageType: "group", GroupID: "100", UserID: "20001",
+		Segments: []Segment{{Type: "text", Data: map[string]any{"text": text}}},
+	}
+}
+
+// loadCorpusFile decodes a corpus written by gen-correlator-corpus, gzipped or
+// not.
+func loadCorpusFile(tb testing.TB, path string) []corpusEvent {
+	f, err := os.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	var r io.Reader = f
+	if strings.HasSuffix(path, ".gz") {
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		r = zr
+	}
+	return decodeCorpus(tb, r)
+}
+
+// genSaturated generates n deliveries of multi-bot traffic at rate logical
+// events a second, deterministically from seed, following the recipe of
+// ../shared/tools/gen-correlator-corpus (the same bots, content mix, adapter
+// renderings and 300 ms skew; not the same random stream). Contents are drawn
+// from a large space, so almost every logical event has a key of its own.
+func genSaturated(n int, rate float64, seed uint64) []corpusEvent {
+	rnd := rand.New(rand.NewPCG(seed, 0x636f7272656c6174))
+	bots := []Bot{{"onebotv11", "111"}, {"icqq", "222"}, {"onebotv11", "333"}}
+	words := strings.Split("hello world ok lol 哈哈 好的 收到 test ping bot help 早上好 晚安 in the game now who what why 😀 🎉 ｆｕｌｌ　width tabs\tand  spaces", " ")
+	text := func() string {
+		k := 1 + rnd.IntN(14)
+		parts := make([]string, k)
+		for i := range parts {
+			parts[i] = words[rnd.IntN(len(words))]
+		}
+		return strings.Join(parts, " ")
+	}
+	type item struct {
+		kind string // text, at, face, image, card, video
+		v    string
+		card map[string]any
+	}
+	content := func() []item {
+		p := rnd.Float64()
+		switch {
+		case p < 0.55:
+			return []item{{kind: "text", v: text()}}
+		case p < 0.70:
+			sum := md5.Sum(fmt.Appendf(nil, "%v", rnd.Float64()))
+			return []item{{kind: "text", v: text()}, {kind: "image", v: hex.EncodeToString(sum[:])}}
+		case p < 0.78:
+			return []item{{kind: "at", v: bots[rnd.IntN(3)].ID}, {kind: "text", v: " " + text()}}
+		case p < 0.85:
+			return []item{{kind: "card", card: map[string]any{"app": "com.tencent.miniapp", "meta": map[string]any{"id": json.Number(fmt.Sprint(rnd.IntN(1_000_000))), "title": text()}, "ver": "1.0"}}}
+		case p < 0.92:
+			return []item{{kind: "face", v: fmt.Sprint(rnd.IntN(300))}, {kind: "text", v: text()}}
+		case p < 0.96:
+			return []item{{kind: "text", v: strings.Repeat("x", 200+rnd.IntN(201)) + text()}}
+		}
+		return []item{{kind: "video"}, {kind: "text", v: text()}}
+	}
+	render := func(c []item, adapter string) []Segment {
+		var segs []Segment
+		if rnd.Float64() < 0.2 {
+			segs = append(segs, Segment{Type: "reply", Data: map[string]any{"id": fmt.Sprint(rnd.IntN(1_000_000))}})
+		}
+		for _, it := range c {
+			switch it.kind {
+			case "text":
+				segs = append(segs, Segment{Type: "text", Data: map[string]any{"text": it.v}})
+			case "at":
+				var qq any = it.v
+				if rnd.Float64() < 0.5 {
+					qq = json.Number(it.v)
+				}
+				segs = append(segs, Segment{Type: "at", Data: map[string]any{"qq": qq}})
+			case "face":
+				var id any = it.v
+				if rnd.Float64() < 0.5 {
+					id = json.Number(it.v)
+				}
+				segs = append(segs, Segment{Type: "face", Data: map[string]any{"id": id}})
+			case "image":
+				md5, fileid, r := it.v, it.v[:12], rnd.Float64()
+				var data map[string]any
+				switch {
+				case adapter == "icqq":
+					d := md5
+					if r >= 0.5 {
+						d = strings.ToUpper(md5)
+					}
+					data = map[string]any{"md5": d, "url": "https://gchat.qpic.cn/gchatpic_new/0/0-0-" + strings.ToUpper(md5) + "/0"}
+				case r < 0.85:
+					data = map[string]any{"file": strings.ToUpper(md5) + ".jpg", "url": fmt.Sprintf("https://multimedia.nt.qq.com.cn/download?fileid=%s&rkey=%v", fileid, rnd.Float64())}
+				default:
+					data = map[string]any{"file": "image", "url": fmt.Sprintf("https://Multimedia.NT.qq.com.cn:443/download?rkey=%v&fileid=%s&appid=1407", rnd.Float64(), fileid)}
+				}
+				segs = append(segs, Segment{Type: "image", Data: data})
+			case "card":
+				var data any = it.card
+				if rnd.Float64() >= 0.5 {
+					b, _ := json.Marshal(it.card)
+					switch rnd.IntN(3) {
+					case 1:
+						b, _ = json.MarshalIndent(it.card, "", "  ")
+					case 2:
+						s := strings.ReplaceAll(string(b), ",", ", ")
+						b = []byte(strings.ReplaceAll(s, ":", ": "))
+					}
+					data = string(b)
+				}
+				segs = append(segs, Segment{Type: "json", Data: map[string]any{"data": data}})
+			case "video":
+				segs = append(segs, Segment{Type: "video", Data: map[string]any{"file": fmt.Sprintf("https://v.example/%v.mp4", rnd.Float64())}})
+			}
+		}
+		return segs
+	}
+
+	var out []corpusEvent
+	t := float64(1_700_000_000_000)
+	mid, logical := 0, 0
+	for len(out) < n {
+		t += rnd.ExpFloat64() / rate * 1000
+		g := fmt.Sprint(rnd.IntN(300))
+		u := fmt.Sprint(10000 + rnd.IntN(20000))
+		k := 1 + rnd.IntN(5)/2 // 1, 2 or 3 copies, 40/40/20
+		perm := rnd.Perm(3)[:k]
+		logical++
+		r := rnd.Float64()
+		var c []item
+		mt := "group"
+		if r < 0.95 {
+			c = content()
+			if rnd.Float64() < 0.1 {
+				mt = "private"
+			}
+		}
+		op := fmt.Sprint(rnd.IntN(100))
+		comment := text()
+		for j, bi := range perm {
+			bot := bots[bi]
+			mid++
+			at := t
+			if j > 0 {
+				at += rnd.Float64() * 300
+			}
+			ev := &Event{Identity: Identity{Adapter: bot.Adapter, BotID: bot.ID, Timestamp: time.UnixMilli(int64(t))}}
+			switch {
+			case r < 0.95:
+				ev.Kind, ev.MessageType, ev.UserID = "message", mt, u
+				if mt == "group" {
+					ev.GroupID = g
+				}
+				ev.Identity.EventType = "message." + mt
+				ev.Identity.MessageID = fmt.Sprintf("%s-%s-%d", bot.Adapter, bot.ID, mid)
+				ev.Segments = render(c, bot.Adapter)
+			case r < 0.99:
+				ev.Kind, ev.NoticeType, ev.SubType = "notice", "group_increase", "approve"
+				ev.GroupID, ev.UserID, ev.OperatorID = g, u, op
+				ev.Identity.EventType = "notice.group_increase"
+			default:
+				ev.Kind, ev.RequestType, ev.UserID, ev.Comment = "request", "friend", u, comment
+				ev.Identity.EventType = "request.friend"
+				ev.Identity.NativeEventID = fmt.Sprintf("flag%d", len(out))
+			}
+			out = append(out, corpusEvent{at: time.UnixMilli(int64(at)), logical: logical, ev: ev})
+		}
+	}
+	out = out[:n]
+	slices.SortStableFunc(out, func(a, b corpusEvent) int { return a.at.Compare(b.at) })
+	return out
+}
+
