@@ -389,4 +389,3 @@ func genSaturated(n int, rate float64, seed uint64) []corpusEvent {
 	slices.SortStableFunc(out, func(a, b corpusEvent) int { return a.at.Compare(b.at) })
 	return out
 }
-
