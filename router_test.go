@@ -362,10 +362,10 @@ func TestRouterConcurrent(t *testing.T) {
 	}
 }
 
-// Example shows two adapters delivering one group message: the normal route
+// ExampleRouter shows two adapters delivering one group message: the normal route
 // sees it once, the '!' route sees both copies, and the bot the user
 // mentioned answers although another bot's copy came first.
-func Example() {
+func ExampleRouter() {
 	c := dedupe.NewCorrelator(dedupe.CorrelatorConfig{})
 	r := dedupe.NewRouter(c)
 	r.RegisterBot("onebotv11", "111")
