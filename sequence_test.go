@@ -1,0 +1,601 @@
+package dedupe_test
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gatewaykit/dedupe"
+)
+
+// fakeClock is an injected clock that tests move by hand.
+type fakeClock struct{ ns atomic.Int64 }
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{}
+	c.ns.Store(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+
+func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// out is a compact form of what a Sequencer hands on: "3" for a value that
+// follows the previous one, "3(-2)" for one after two skipped numbers, with
+// the key when it is not "k".
+func out(items []dedupe.Sequenced[string]) []string {
+	var s []string
+	for _, it := range items {
+		v := strconv.FormatUint(it.Seq, 10)
+		if it.Skipped > 0 {
+			v += fmt.Sprintf("(-%d)", it.Skipped)
+		}
+		if it.Key != "k" {
+			v = it.Key + ":" + v
+		}
+		if it.Value != "v"+strconv.FormatUint(it.Seq, 10) {
+			v += "=" + it.Value
+		}
+		s = append(s, v)
+	}
+	return s
+}
+
+// keyOf returns the key of an entry of out.
+func keyOf(s string) string {
+	if k, _, ok := strings.Cut(s, ":"); ok {
+		return k
+	}
+	return "k"
+}
+
+// byKey orders entries of out by key, keeping the order within each key.
+func byKey(s []string) []string {
+	s = slices.Clone(s)
+	slices.SortStableFunc(s, func(a, b string) int { return strings.Compare(keyOf(a), keyOf(b)) })
+	return s
+}
+
+// step is one Push (or, with expire set, one Expire) and what it must give.
+type step struct {
+	advance time.Duration // move the clock first
+	key     string        // "" means "k"
+	seq     uint64
+	expire  bool // call Expire instead of Push
+	flush   bool // call Flush instead of Push
+	verdict dedupe.SeqVerdict
+	want    []string
+}
+
+func runSteps(t *testing.T, cfg dedupe.SequencerConfig, steps []step) {
+	t.Helper()
+	clock := newFakeClock()
+	cfg.Now = clock.Now
+	s := dedupe.NewSequencer[string](cfg)
+	for i, st := range steps {
+		clock.Advance(st.advance)
+		var got []dedupe.Sequenced[string]
+		var verdict dedupe.SeqVerdict
+		var what string
+		switch {
+		case st.expire:
+			got, what = s.Expire(), "Expire()"
+		case st.flush:
+			got, what = s.Flush(), "Flush()"
+		default:
+			key := st.key
+			if key == "" {
+				key = "k"
+			}
+			got, verdict = s.Push(key, st.seq, "v"+strconv.FormatUint(st.seq, 10))
+			what = fmt.Sprintf("Push(%s, %d)", key, st.seq)
+			if verdict != st.verdict {
+				t.Errorf("step %d: %s verdict %v, want %v", i, what, verdict, st.verdict)
+			}
+		}
+		g, w := out(got), st.want
+		if st.expire || st.flush {
+			// Keys come in no particular order: compare each key's values in order.
+			g, w = byKey(g), byKey(w)
+		}
+		if !slices.Equal(g, w) {
+			t.Errorf("step %d: %s handed on %v, want %v", i, what, out(got), st.want)
+		}
+	}
+}
+
+func TestSequencer(t *testing.T) {
+	const ms = time.Millisecond
+	ready, buffered, stale, dup := dedupe.SeqReady, dedupe.SeqBuffered, dedupe.SeqStale, dedupe.SeqDuplicate
+	tests := []struct {
+		name  string
+		cfg   dedupe.SequencerConfig
+		steps []step
+	}{
+		{"in order", dedupe.SequencerConfig{}, []step{
+			{seq: 1, verdict: ready, want: []string{"1"}},
+			{seq: 2, verdict: ready, want: []string{"2"}},
+			{seq: 3, verdict: ready, want: []string{"3"}},
+			{key: "other", seq: 70, verdict: ready, want: []string{"other:70"}},
+			{key: "other", seq: 71, verdict: ready, want: []string{"other:71"}},
+			{seq: 4, verdict: ready, want: []string{"4"}},
+		}},
+		{"first value starts the sequence", dedupe.SequencerConfig{}, []step{
+			{seq: 500, verdict: ready, want: []string{"500"}},
+			{seq: 499, verdict: stale},
+			{seq: 501, verdict: ready, want: []string{"501"}},
+		}},
+		{"duplicate", dedupe.SequencerConfig{}, []step{
+			{seq: 1, verdict: ready, want: []string{"1"}},
+			{seq: 2, verdict: ready, want: []string{"2"}},
+			{seq: 2, verdict: dup},
+			{seq: 4, verdict: buffered},
+			{seq: 4, verdict: dup},
+			{seq: 3, verdict: ready, want: []string{"3", "4"}},
+			{seq: 4, verdict: dup},
+		}},
+		{"stale", dedupe.SequencerConfig{}, []step{
+			{seq: 5, verdict: ready, want: []string{"5"}},
+			{seq: 6, verdict: ready, want: []string{"6"}},
+			{seq: 7, verdict: ready, want: []string{"7"}},
+			{seq: 5, verdict: stale},
+			{seq: 0, verdict: stale},
+			{seq: 8, verdict: ready, want: []string{"8"}},
+		}},
+		{"gap filled", dedupe.SequencerConfig{}, []step{
+			{seq: 1, verdict: ready, want: []string{"1"}},
+			{seq: 3, verdict: buffered},
+			{seq: 5, verdict: buffered},
+			{seq: 4, verdict: buffered},
+			{advance: 499 * ms, expire: true},
+			{seq: 2, verdict: ready, want: []string{"2", "3", "4", "5"}},
+			{seq: 6, verdict: ready, want: []string{"6"}},
+		}},
+		{"gap timed out by Expire", dedupe.SequencerConfig{}, []step{
+			{seq: 1, verdict: ready, want: []string{"1"}},
+			{seq: 3, verdict: buffered},
+			{advance: 100 * ms, seq: 4, verdict: buffered},
+			{key: "b", seq: 10, verdict: ready, want: []string{"b:10"}},
+			{key: "b", seq: 12, verdict: buffered},
+			{advance: 399 * ms, expire: true},
+			{advance: 1 * ms, expire: true, want: []string{"3(-1)", "4"}},
+			{expire: true},
+			{advance: 100 * ms, expire: true, want: []string{"b:12(-1)"}},
+			{seq: 2, verdict: stale},
+			{key: "b", seq: 11, verdict: stale},
+			{seq: 5, verdict: ready, want: []string{"5"}},
+		}},
+		{"gap timed out on Push", dedupe.SequencerConfig{Timeout: 200 * ms}, []step{
+			{seq: 1, verdict: ready, want: []string{"1"}},
+			{seq: 3, verdict: buffered},
+			{advance: 250 * ms, seq: 5, verdict: buffered, want: []string{"3(-1)"}},
+			{advance: 250 * ms, seq: 2, verdict: stale, want: []string{"5(-1)"}},
+			{seq: 6, verdict: ready, want: []string{"6"}},
+		}},
+		{"each value waits at most Timeout", dedupe.SequencerConfig{}, []step{
+			{seq: 1, verdict: ready, want: []string{"1"}},
+			{seq: 5, verdict: buffered},
+			{advance: 400 * ms, seq: 3, verdict: buffered},
+			// 5 has waited 500 ms: 2 and 4 are given up, 3 goes with it.
+			{advance: 100 * ms, expire: true, want: []string{"3(-1)", "5(-1)"}},
+		}},
+		{"later gap waits its own timeout", dedupe.SequencerConfig{}, []step{
+			{seq: 1, verdict: ready, want: []string{"1"}},
+			{seq: 3, verdict: buffered},
+			{advance: 300 * ms, seq: 6, verdict: buffered},
+			{advance: 200 * ms, expire: true, want: []string{"3(-1)"}},
+			{seq: 4, verdict: ready, want: []string{"4"}},
+			{advance: 299 * ms, expire: true},
+			{advance: 1 * ms, expire: true, want: []string{"6(-1)"}},
+		}},
+		{"buffer full", dedupe.SequencerConfig{MaxBuffered: 3, MaxGap: 100}, []step{
+			{seq: 1, verdict: ready, want: []string{"1"}},
+			{seq: 3, verdict: buffered},
+			{seq: 4, verdict: buffered},
+			{seq: 6, verdict: buffered},
+			// A fourth value: the first gap (2) is given up early.
+			{seq: 8, verdict: buffered, want: []string{"3(-1)", "4"}},
+			{seq: 5, verdict: ready, want: []string{"5", "6"}},
+			{seq: 7, verdict: ready, want: []string{"7", "8"}},
+		}},
+		{"buffer full releases the new value", dedupe.SequencerConfig{MaxBuffered: 2}, []step{
+			{seq: 1, verdict: ready, want: []string{"1"}},
+			{seq: 5, verdict: buffered},
+			{seq: 6, verdict: buffered},
+			{seq: 3, verdict: ready, want: []string{"3(-1)"}},
+			{seq: 4, verdict: ready, want: []string{"4", "5", "6"}},
+		}},
+		{"max gap exceeded", dedupe.SequencerConfig{}, []step{
+			{seq: 1, verdict: ready, want: []string{"1"}},
+			{seq: 3, verdict: buffered},
+			{seq: 5, verdict: buffered},
+			// 2, 4 and 6-19 missing: 16 > 10, the sequence jumped.
+			{seq: 20, verdict: ready, want: []string{"3(-1)", "5(-1)", "20(-14)"}},
+			{seq: 4, verdict: stale},
+			{seq: 21, verdict: ready, want: []string{"21"}},
+			{seq: 33, verdict: ready, want: []string{"33(-11)"}},
+		}},
+		{"max gap counts missing numbers, not distance", dedupe.SequencerConfig{}, []step{
+			{seq: 1, verdict: ready, want: []string{"1"}},
+			{seq: 12, verdict: buffered}, // 2-11 missing: 10, the most allowed
+			{seq: 13, verdict: buffered}, // still 10 missing
+			{seq: 14, verdict: buffered},
+			{seq: 16, verdict: ready, want: []string{"12(-10)", "13", "14", "16(-1)"}}, // 11 missing
+		}},
+		{"max gap 1", dedupe.SequencerConfig{MaxGap: 1}, []step{
+			{seq: 1, verdict: ready, want: []string{"1"}},
+			{seq: 3, verdict: buffered},
+			{seq: 5, verdict: ready, want: []string{"3(-1)", "5(-1)"}},
+		}},
+		{"first seq", dedupe.SequencerConfig{FirstSeq: 1}, []step{
+			{seq: 3, verdict: buffered},
+			{seq: 1, verdict: ready, want: []string{"1"}},
+			{seq: 2, verdict: ready, want: []string{"2", "3"}},
+			{key: "b", seq: 0, verdict: stale},
+			{key: "b", seq: 1, verdict: ready, want: []string{"b:1"}},
+			{key: "c", seq: 2, verdict: buffered},
+			{advance: 500 * ms, expire: true, want: []string{"c:2(-1)"}},
+			{key: "d", seq: 40, verdict: ready, want: []string{"d:40(-39)"}},
+		}},
+		{"flush", dedupe.SequencerConfig{}, []step{
+			{seq: 1, verdict: ready, want: []string{"1"}},
+			{seq: 3, verdict: buffered},
+			{seq: 4, verdict: buffered},
+			{seq: 7, verdict: buffered},
+			{key: "b", seq: 1, verdict: ready, want: []string{"b:1"}},
+			{key: "b", seq: 5, verdict: buffered},
+			{flush: true, want: []string{"3(-1)", "4", "7(-2)", "b:5(-3)"}},
+			{flush: true},
+			{advance: time.Hour, expire: true},
+			{seq: 6, verdict: stale},
+			{seq: 8, verdict: ready, want: []string{"8"}},
+		}},
+		{"least recently used key forgotten", dedupe.SequencerConfig{MaxKeys: 2}, []step{
+			{key: "a", seq: 1, verdict: ready, want: []string{"a:1"}},
+			{key: "b", seq: 1, verdict: ready, want: []string{"b:1"}},
+			{key: "c", seq: 1, verdict: ready, want: []string{"c:1"}}, // forgets a
+			{key: "b", seq: 1, verdict: dup},                          // b is kept and used
+			{key: "a", seq: 1, verdict: ready, want: []string{"a:1"}}, // forgets c
+			{key: "b", seq: 1, verdict: dup},
+			{key: "c", seq: 1, verdict: ready, want: []string{"c:1"}},
+		}},
+		{"keys with buffered values are kept", dedupe.SequencerConfig{MaxKeys: 2}, []step{
+			{key: "a", seq: 1, verdict: ready, want: []string{"a:1"}},
+			{key: "a", seq: 3, verdict: buffered},
+			{key: "b", seq: 1, verdict: ready, want: []string{"b:1"}},
+			{key: "b", seq: 3, verdict: buffered},
+			{key: "c", seq: 1, verdict: ready, want: []string{"c:1"}}, // untracked
+			{key: "c", seq: 1, verdict: ready, want: []string{"c:1"}}, // still untracked
+			{key: "a", seq: 2, verdict: ready, want: []string{"a:2", "a:3"}},
+			{key: "c", seq: 1, verdict: ready, want: []string{"c:1"}}, // forgets a: b is pending, a idle
+			{key: "b", seq: 2, verdict: ready, want: []string{"b:2", "b:3"}},
+			{key: "c", seq: 1, verdict: dup},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { runSteps(t, tt.cfg, tt.steps) })
+	}
+}
+
+func TestSeqVerdictString(t *testing.T) {
+	for v, want := range map[dedupe.SeqVerdict]string{
+		dedupe.SeqReady: "ready", dedupe.SeqBuffered: "buffered", dedupe.SeqStale: "stale",
+		dedupe.SeqDuplicate: "duplicate", 0: "unknown",
+	} {
+		if got := v.String(); got != want {
+			t.Errorf("SeqVerdict(%d).String() = %q, want %q", int(v), got, want)
+		}
+	}
+}
+
+func TestSequencerValues(t *testing.T) {
+	s := dedupe.NewSequencer[*int](dedupe.SequencerConfig{})
+	one, two := 1, 2
+	s.Push("k", 1, &one)
+	s.Push("k", 3, nil)
+	got, _ := s.Push("k", 2, &two)
+	if len(got) != 2 || got[0].Value != &two || got[1].Value != nil || got[0].Key != "k" {
+		t.Fatalf("Push handed on %+v", got)
+	}
+}
+
+// TestSequencerWorkers is the intended use: keys routed to workers with Shard,
+// each worker owning a Sequencer. Every key's values come out complete and in
+// order although each key's values arrive a little shuffled.
+func TestSequencerWorkers(t *testing.T) {
+	const workers, keys, perKey = 4, 50, 200
+	type msg struct {
+		key string
+		seq uint64
+	}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		handled = map[string][]uint64{}
+		ins     [workers]chan msg
+	)
+	clock := newFakeClock() // never moves: no gap may time out
+	for w := range workers {
+		ins[w] = make(chan msg, 64)
+		wg.Go(func() {
+			s := dedupe.NewSequencer[msg](dedupe.SequencerConfig{Now: clock.Now})
+			handle := func(items []dedupe.Sequenced[msg]) {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, it := range items {
+					if dedupe.Shard(it.Key, workers) != w {
+						t.Errorf("worker %d handed on key %s", w, it.Key)
+					}
+					handled[it.Key] = append(handled[it.Key], it.Value.seq)
+				}
+			}
+			for m := range ins[w] {
+				got, _ := s.Push(m.key, m.seq, m)
+				handle(got)
+				handle(s.Expire())
+			}
+			handle(s.Flush())
+		})
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	next := make([]uint64, keys)
+	for n := 0; n < keys*perKey; {
+		k := rng.IntN(keys)
+		if next[k] >= perKey {
+			continue
+		}
+		// Send the next three numbers of the key in a shuffled order.
+		batch := []uint64{}
+		for i := 0; i < 3 && next[k] < perKey; i++ {
+			next[k]++
+			batch = append(batch, next[k])
+		}
+		if k%2 == 1 || batch[0] != 1 { // the first value starts a sequence: send it first for even keys
+			rng.Shuffle(len(batch), func(i, j int) { batch[i], batch[j] = batch[j], batch[i] })
+		}
+		key := "chat-" + strconv.Itoa(k)
+		for _, seq := range batch {
+			ins[dedupe.Shard(key, workers)] <- msg{key, seq}
+		}
+		n += len(batch)
+	}
+	for _, in := range ins {
+		close(in)
+	}
+	wg.Wait()
+	for k := range keys {
+		key := "chat-" + strconv.Itoa(k)
+		got := handled[key]
+		if !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != len(got) {
+			t.Errorf("%s handed on out of order or twice: %v", key, got)
+		}
+		if k%2 == 0 && len(got) != perKey {
+			t.Errorf("%s: %d values handed on, want %d", key, len(got), perKey)
+		}
+	}
+}
+
+// TestSequencerConcurrent shares one Sequencer between goroutines pushing the
+// same keys while another expires gaps and the clock moves. Order across
+// goroutines is not promised, but no value is handed on twice and none is lost
+// without a verdict.
+func TestSequencerConcurrent(t *testing.T) {
+	const goroutines, pushes = 8, 2000
+	clock := newFakeClock()
+	s := dedupe.NewSequencer[int](dedupe.SequencerConfig{Now: clock.Now, MaxBuffered: 8, MaxKeys: 16, MaxGap: 4})
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		seen     = map[int]bool{}
+		dropped  atomic.Int64
+		twice    atomic.Int64
+		stop     = make(chan struct{})
+		expirers sync.WaitGroup
+	)
+	record := func(items []dedupe.Sequenced[int]) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, it := range items {
+			if seen[it.Value] {
+				twice.Add(1)
+			}
+			seen[it.Value] = true
+		}
+	}
+	expirers.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				clock.Advance(time.Millisecond * 50)
+				record(s.Expire())
+			}
+		}
+	})
+	for g := range goroutines {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			for i := range pushes {
+				key := "k" + strconv.Itoa(rng.IntN(24))
+				got, verdict := s.Push(key, uint64(rng.IntN(400)), g*pushes+i)
+				record(got)
+				switch verdict {
+				case dedupe.SeqStale, dedupe.SeqDuplicate:
+					dropped.Add(1)
+				case dedupe.SeqReady, dedupe.SeqBuffered:
+				default:
+					t.Errorf("verdict %v", verdict)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	expirers.Wait()
+	record(s.Flush())
+	if twice.Load() > 0 {
+		t.Errorf("%d values handed on twice", twice.Load())
+	}
+	if got := int64(len(seen)) + dropped.Load(); got != goroutines*pushes {
+		t.Errorf("handed on %d + dropped %d = %d, want %d pushes accounted for", len(seen), dropped.Load(), got, goroutines*pushes)
+	}
+}
+
+func TestSequencerPushAllocs(t *testing.T) {
+	s := dedupe.NewSequencer[int](dedupe.SequencerConfig{})
+	seq := uint64(0)
+	allocs := testing.AllocsPerRun(1000, func() {
+		seq++
+		if _, v := s.Push("chat-1", seq, 1); v != dedupe.SeqReady {
+			t.Fatal(v)
+		}
+	})
+	if allocs > 1 {
+		t.Errorf("in-order Push: %v allocs, want at most 1 (the returned slice)", allocs)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { s.Expire() }); allocs != 0 {
+		t.Errorf("Expire with nothing buffered: %v allocs, want 0", allocs)
+	}
+}
+
+// jumpReference is the jump consistent hash as printed in Lamping and
+// Veach's paper.
+func jumpReference(key uint64, n int32) int32 {
+	b, j := int64(-1), int64(0)
+	for j < int64(n) {
+		b = j
+		key = key*2862933555777941757 + 1
+		j = int64(float64(b+1) * (float64(int64(1)<<31) / float64((key>>33)+1)))
+	}
+	return int32(b)
+}
+
+func TestShard(t *testing.T) {
+	// Vectors of the reference jump hash, as other implementations test it.
+	for _, v := range []struct {
+		key  uint64
+		n    int32
+		want int32
+	}{{1, 1, 0}, {42, 57, 43}, {0xDEAD10CC, 1, 0}, {0xDEAD10CC, 666, 361}, {256, 1024, 520}} {
+		if got := jumpReference(v.key, v.n); got != v.want {
+			t.Fatalf("jumpReference(%d, %d) = %d, want %d", v.key, v.n, got, v.want)
+		}
+	}
+	// Shard is FNV-1a then the reference jump hash.
+	for i := range 2000 {
+		key := "chat-" + strconv.Itoa(i*7919)
+		h := fnv.New64a()
+		h.Write([]byte(key))
+		for _, n := range []int{1, 2, 3, 8, 100, 1 << 20} {
+			if got, want := dedupe.Shard(key, n), int(jumpReference(h.Sum64(), int32(n))); got != want {
+				t.Fatalf("Shard(%q, %d) = %d, reference %d", key, n, got, want)
+			}
+		}
+	}
+	// Pinned: these must never change, or keys move between processes of
+	// different releases.
+	for _, v := range []struct {
+		key  string
+		n    int
+		want int
+	}{
+		{"", 16, 13}, {"telegram:912345678", 4, 2}, {"chat-1", 8, 0}, {"oc_5ce6d572455d361153b7xx51da133945", 10, 7},
+	} {
+		if got := dedupe.Shard(v.key, v.n); got != v.want {
+			t.Errorf("Shard(%q, %d) = %d, pinned %d", v.key, v.n, got, v.want)
+		}
+	}
+}
+
+func TestShardSpreadAndMoves(t *testing.T) {
+	const keys = 20000
+	for _, n := range []int{2, 7, 16} {
+		counts := make([]int, n)
+		moved := 0
+		for i := range keys {
+			key := "conversation/" + strconv.Itoa(i)
+			sh := dedupe.Shard(key, n)
+			if sh < 0 || sh >= n {
+				t.Fatalf("Shard(%q, %d) = %d, out of range", key, n, sh)
+			}
+			counts[sh]++
+			if grown := dedupe.Shard(key, n+1); grown != sh {
+				if grown != n {
+					t.Fatalf("Shard(%q): from %d to %d workers, moved from %d to %d, not to the new worker", key, n, n+1, sh, grown)
+				}
+				moved++
+			}
+		}
+		for i, c := range counts {
+			if c < keys/n*8/10 || c > keys/n*12/10 {
+				t.Errorf("n=%d: shard %d has %d keys, want about %d", n, i, c, keys/n)
+			}
+		}
+		if want := keys / (n + 1); moved < want*8/10 || moved > want*12/10 {
+			t.Errorf("n=%d: %d keys moved to the new worker, want about %d", n, moved, want)
+		}
+	}
+}
+
+func TestShardPanicsOnNoWorkers(t *testing.T) {
+	for _, n := range []int{0, -1} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Shard(key, %d) did not panic", n)
+				}
+			}()
+			dedupe.Shard("key", n)
+		}()
+	}
+	if allocs := testing.AllocsPerRun(100, func() { dedupe.Shard("telegram:912345678", 8) }); allocs != 0 {
+		t.Errorf("Shard: %v allocs, want 0", allocs)
+	}
+}
+
+func BenchmarkSequencerPush(b *testing.B) {
+	const keys = 1024
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = "chat-" + strconv.Itoa(i)
+	}
+	b.Run("in-order/sequencer", func(b *testing.B) {
+		b.ReportAllocs()
+		s := dedupe.NewSequencer[int](dedupe.SequencerConfig{})
+		i := 0
+		for b.Loop() {
+			if _, v := s.Push(names[i%keys], uint64(i/keys), i); v != dedupe.SeqReady {
+				b.Fatal(v)
+			}
+			i++
+		}
+	})
+	// The naive way: a map of last numbers under a mutex, handing on only the
+	// next number and buffering nothing.
+	b.Run("in-order/map-baseline", func(b *testing.B) {
+		b.ReportAllocs()
+		var mu sync.Mutex
+		last := map[string]uint64{}
+		i := 0
+		for b.Loop() {
+			key, seq := names[i%keys], uint64(i/keys)
+			mu.Lock()
+			l, ok := last[key]
+			if ok && seq != l+1 {
+				mu.Unlock()
+				b.Fatal("out of order")
+			}
+			last[key] = seq
+			mu.Unlock()
+			i++
+		}
+	})
+}
