@@ -1,0 +1,352 @@
+package dedupehttp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gatewaykit/dedupe"
+)
+
+// AsyncConfig configures an [Async]. The zero value gives the defaults.
+type AsyncConfig struct {
+	// Workers bounds how many queued requests the handler serves at once.
+	// Default 8.
+	Workers int
+	// QueueSize bounds how many accepted requests wait for a worker; a request
+	// that finds the queue full is answered 503 with Retry-After. Default 256;
+	// a negative value means no waiting room: only Workers requests are
+	// accepted at a time.
+	QueueSize int
+	// AcceptedStatus is the status of the answer to a queued request. Default
+	// 202 Accepted; set 200 for a platform that takes nothing else as a
+	// success.
+	AcceptedStatus int
+	// Done, if set, is called once for each queued request after it ended and
+	// its message was marked or released, on the worker's goroutine and before
+	// [Async.Close] returns. err is nil if the handler succeeded; otherwise it
+	// wraps [ErrHandlerFailed], [ErrAbandoned] or a store error. ctx is the
+	// request's context, detached from the request's cancellation: [QueueID]
+	// and [dedupe.TraceID] read it.
+	Done func(ctx context.Context, key dedupe.Key, err error)
+}
+
+// Defaults of [AsyncConfig].
+const (
+	DefaultWorkers   = 8
+	DefaultQueueSize = 256
+)
+
+// Async is an [http.Handler] that deduplicates webhook deliveries like
+// [Middleware] but answers each new message at once and processes it in the
+// background, for handlers slower than the platform's timeout (an AI turn, for
+// example). For each request it:
+//   - reads the body and extracts the key as [Middleware] does; a request the
+//     extract-error policy lets through is served at once, synchronously, so
+//     that the handler can answer a platform handshake;
+//   - claims the key synchronously: a duplicate and a copy in flight are
+//     answered as by [Middleware] and never reach the handler, and a store
+//     failure is answered 503 with Retry-After;
+//   - queues the claimed message and answers [AsyncConfig].AcceptedStatus
+//     (202) with its queue id in the [HeaderQueueID] header;
+//   - if the queue is full, releases the claim and answers 503 with
+//     Retry-After, so that the platform's retry is processed: nothing is
+//     dropped silently.
+//
+// At most [AsyncConfig].Workers handlers run at once. Each gets a clone of the
+// request with the buffered body, and a context that keeps the request's
+// values but is not cancelled when the response has been sent; [QueueID] reads
+// the queue id from it. The claim's lease is renewed while the message waits
+// and while it is processed. When the handler has finished, the message is
+// marked, or released if the handler answered with a failure status or
+// panicked (the panic is recovered and logged with its stack). The platform
+// was answered already and will not redeliver a message whose handler failed
+// after it was accepted: such failures are logged at error level and reported
+// to [AsyncConfig].Done.
+//
+// Async starts a goroutine for each accepted request, which ends when the
+// request has been processed; [Async.Close] waits for them all. An Async is
+// safe for concurrent use.
+type Async struct {
+	d       *dedupe.Deduper
+	extract Extractor
+	next    http.Handler
+	c       *config
+	cfg     AsyncConfig
+
+	slots   chan struct{} // one per accepted request not yet done
+	workers chan struct{} // one per request being served
+
+	abandon    context.Context // cancelled when Close gives up waiting
+	abandonNow context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+
+	idPrefix string
+	seq      atomic.Uint64
+}
+
+// NewAsync returns an [Async] that deduplicates with d, keyed by extract, and
+// processes new messages with h. opts are those of [Middleware]. d, extract and
+// h must not be nil. Close it with [Async.Close] after the server stopped
+// sending it requests (see [http.Server.Shutdown]).
+func NewAsync(d *dedupe.Deduper, extract Extractor, h http.Handler, cfg AsyncConfig, opts ...Option) *Async {
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
+	}
+	switch {
+	case cfg.QueueSize == 0:
+		cfg.QueueSize = DefaultQueueSize
+	case cfg.QueueSize < 0:
+		cfg.QueueSize = 0
+	}
+	if cfg.AcceptedStatus == 0 {
+		cfg.AcceptedStatus = http.StatusAccepted
+	}
+	a := &Async{
+		d:        d,
+		extract:  extract,
+		next:     h,
+		c:        newConfig(opts),
+		cfg:      cfg,
+		slots:    make(chan struct{}, cfg.Workers+cfg.QueueSize),
+		workers:  make(chan struct{}, cfg.Workers),
+		idPrefix: strconv.FormatUint(rand.Uint64()>>32, 36) + "-",
+	}
+	a.abandon, a.abandonNow = context.WithCancel(context.Background())
+	return a
+}
+
+type queueIDKey struct{}
+
+// QueueID returns the id [Async] gave the request whose handler runs with
+// ctx, as sent in the [HeaderQueueID] header, or "".
+func QueueID(ctx context.Context) string {
+	id, _ := ctx.Value(queueIDKey{}).(string)
+	return id
+}
+
+// job is one accepted request.
+type job struct {
+	key    dedupe.Key
+	id     string
+	reqCtx context.Context // the request's own context
+	ctx    context.Context // the request's values; cancelled by the request until detached, and by abandon
+	cancel context.CancelFunc
+	detach func() bool   // stops the request's cancellation from reaching ctx
+	req    *http.Request // clone with ctx and the buffered body
+	queued chan error    // nil once queued, or Do's error; sent once
+	data   []byte
+}
+
+// ServeHTTP claims the message of r and queues it, or answers it as a
+// duplicate, a copy in flight, or with 503. See [Async].
+func (a *Async) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r, key, next := a.c.prepare(w, r, a.extract)
+	switch next {
+	case nextDone:
+		return
+	case nextPass:
+		a.next.ServeHTTP(w, r)
+		return
+	}
+	if !a.enter() {
+		a.c.unavailable(w, "shutting down")
+		return
+	}
+	select {
+	case a.slots <- struct{}{}:
+	default:
+		a.wg.Done()
+		a.full(w, r, key)
+		return
+	}
+	j := a.newJob(r, key)
+	go a.run(j)
+	if err := <-j.queued; err != nil {
+		a.c.answer(w, r, a.next, err)
+		return
+	}
+	w.Header().Set(HeaderQueueID, j.id)
+	w.Header().Set(HeaderVerdict, "queued")
+	w.WriteHeader(a.cfg.AcceptedStatus)
+}
+
+// enter registers a request that will start a goroutine, unless a is closed.
+func (a *Async) enter() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return false
+	}
+	a.wg.Add(1)
+	return true
+}
+
+// full answers a request that found the queue full. It claims the key first,
+// so that duplicates are still answered as such, and releases the claim.
+func (a *Async) full(w http.ResponseWriter, r *http.Request, key dedupe.Key) {
+	err := a.d.Do(r.Context(), key, func(context.Context) error { return ErrQueueFull })
+	if !errors.Is(err, ErrQueueFull) {
+		a.c.answer(w, r, a.next, err)
+		return
+	}
+	a.c.log(r.Context(), slog.LevelWarn, "dedupehttp: queue full, asked the platform to retry",
+		slog.String("key", key.String()))
+	a.c.unavailable(w, "queue full")
+}
+
+func (a *Async) newJob(r *http.Request, key dedupe.Key) *job {
+	j := &job{key: key, reqCtx: r.Context(), queued: make(chan error, 1)}
+	j.id = a.idPrefix + strconv.FormatUint(a.seq.Add(1), 10)
+	ctx := context.WithValue(context.WithoutCancel(r.Context()), queueIDKey{}, j.id)
+	j.ctx, j.cancel = context.WithCancel(ctx)
+	j.detach = context.AfterFunc(r.Context(), j.cancel)
+	j.data, _ = Body(r) // the buffer of prepare
+	j.req = r.Clone(j.ctx)
+	j.req.Body = newBody(j.data)
+	return j
+}
+
+// run claims, queues and processes j. It owns j.
+func (a *Async) run(j *job) {
+	defer a.wg.Done()
+	defer j.cancel()
+	queued := false
+	err := func() error {
+		stop := context.AfterFunc(a.abandon, j.cancel)
+		defer func() {
+			stop()
+			<-a.slots // free before Done is called
+		}()
+		return a.d.Do(j.ctx, j.key, func(ctx context.Context) error {
+			if !j.detach() { // the request was cancelled before it was queued
+				return context.Cause(j.reqCtx)
+			}
+			queued = true
+			j.queued <- nil
+			select {
+			case a.workers <- struct{}{}:
+			case <-a.abandon.Done():
+				return ErrAbandoned
+			}
+			defer func() { <-a.workers }()
+			if a.abandon.Err() != nil {
+				return ErrAbandoned
+			}
+			return a.serve(ctx, j)
+		})
+	}()
+	if !queued {
+		j.queued <- err
+		return
+	}
+	a.finish(j, err)
+}
+
+// serve runs the handler on j's request, recovering a panic.
+func (a *Async) serve(ctx context.Context, j *job) (err error) {
+	w := &discardWriter{header: make(http.Header)}
+	defer func() {
+		if p := recover(); p != nil {
+			a.c.log(ctx, slog.LevelError, "dedupehttp: queued handler panicked",
+				slog.String("key", j.key.String()), slog.String("queue_id", j.id),
+				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+			err = fmt.Errorf("%w: panic: %v", ErrHandlerFailed, p)
+		}
+	}()
+	r := j.req
+	if ctx != r.Context() {
+		r = r.WithContext(ctx)
+	}
+	a.next.ServeHTTP(w, r)
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if a.c.failed(w.status) {
+		return fmt.Errorf("%w: status %d", ErrHandlerFailed, w.status)
+	}
+	return nil
+}
+
+// finish reports the end of a queued request.
+func (a *Async) finish(j *job, err error) {
+	attrs := []slog.Attr{slog.String("key", j.key.String()), slog.String("queue_id", j.id)}
+	switch {
+	case err == nil:
+		a.c.debug(j.ctx, "dedupehttp: queued request processed", attrs...)
+	case errors.Is(err, ErrAbandoned):
+		a.c.log(j.ctx, slog.LevelError, "dedupehttp: queued request abandoned at close; the platform will not redeliver it",
+			attrs...)
+	default:
+		a.c.log(j.ctx, slog.LevelError, "dedupehttp: queued request failed after it was accepted; the platform will not redeliver it",
+			append(attrs, slog.Any("error", err))...)
+	}
+	if a.cfg.Done != nil {
+		a.cfg.Done(j.ctx, j.key, err)
+	}
+}
+
+// Close stops accepting requests (they are answered 503 with Retry-After) and
+// waits until every queued request has been processed and every goroutine of
+// a has ended. If ctx is done first, Close abandons the requests still waiting
+// for a worker, releasing their claims, and cancels the context of the
+// handlers running; it still waits for those handlers to return, then returns
+// ctx's error. Abandoned requests were answered already, so the platform will
+// not redeliver them: each is logged at error level and reported to
+// [AsyncConfig].Done with [ErrAbandoned].
+//
+// Close may be called more than once; each call waits as the first.
+func (a *Async) Close(ctx context.Context) error {
+	a.mu.Lock()
+	a.closed = true
+	a.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() { // ends when every request goroutine has
+		a.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		a.abandonNow()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// discardWriter is the ResponseWriter of a queued request's handler: its
+// answer goes nowhere, but its status decides between mark and release.
+type discardWriter struct {
+	header http.Header
+	status int
+}
+
+func (w *discardWriter) Header() http.Header { return w.header }
+
+func (w *discardWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+}
+
+func (w *discardWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return len(p), nil
+}
+
+// Flush does nothing: there is no client.
+func (w *discardWriter) Flush() {}
