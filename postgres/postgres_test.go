@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatewaykit/dedupe"
@@ -268,5 +269,59 @@ func TestClaimReleaseChurn(t *testing.T) {
 	t.Logf("%d claims, %d claim statements run again after a concurrent commit", claims.Load(), s.retries.Load())
 	if claims.Load() < 2 {
 		t.Fatalf("only %d claims: the race did not happen", claims.Load())
+	}
+}
+
+// TestQueryExecModes runs the store's statements under every pgx query
+// execution mode, since the pool belongs to the caller: the default statement
+// cache, and the modes used behind PgBouncer in transaction mode, which
+// cannot keep prepared statements.
+func TestQueryExecModes(t *testing.T) {
+	table := testTable(t)
+	ctx := context.Background()
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe,
+		pgx.QueryExecModeDescribeExec, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
+		t.Run(mode.String(), func(t *testing.T) {
+			cfg, err := pgxpool.ParseConfig(testDSN(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.ConnConfig.DefaultQueryExecMode = mode
+			pool, err := pgxpool.NewWithConfig(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pool.Close()
+			s := newTestStore(t, pool, Config{Table: table})
+			k := dedupe.Key{Channel: "mode", MessageID: mode.String() + "-'quoted'; --"}
+			if ok, err := s.Exists(ctx, k); err != nil || ok {
+				t.Fatalf("Exists before Mark = %v, %v", ok, err)
+			}
+			c, err := s.Claim(ctx, k, time.Minute)
+			if err != nil || c.Status != dedupe.Claimed {
+				t.Fatalf("Claim = %v, %v", c.Status, err)
+			}
+			if c2, err := s.Claim(ctx, k, time.Minute); err != nil || c2.Status != dedupe.InFlight {
+				t.Fatalf("second Claim = %v, %v", c2.Status, err)
+			}
+			if err := s.Extend(ctx, c, time.Minute); err != nil {
+				t.Fatalf("Extend: %v", err)
+			}
+			if err := s.Release(ctx, c); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+			if err := s.Mark(ctx, k, time.Hour); err != nil {
+				t.Fatalf("Mark: %v", err)
+			}
+			if c, err := s.Claim(ctx, k, time.Minute); err != nil || c.Status != dedupe.Duplicate {
+				t.Fatalf("Claim after Mark = %v, %v", c.Status, err)
+			}
+			if ok, err := s.Exists(ctx, k); err != nil || !ok {
+				t.Fatalf("Exists after Mark = %v, %v", ok, err)
+			}
+			if _, err := s.CleanupExpired(ctx); err != nil {
+				t.Fatalf("CleanupExpired: %v", err)
+			}
+		})
 	}
 }
