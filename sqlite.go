@@ -145,7 +145,8 @@ type sqliteWriter struct {
 	savepoint, release, rollbackTo    *sql.Stmt
 	markGet, markUpsert, claimDelete  *sql.Stmt
 	claimTake, claimExtend, claimDrop *sql.Stmt
-	cleanClaims, cleanScan, cleanMark *sql.Stmt
+	cleanClaims, cleanMarks           *sql.Stmt
+	cleanScan, cleanMark              *sql.Stmt
 }
 
 // sqliteOp is one write waiting for, or done by, the writer goroutine.
@@ -343,8 +344,11 @@ func newSQLiteStore(db *sql.DB, cfg SQLiteConfig, own bool) (*SQLiteStore, error
 		quit:     make(chan struct{}),
 	}
 	ctx := context.Background()
-	conn, err := db.Conn(ctx)
-	if err != nil {
+	var conn *sql.Conn
+	if err := s.retryBusy(func() (err error) {
+		conn, err = db.Conn(ctx)
+		return err
+	}); err != nil {
 		return nil, sqliteError("connect", err, s.busy)
 	}
 	s.w = &sqliteWriter{conn: conn}
@@ -389,8 +393,24 @@ func (s *SQLiteStore) setup(ctx context.Context, cfg SQLiteConfig, own bool) err
 	// Reading the schema first gives a clear error for a file that is not a
 	// database before anything tries to write to it.
 	var n int
-	if err := c.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n); err != nil {
+	if err := s.retryBusy(func() error {
+		return c.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n)
+	}); err != nil {
 		return sqliteError("read schema", err, s.busy)
+	}
+	// Refuse incompatible tables before changing anything, the journal mode
+	// included; createTables checks again under the write lock.
+	for _, t := range []struct {
+		name  string
+		shape []sqliteColumn
+		rowid bool
+	}{{cfg.Table, sqliteMarksShape, true}, {cfg.Table + "_claims", sqliteClaimsShape, false}} {
+		if err := s.retryBusy(func() error {
+			_, err := s.checkTable(ctx, t.name, t.shape, t.rowid)
+			return err
+		}); err != nil {
+			return err
+		}
 	}
 	if own {
 		if err := s.setWAL(ctx); err != nil {
@@ -405,11 +425,12 @@ func (s *SQLiteStore) setup(ctx context.Context, cfg SQLiteConfig, own bool) err
 		{&s.w.commit, "COMMIT"},
 		{&s.w.rollback, "ROLLBACK"},
 	} {
-		st, err := c.PrepareContext(ctx, p.q)
-		if err != nil {
+		if err := s.retryBusy(func() (err error) {
+			*p.stmt, err = c.PrepareContext(ctx, p.q)
+			return err
+		}); err != nil {
 			return sqliteError("prepare", err, s.busy)
 		}
-		*p.stmt = st
 	}
 	if err := s.beginWithRetry(nil); err != nil {
 		return sqliteError("create tables", err, s.busy)
@@ -426,20 +447,28 @@ func (s *SQLiteStore) setup(ctx context.Context, cfg SQLiteConfig, own bool) err
 }
 
 func (s *SQLiteStore) setWAL(ctx context.Context) error {
+	var mode string
+	if err := s.retryBusy(func() error {
+		return s.w.conn.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode)
+	}); err != nil {
+		return sqliteError("set WAL mode", err, s.busy)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("dedupe: sqlite: cannot switch to WAL mode, journal mode is %q", mode)
+	}
+	return nil
+}
+
+// retryBusy calls f until it succeeds, fails otherwise than with a busy
+// database, or the busy timeout has passed.
+func (s *SQLiteStore) retryBusy(f func() error) error {
 	deadline := time.Now().Add(s.busy)
-	for {
-		var mode string
-		err := s.w.conn.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode)
-		if err == nil {
-			if !strings.EqualFold(mode, "wal") {
-				return fmt.Errorf("dedupe: sqlite: cannot switch to WAL mode, journal mode is %q", mode)
-			}
-			return nil
+	for attempt := 1; ; attempt++ {
+		err := f()
+		if err == nil || !isSQLiteBusy(err) || !time.Now().Before(deadline) {
+			return err
 		}
-		if !isSQLiteBusy(err) || time.Now().After(deadline) {
-			return sqliteError("set WAL mode", err, s.busy)
-		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(time.Duration(min(attempt, 10)) * time.Millisecond)
 	}
 }
 
@@ -547,10 +576,10 @@ func (s *SQLiteStore) checkTable(ctx context.Context, table string, want []sqlit
 		if a := sqliteAffinity(col.typ); a != w.affinity {
 			return true, incompatible("column %s is %q (%s affinity), want %s", w.name, col.typ, a, w.affinity)
 		}
-		if (i == 0) != (col.pk == 1) {
-			if i == 0 {
-				return true, incompatible("column %s is not the primary key", w.name)
-			}
+		if i == 0 && col.pk != 1 {
+			return true, incompatible("column %s is not the primary key", w.name)
+		}
+		if i > 0 && col.pk != 0 {
 			return true, incompatible("column %s is part of the primary key", w.name)
 		}
 		delete(cols, w.name)
@@ -607,17 +636,25 @@ func (s *SQLiteStore) prepare(ctx context.Context) error {
 		{&w.claimExtend, "UPDATE " + s.claims + " SET expires_at = ?1 WHERE dedupe_key = ?2 AND token = ?3 AND expires_at > ?4"},
 		{&w.claimDrop, "DELETE FROM " + s.claims + " WHERE dedupe_key = ?1 AND token = ?2 AND expires_at > ?3"},
 		{&w.cleanClaims, "DELETE FROM " + s.claims + " WHERE dedupe_key IN (SELECT dedupe_key FROM " + s.claims + " WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)"},
-		{&w.cleanScan, "SELECT rowid, expires_at FROM " + s.marks + " WHERE expires_at <= ?1 AND (expires_at, rowid) > (?2, ?3) ORDER BY expires_at, rowid LIMIT ?4"},
+		// Marks in the store's own format, whose text sorts as their time.
+		{&w.cleanMarks, "DELETE FROM " + s.marks + " WHERE rowid IN (SELECT rowid FROM " + s.marks +
+			" WHERE expires_at <= ?1 AND " + sqliteOwnFormat + " ORDER BY expires_at LIMIT ?2)"},
+		// Marks in any other format, parsed one by one.
+		{&w.cleanScan, "SELECT rowid, expires_at FROM " + s.marks + " WHERE expires_at <= ?1 AND (expires_at, rowid) > (?2, ?3) AND NOT " +
+			sqliteOwnFormat + " ORDER BY expires_at, rowid LIMIT ?4"},
 		{&w.cleanMark, "DELETE FROM " + s.marks + " WHERE rowid = ?"},
 	} {
-		st, err := c.PrepareContext(ctx, p.q)
-		if err != nil {
+		if err := s.retryBusy(func() (err error) {
+			*p.stmt, err = c.PrepareContext(ctx, p.q)
+			return err
+		}); err != nil {
 			return sqliteError("prepare", err, s.busy)
 		}
-		*p.stmt = st
 	}
-	var err error
-	if s.existsQ, err = s.db.PrepareContext(ctx, "SELECT expires_at FROM "+s.marks+" WHERE dedupe_key = ?"); err != nil {
+	if err := s.retryBusy(func() (err error) {
+		s.existsQ, err = s.db.PrepareContext(ctx, "SELECT expires_at FROM "+s.marks+" WHERE dedupe_key = ?")
+		return err
+	}); err != nil {
 		return sqliteError("prepare", err, s.busy)
 	}
 	return nil
@@ -627,7 +664,7 @@ func (w *sqliteWriter) close() {
 	for _, st := range []*sql.Stmt{
 		w.begin, w.commit, w.rollback, w.savepoint, w.release, w.rollbackTo,
 		w.markGet, w.markUpsert, w.claimDelete, w.claimTake, w.claimExtend, w.claimDrop,
-		w.cleanClaims, w.cleanScan, w.cleanMark,
+		w.cleanClaims, w.cleanMarks, w.cleanScan, w.cleanMark,
 	} {
 		if st != nil {
 			_ = st.Close()
@@ -1084,19 +1121,34 @@ func (s *SQLiteStore) applyOwned(ctx context.Context, op *sqliteOp, now time.Tim
 	return nil
 }
 
-// applyCleanup deletes up to s.batch expired claims, and the expired marks
-// among the next s.batch candidates of the expires_at index after op.cur.
-// Candidates are the rows whose text sorts at or before the current local time,
-// which holds every expired row in the store's own format; each is parsed and
-// deleted only if it has expired.
+// sqliteOwnFormat matches the timestamps the store writes, naive ISO-8601 with
+// no fraction or six digits of it. For them text order is time order, so SQL
+// compares them exactly with the formatted current time.
+const sqliteOwnFormat = "(expires_at GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]'" +
+	" OR expires_at GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9][0-9][0-9][0-9]')"
+
+// applyCleanup deletes up to s.batch expired claims and up to s.batch expired
+// marks in the store's own format; once those are gone, it goes on through the
+// marks in other formats whose text sorts at or before the current local time
+// (which holds every expired row in a naive format), from op.cur on, s.batch
+// at a time, parsing each and deleting it if it has expired.
 func (s *SQLiteStore) applyCleanup(ctx context.Context, op *sqliteOp, now time.Time) error {
 	w := s.w
+	nowText := formatSQLiteTime(now, s.loc)
 	res, err := w.cleanClaims.ExecContext(ctx, now.UnixNano(), s.batch)
 	if err != nil {
 		return sqliteError("cleanup", err, s.busy)
 	}
 	nClaims, _ := res.RowsAffected()
-	rows, err := w.cleanScan.QueryContext(ctx, formatSQLiteTime(now, s.loc), op.cur.expires, op.cur.rowid, s.batch)
+	if res, err = w.cleanMarks.ExecContext(ctx, nowText, s.batch); err != nil {
+		return sqliteError("cleanup", err, s.busy)
+	}
+	nMarks, _ := res.RowsAffected()
+	op.n = nClaims + nMarks
+	if nClaims == int64(s.batch) || nMarks == int64(s.batch) {
+		return nil // more to do
+	}
+	rows, err := w.cleanScan.QueryContext(ctx, nowText, op.cur.expires, op.cur.rowid, s.batch)
 	if err != nil {
 		return sqliteError("cleanup", err, s.busy)
 	}
@@ -1123,8 +1175,8 @@ func (s *SQLiteStore) applyCleanup(ctx context.Context, op *sqliteOp, now time.T
 			return sqliteError("cleanup", err, s.busy)
 		}
 	}
-	op.n = nClaims + int64(len(expired))
-	op.finished = nClaims < int64(s.batch) && scanned < s.batch
+	op.n += int64(len(expired))
+	op.finished = scanned < s.batch
 	return nil
 }
 
