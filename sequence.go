@@ -48,7 +48,9 @@ type SequencerConfig struct {
 	// numbered below it that arrives later is stale.
 	FirstSeq uint64
 
-	// Now is the clock. Nil: [time.Now].
+	// Now is the clock, read only while a key has buffered values. It is
+	// called with the Sequencer's lock held, so it must not call the
+	// Sequencer. Nil: [time.Now].
 	Now func() time.Time
 }
 
@@ -198,7 +200,6 @@ func NewSequencer[T any](cfg SequencerConfig) *Sequencer[T] {
 // Timeout has passed, so the result may hold values buffered earlier, and v may
 // then be stale.
 func (s *Sequencer[T]) Push(key string, seq uint64, v T) ([]Sequenced[T], SeqVerdict) {
-	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
@@ -219,8 +220,14 @@ func (s *Sequencer[T]) Push(key string, seq uint64, v T) ([]Sequenced[T], SeqVer
 		k.last = s.firstSeq - 1
 	}
 
-	var out []Sequenced[T]
+	// The clock is read only when a gap is open or may open: in-order
+	// values do not pay for it.
+	var (
+		out []Sequenced[T]
+		now time.Time
+	)
 	if len(k.buf) > 0 {
+		now = s.now()
 		out = s.expireKey(k, now, out)
 	}
 	verdict := SeqBuffered
@@ -250,6 +257,9 @@ func (s *Sequencer[T]) Push(key string, seq uint64, v T) ([]Sequenced[T], SeqVer
 			verdict = SeqReady
 			break
 		}
+		if now.IsZero() {
+			now = s.now()
+		}
 		k.buf = slices.Insert(k.buf, i, seqEntry[T]{seq: seq, v: v, at: now})
 		for len(k.buf) > s.maxBuffered {
 			// Give up the first gap: release the run that follows it.
@@ -267,9 +277,12 @@ func (s *Sequencer[T]) Push(key string, seq uint64, v T) ([]Sequenced[T], SeqVer
 // the values that are then ready: in order within each key, keys in no
 // particular order. It returns nil when nothing is due.
 func (s *Sequencer[T]) Expire() []Sequenced[T] {
-	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.pending) == 0 {
+		return nil
+	}
+	now := s.now()
 	var out []Sequenced[T]
 	for k := range s.pending {
 		out = s.expireKey(k, now, out)
