@@ -87,9 +87,10 @@ func Presets() []Preset {
 //
 // TTL 24 h: "Incoming updates are stored on the server until the bot receives
 // them either way, but they will not be kept longer than 24 hours" (Bot API,
-// Getting updates), and a webhook delivery that fails is repeated until
-// Telegram gives up (setWebhook). A mark made when the update is processed,
-// after it was created, therefore outlives every copy.
+// Getting updates), and a webhook request that fails is repeated: "we will
+// repeat the request and give up after a reasonable amount of attempts"
+// (setWebhook). A mark made when the update is processed, after it was
+// created, therefore outlives every copy.
 //
 // update_id is counted per bot ("Update identifiers start from a certain
 // positive number and increase sequentially", Bot API, Update), so give each
