@@ -213,6 +213,26 @@ func TestBodyTooLarge(t *testing.T) {
 	}
 	assert.Equal(t, http.StatusOK, post(srv, bigUpdate(2, 900)).status)
 	assert.EqualValues(t, 2, calls.Load(), "only the small request was extracted and handled")
+
+	// The limit is inclusive.
+	body := bigUpdate(3, 900)
+	for _, tc := range []struct {
+		limit int
+		want  int
+	}{{len(body), http.StatusOK}, {len(body) - 1, http.StatusRequestEntityTooLarge}} {
+		for _, chunked := range []bool{false, true} {
+			mw := dedupehttp.Middleware(dedupe.New(nil), telegram, dedupehttp.WithMaxBodySize(int64(tc.limit)))
+			srv := serve(t, mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+			var r io.Reader = bytes.NewReader(body)
+			if chunked {
+				r = io.MultiReader(r)
+			}
+			resp, err := srv.Client().Post(srv.URL, "application/json", r)
+			require.NoError(t, err)
+			resp.Body.Close()
+			assert.Equal(t, tc.want, resp.StatusCode, "limit %d, chunked=%v", tc.limit, chunked)
+		}
+	}
 }
 
 func TestInFlightAnswer(t *testing.T) {

@@ -1,0 +1,99 @@
+package dedupehttp_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+
+	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/dedupehttp"
+)
+
+// reusableBody is a request body the benchmarks rewind instead of allocating.
+type reusableBody struct{ bytes.Reader }
+
+func (*reusableBody) Close() error { return nil }
+
+// bench serves b.N Telegram updates through h, in memory. The update_id is
+// id(i) for the i-th request.
+func bench(b *testing.B, h http.Handler, id func(i int) int) {
+	var body reusableBody
+	buf := make([]byte, 0, 128)
+	r := httptest.NewRequest(http.MethodPost, "/telegram", &body)
+	w := httptest.NewRecorder()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		buf = append(buf[:0], `{"update_id":`...)
+		buf = strconv.AppendInt(buf, int64(id(i)), 10)
+		buf = append(buf, `,"message":{"message_id":5,"chat":{"id":42},"text":"hello there"}}`...)
+		body.Reset(buf)
+		r.ContentLength = int64(len(buf))
+		h.ServeHTTP(w, r)
+	}
+	b.StopTimer()
+	if w.Code != http.StatusOK {
+		b.Fatalf("status %d", w.Code)
+	}
+}
+
+// BenchmarkMiddleware compares the middleware around a trivial handler with
+// the bare handler (the baseline) and with the handler extracting the key
+// itself, without deduplication.
+func BenchmarkMiddleware(b *testing.B) {
+	trivial := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusOK)
+	})
+	extracting := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if _, err := dedupe.Telegram.Extract(body, r.Header); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	fresh := func(i int) int { return i + 1 }
+	same := func(int) int { return 1 }
+
+	b.Run("baseline=bare", func(b *testing.B) { bench(b, trivial, fresh) })
+	b.Run("baseline=bare+extract", func(b *testing.B) { bench(b, extracting, fresh) })
+	b.Run("middleware/new", func(b *testing.B) {
+		h := dedupehttp.Middleware(dedupe.New(nil), dedupehttp.FromPreset(dedupe.Telegram))(trivial)
+		bench(b, h, fresh)
+	})
+	b.Run("middleware/duplicate", func(b *testing.B) {
+		h := dedupehttp.Middleware(dedupe.New(nil), dedupehttp.FromPreset(dedupe.Telegram))(trivial)
+		bench(b, h, same)
+	})
+}
+
+// TestDuplicateAllocs bounds the allocations the middleware itself makes to
+// answer a duplicate (the extractor here makes none): the request's shallow
+// copy, the body buffer and its reader, the handler's ResponseWriter and the
+// verdict header.
+func TestDuplicateAllocs(t *testing.T) {
+	key := dedupe.Key{Channel: "test", MessageID: "1"}
+	extract := func(*http.Request) (dedupe.Key, error) { return key, nil }
+	h := dedupehttp.Middleware(dedupe.New(nil), extract)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	var body reusableBody
+	r := httptest.NewRequest(http.MethodPost, "/", &body)
+	w := httptest.NewRecorder()
+	payload := update(1)
+	r.ContentLength = int64(len(payload))
+	body.Reset(payload)
+	h.ServeHTTP(w, r) // processed
+	allocs := testing.AllocsPerRun(1000, func() {
+		body.Reset(payload)
+		h.ServeHTTP(w, r)
+	})
+	if got := w.Header().Get(dedupehttp.HeaderVerdict); got != "duplicate" {
+		t.Fatalf("verdict %q", got)
+	}
+	if allocs > 5 {
+		t.Errorf("%v allocs to answer a duplicate, want at most 5", allocs)
+	}
+}

@@ -1,0 +1,104 @@
+package dedupehttp_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"time"
+
+	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/dedupehttp"
+)
+
+func ExampleMiddleware() {
+	d := dedupe.New(nil, dedupe.WithTTL(dedupe.Telegram.TTL)) // a memory store
+	mw := dedupehttp.Middleware(d, dedupehttp.FromPreset(dedupe.Telegram))
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		fmt.Printf("handler: %s\n", body)
+	}))
+
+	// Telegram delivers update 1001, then redelivers it.
+	for range 2 {
+		r := httptest.NewRequest(http.MethodPost, "/telegram", strings.NewReader(`{"update_id":1001}`))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Printf("%d verdict=%q\n", w.Code, w.Header().Get(dedupehttp.HeaderVerdict))
+	}
+	// Output:
+	// handler: {"update_id":1001}
+	// 200 verdict=""
+	// 200 verdict="duplicate"
+}
+
+func ExampleWithInFlight() {
+	// Ask the platform to retry a copy that arrives while the first is being
+	// processed, instead of acknowledging it.
+	retryLater := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "10")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	d := dedupe.New(nil)
+	mw := dedupehttp.Middleware(d, dedupehttp.FromPreset(dedupe.Slack), dedupehttp.WithInFlight(retryLater))
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+	}))
+	event := `{"type":"event_callback","event_id":"Ev0PV52K21","event":{"type":"message"}}`
+	first := make(chan int)
+	go func() {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/slack", strings.NewReader(event)))
+		first <- w.Code
+	}()
+	<-entered
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/slack", strings.NewReader(event)))
+	fmt.Println("copy:", w.Code, w.Header().Get("Retry-After"))
+	close(release)
+	fmt.Println("first:", <-first)
+	// Output:
+	// copy: 503 10
+	// first: 200
+}
+
+func ExampleNewAsync() {
+	d := dedupe.New(nil)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		fmt.Printf("processing %s\n", body) // a slow AI turn, say
+	})
+	processed := make(chan error, 1)
+	a := dedupehttp.NewAsync(d, dedupehttp.FromPreset(dedupe.Telegram), handler, dedupehttp.AsyncConfig{
+		Workers:   4,
+		QueueSize: 64,
+		Done:      func(_ context.Context, _ dedupe.Key, err error) { processed <- err },
+	})
+
+	deliver := func() {
+		r := httptest.NewRequest(http.MethodPost, "/telegram", strings.NewReader(`{"update_id":7}`))
+		w := httptest.NewRecorder()
+		a.ServeHTTP(w, r)
+		fmt.Printf("%d verdict=%s queued=%t\n", w.Code, w.Header().Get(dedupehttp.HeaderVerdict),
+			w.Header().Get(dedupehttp.HeaderQueueID) != "")
+	}
+	deliver()
+	fmt.Println("done:", <-processed)
+	deliver() // a redelivery
+
+	// After http.Server.Shutdown: wait up to 10 s for queued work.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fmt.Println("close:", a.Close(ctx))
+	// Unordered output:
+	// 202 verdict=queued queued=true
+	// processing {"update_id":7}
+	// done: <nil>
+	// 200 verdict=duplicate queued=false
+	// close: <nil>
+}
