@@ -40,7 +40,9 @@ type AsyncConfig struct {
 
 // Defaults of [AsyncConfig].
 const (
-	DefaultWorkers   = 8
+	// DefaultWorkers is the default [AsyncConfig].Workers.
+	DefaultWorkers = 8
+	// DefaultQueueSize is the default [AsyncConfig].QueueSize.
 	DefaultQueueSize = 256
 )
 
@@ -58,7 +60,7 @@ const (
 //     (202) with its queue id in the [HeaderQueueID] header;
 //   - if the queue is full, releases the claim and answers 503 with
 //     Retry-After, so that the platform's retry is processed: nothing is
-//     dropped silently.
+//     dropped silently. The Deduper counts the release in [dedupe.Stats].Failed.
 //
 // At most [AsyncConfig].Workers handlers run at once. Each gets a clone of the
 // request with the buffered body, and a context that keeps the request's

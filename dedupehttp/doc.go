@@ -17,10 +17,10 @@
 //	new message            the handler answers; 2xx-4xx: marked processed
 //	handler 5xx or panic   claim released, so the platform's retry is processed
 //	duplicate              200 at once, the handler is not called
-//	copy in flight         200 at once (configurable: [WithInFlight])
+//	copy in flight         200 at once (configurable: WithInFlight)
 //	store error            503 with Retry-After (fail closed; see dedupe.WithFallback)
 //	no message id          passed to the handler without deduplication (handshakes)
-//	malformed body         400 Bad Request (configurable: [WithExtractError])
+//	malformed body         400 Bad Request (configurable: WithExtractError)
 //
 // Answers the middleware gives itself carry the [HeaderVerdict] header.
 //

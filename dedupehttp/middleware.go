@@ -167,7 +167,10 @@ func WithDuplicate(h http.Handler) Option {
 // request is processing right now. The default answers 200 OK with an empty
 // body: the owner will finish, or fail and have the platform redeliver its own
 // copy. A gateway that would rather have the platform retry the copy answers,
-// for example, 503 with a Retry-After header.
+// for example, 503 with a Retry-After header. Do so if the handler can outlast
+// the platform's timeout and then fail: the platform takes the copy's 200 as
+// the delivery, so the message is lost when the owner fails after its own
+// request timed out ([Async] avoids the case by answering at once).
 func WithInFlight(h http.Handler) Option {
 	return func(c *config) {
 		if h != nil {
@@ -371,10 +374,10 @@ func (c *config) log(ctx context.Context, level slog.Level, msg string, attrs ..
 //     so the store calls honour its cancellation and see its values;
 //   - answers a duplicate with 200 OK (see [WithDuplicate]) and a copy in
 //     flight with 200 OK (see [WithInFlight]); neither reaches the handler;
-//   - marks the message processed when the handler answered with a success,
-//     and releases its claim when the handler answered with a failure status
-//     (>= 500, see [WithFailureStatus]) or panicked, so that the platform's
-//     retry is processed (the panic goes on to the server);
+//   - marks the message processed when the handler has answered, and
+//     releases its claim instead when the handler answered with a failure
+//     status (>= 500, see [WithFailureStatus]) or panicked, so that the
+//     platform's retry is processed (the panic goes on to the server);
 //   - answers 503 with Retry-After when the store fails, so that the
 //     platform retries later (the Deduper fails closed, unless it was given
 //     [dedupe.WithFallback]);
