@@ -40,9 +40,10 @@
 //
 // # Operations
 //
-// Every method is one round trip to Redis and touches one key, so the store
-// works on Redis Cluster (each key goes to its own slot) as well as on a single
-// server, a Ring or a Sentinel-managed primary:
+// Every method is one round trip to Redis (two the first time a script runs on
+// a server that has not cached it) and touches one key, so the store works on
+// Redis Cluster (each key goes to its own slot) as well as on a single server,
+// a Ring or a Sentinel-managed primary:
 //
 //   - Exists is a GET compared with the mark value.
 //   - Mark is a SET with PX. It replaces any claim, as the contract says.
@@ -72,8 +73,10 @@
 //
 // Marks last as long as Redis keeps its data: a Redis without persistence
 // (RDB or AOF) forgets every mark when it restarts, and messages redelivered
-// after that are processed again. Use appendonly with appendfsync always or
-// everysec where that matters.
+// after that are processed again. Where that matters, run Redis with
+// appendonly yes: appendfsync always keeps every acknowledged mark through a
+// crash, everysec may lose the last second's. A failover to a replica may
+// likewise lose the marks not yet replicated.
 //
 // # Concurrency and ownership
 //
