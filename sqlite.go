@@ -500,7 +500,13 @@ func (s *SQLiteStore) createTables(ctx context.Context, table string) error {
     expires_at INTEGER NOT NULL
 ) WITHOUT ROWID`)
 	}
-	stmts = append(stmts, `CREATE INDEX IF NOT EXISTS "idx_`+table+`_claims_expires" ON `+s.claims+"(expires_at)")
+	stmts = append(stmts, `CREATE INDEX IF NOT EXISTS "idx_`+table+`_claims_expires" ON `+s.claims+"(expires_at)",
+		// A write undone at once, so that a database this process may read but
+		// not write is refused now rather than at the first Mark.
+		"SAVEPOINT dedupe_probe",
+		"INSERT INTO "+s.claims+" (dedupe_key, token, expires_at) VALUES ('', '', 0) ON CONFLICT(dedupe_key) DO NOTHING",
+		"ROLLBACK TO dedupe_probe",
+		"RELEASE dedupe_probe")
 	for _, q := range stmts {
 		if _, err := c.ExecContext(ctx, q); err != nil {
 			return sqliteError("create tables", err, s.busy)
