@@ -12,8 +12,8 @@ import (
 
 // Bot is a bot account as connected through one adapter.
 type Bot struct {
-	Adapter string
-	ID      string
+	Adapter string // the adapter's name, as in [Identity.Adapter]
+	ID      string // the account id, which is also the user id its messages carry
 }
 
 // Handler handles the deliveries a [Router] dispatches to it. obs is the
@@ -285,7 +285,8 @@ func (e *routedHandler) matches(kind, detail string, dup bool) (route, bool) {
 // stop the others; Dispatch returns them joined, each wrapped with the route
 // that matched. If ctx is done before a handler runs, Dispatch stops and
 // includes ctx.Err(). A delivery that no route matches, or that is dropped, is
-// not an error.
+// not an error. Dispatching the same *Event again runs its handlers again, with
+// the observation made the first time.
 func (r *Router) Dispatch(ctx context.Context, ev *Event) error {
 	var obs Observation
 	if r.c != nil {
