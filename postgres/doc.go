@@ -64,7 +64,8 @@
 //
 // A live row in the statement's snapshot gives [dedupe.Duplicate] (a mark) or
 // [dedupe.InFlight] (a claim) without writing or locking anything, which keeps
-// duplicate deliveries cheap. Otherwise the INSERT … ON CONFLICT takes the key,
+// duplicate deliveries cheap; the outcome is the key's state when the
+// statement started, as for any read under READ COMMITTED. Otherwise the INSERT … ON CONFLICT takes the key,
 // over an expired row if there is one. Exclusivity rests on the primary key:
 // PostgreSQL checks the conflict against the latest committed row, waiting for
 // a concurrent writer to finish, and evaluates the WHERE on that row while
@@ -73,6 +74,8 @@
 // concurrent claim or mark committed meanwhile; the statement then returns no
 // row, and Claim runs it again with a fresh snapshot (a second round trip, only
 // in such a race), which classifies that row or, if it has gone, takes the key.
+// A Claim that keeps losing such races, 16 times in a row, returns an error
+// rather than loop.
 //
 // Release and Extend are one DELETE or UPDATE matching the key, the token and
 // expires_at > now(); no row matched gives [dedupe.ErrNotOwner]. Mark is one

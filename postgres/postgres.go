@@ -63,10 +63,11 @@ type Config struct {
 // client's: instances whose clocks disagree still agree on what has expired.
 // Expired rows are absent to every method even before they are deleted.
 //
-// Each method is one round trip on a connection of the pool (the first use of
-// a statement on a connection also prepares it, with pgx's default statement
-// cache). A Claim may take a second round trip when it loses a race with a
-// concurrent writer; see the package documentation.
+// Exists, Mark, Claim, Extend and Release are each one statement, one round
+// trip on a connection of the pool (with pgx's default statement cache, the
+// first use of a statement on a connection also prepares it). A Claim takes a
+// second round trip only when it races with a concurrent writer of the same
+// key; see the package documentation.
 //
 // The Store does not own a pool given to [New]: [Store.Close] leaves it open.
 // A Store made by [Open] owns its pool and closes it.
@@ -107,8 +108,8 @@ ON CONFLICT (key) DO UPDATE SET token = NULL, expires_at = excluded.expires_at`,
 		// cur reads the live row, if any, in the statement's snapshot. When there
 		// is one the insert is skipped: the outcome is Duplicate or InFlight and
 		// nothing is written or locked. Otherwise the insert takes the key, over an
-		// expired row if there is one. Its arbiter is the primary key, checked
-		// against the latest committed row, not the snapshot, and the WHERE is
+		// expired row if there is one. Its arbiter is the unique index on key,
+		// checked against the latest committed row, not the snapshot, and the WHERE is
 		// evaluated on that row under its lock: of racing claims exactly one
 		// inserts or updates, and the others return no row.
 		claim: `WITH cur AS (
@@ -382,11 +383,13 @@ func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
 
 const tokenBytes = 16
 
-// newToken returns 128 random bits in hex.
+// newToken returns 128 random bits in hex, in one allocation.
 func newToken() string {
 	var b [tokenBytes]byte
 	_, _ = rand.Read(b[:]) // never fails; see crypto/rand.Read
-	return hex.EncodeToString(b[:])
+	var h [2 * tokenBytes]byte
+	hex.Encode(h[:], b[:])
+	return string(h[:])
 }
 
 func validToken(t string) bool {
