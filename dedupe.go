@@ -429,16 +429,24 @@ func (d *Deduper) renewLease(ctx context.Context, st Store, c Claim) *leaseRenew
 	if d.renew <= 0 {
 		return nil
 	}
+	// Renew as long as fn runs, even if the caller's context is cancelled
+	// meanwhile (a platform that timed out and hung up): a handler that goes on
+	// must keep its claim, or a copy could run beside it.
+	ctx = context.WithoutCancel(ctx)
 	r := &leaseRenewal{}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.timer = time.AfterFunc(d.renew, func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if r.stopped || ctx.Err() != nil {
+		if r.stopped {
 			return
 		}
-		err := d.timed(phaseExtend, func() error { return st.Extend(ctx, c, d.lease) })
+		err := d.timed(phaseExtend, func() error {
+			ectx, cancel := context.WithTimeout(ctx, min(d.renew, cleanupTimeout))
+			defer cancel()
+			return st.Extend(ectx, c, d.lease)
+		})
 		switch {
 		case errors.Is(err, ErrNotOwner):
 			d.counters.leasesLost.Add(1)

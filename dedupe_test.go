@@ -324,3 +324,19 @@ func TestStatsLatencyBuckets(t *testing.T) {
 	}
 	assert.Greater(t, l.Sum, time.Duration(0))
 }
+
+func TestDoRenewsAfterCallerCancels(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := dedupe.NewMemoryStore(dedupe.MemoryConfig{})
+		d := dedupe.New(st, dedupe.WithLease(3*time.Second))
+		ctx, cancel := context.WithCancel(context.Background())
+		var copyErr error
+		require.NoError(t, d.Do(ctx, key1, func(context.Context) error {
+			cancel()                     // the platform timed out and hung up
+			time.Sleep(10 * time.Second) // but the handler goes on
+			copyErr = d.Do(context.Background(), key1, func(context.Context) error { return nil })
+			return nil
+		}))
+		require.ErrorIs(t, copyErr, dedupe.ErrInFlight, "the claim was renewed after the caller left")
+	})
+}
