@@ -156,7 +156,6 @@ type sqliteOp struct {
 	done  chan struct{}
 
 	key   Key
-	dkey  string
 	d     time.Duration // ttl or lease
 	token string
 	cur   sqliteCursor // cleanup: where the scan of marks resumes
@@ -202,7 +201,14 @@ const (
 // OpenSQLite opens the SQLite database at path, creating the file if it is
 // missing (its directory must exist), puts it in WAL mode, creates the marks
 // and claims tables if they are missing, and returns a store using them. The
-// store owns the database: Close closes it.
+// store owns the database: Close closes it. path is a file name, taken
+// literally; "", ":memory:" and "file:" URIs are refused.
+//
+// WAL mode lets the store's readers run while it writes and makes each commit
+// one append to the -wal file. It is persistent, and transparent to other
+// programs on the same host (Python's sqlite3, NekoBot included), which need
+// write access to the directory for the -wal and -shm files; it does not work
+// on a network file system.
 //
 // It returns an error, and changes nothing in the file, for a path that is not
 // a SQLite database, a read-only file or directory, a marks or claims table of
@@ -249,10 +255,13 @@ func OpenSQLite(path string, cfg SQLiteConfig) (*SQLiteStore, error) {
 // "sqlite" driver of modernc.org/sqlite) that the caller owns: Close leaves it
 // open. It creates the marks and claims tables if they are missing, and takes
 // one connection of db for the store's writes until Close, so db must allow at
-// least two open connections. Unlike [OpenSQLite] it leaves the journal mode of
-// the database as it is: set WAL yourself (the DSN parameter
-// "_pragma=journal_mode(WAL)") to let readers run while the store writes, and a
-// busy timeout ("_pragma=busy_timeout(5000)") for your own connections.
+// least two open connections; the busy timeout and synchronous setting the
+// store gives that connection are restored by Close. Unlike [OpenSQLite] it
+// leaves the journal mode of the database as it is: set WAL yourself (the DSN
+// parameter "_pragma=journal_mode(WAL)") to let readers run while the store
+// writes, and a busy timeout ("_pragma=busy_timeout(5000)") for your own
+// connections. In a rollback journal, Exists retries a read that finds the
+// database busy for up to [SQLiteConfig.BusyTimeout].
 func NewSQLiteStore(db *sql.DB, cfg SQLiteConfig) (*SQLiteStore, error) {
 	if db == nil {
 		return nil, errors.New("dedupe: sqlite: nil *sql.DB")
