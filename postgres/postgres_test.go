@@ -329,9 +329,3 @@ func TestQueryExecModes(t *testing.T) {
 		})
 	}
 }
-
-func TestTokenAllocs(t *testing.T) {
-	if n := testing.AllocsPerRun(100, func() { _ = newToken() }); n != 1 {
-		t.Fatalf("newToken allocates %v times, want 1", n)
-	}
-}
