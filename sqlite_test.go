@@ -696,7 +696,7 @@ BEGIN SELECT RAISE(ABORT, 'refused by trigger'); END`)
 
 	for round := range 5 {
 		unlock := lockDB(t, path, "IMMEDIATE") // let the calls queue up into one batch
-		var wg sync.WaitGroup
+		var wg, started sync.WaitGroup
 		errs := make([]error, 64)
 		keys := make([]dedupe.Key, 64)
 		for i := range keys {
@@ -705,12 +705,16 @@ BEGIN SELECT RAISE(ABORT, 'refused by trigger'); END`)
 				keys[i] = bad
 			}
 			wg.Add(1)
+			started.Add(1)
 			go func() {
 				defer wg.Done()
+				started.Done()
 				errs[i] = s.Mark(ctx, keys[i], 0)
 			}()
 		}
-		time.Sleep(20 * time.Millisecond) // not needed for correctness: gives the batch time to fill
+		// The calls queue up behind the lock, most of them for one
+		// transaction; the outcome must not depend on how they are batched.
+		started.Wait()
 		unlock()
 		wg.Wait()
 		for i, err := range errs {
