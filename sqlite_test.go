@@ -275,6 +275,17 @@ func TestSQLiteNekoBotFixture(t *testing.T) {
 
 	pythonReadsMarks(t, path, map[string]bool{"qq:1001": true, "qq:1002": true, "telegram:5": true, "telegram:6": true, "web:x:y": true, "web:a:b:c": true})
 
+	// NekoBot's own cleanup, a text comparison, agrees with the store's marks.
+	nekobotCleanup := func(now string) int64 {
+		res, err := db.Exec("DELETE FROM gateway_dedupe WHERE expires_at < ?", now)
+		require.NoError(t, err)
+		n, err := res.RowsAffected()
+		require.NoError(t, err)
+		return n
+	}
+	assert.Zero(t, nekobotCleanup("2026-11-29T20:31:00.250001"), "every mark left is live to NekoBot")
+	assert.EqualValues(t, 1, nekobotCleanup("2026-11-29T20:31:00.250002"), "web:x:y expires when the store says")
+
 	require.NoError(t, s.Close())
 	require.NoError(t, db.Close())
 	assert.Equal(t, others, dumpTables(t, path, "gateway_dedupe", "gateway_dedupe_claims"), "NekoBot's other tables")
@@ -310,6 +321,7 @@ for key in sys.argv[2:]:
 		t.Logf("python3 could not run the check (%v): %s", err, out)
 		return
 	}
+	t.Logf("python3 read %d keys", len(keys))
 	got := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		k, v, _ := strings.Cut(line, " ")
