@@ -1,0 +1,488 @@
+// Gateway is the job of package dedupe in miniature: a Telegram webhook
+// gateway that hands every update to its (simulated) AI core exactly once,
+// although the platform delivers it at least once.
+//
+// It starts a webhook gateway on a loopback port: a net/http handler that
+// decodes each update with UseNumber, keys it by update_id (channel
+// "telegram") and wraps the delivery to the core in [dedupe.Deduper.Do]. The
+// core takes a random while to answer, longer than the platform waits one time
+// in five, and fails the first delivery of one update in ten. A simulated
+// platform then delivers the updates as platforms and proxies do: it retries on
+// client timeouts (some retries arrive while the first copy is still being
+// processed, some after), retries on 5xx with a backoff, and sends some updates
+// as 2 or 3 concurrent copies. The program prints a short report and exits
+// with status 1 unless every update was processed exactly once, so CI can run
+// it as a check (status 2 reports a setup error, such as a store that cannot
+// be opened).
+//
+// The handler answers 200 to a processed update and to a duplicate, so that
+// the platform stops; 500 when the core failed, after which the Deduper has
+// released the update for the platform's retry; and 503 with Retry-After to a
+// copy that arrives while another copy is being processed. Answering 200 there
+// would lose the update when the copy in flight then fails after its own
+// platform request timed out (try -inflight-status 200).
+//
+// Usage:
+//
+//	go run ./examples/gateway [flags]
+//
+// The flags are:
+//
+//	-store memory|sqlite:PATH|PATH.db|redis://HOST:PORT/DB|postgres://…
+//	    the store of marks and claims (default memory). A SQLite file, Redis
+//	    and PostgreSQL survive a restart of the gateway and can be shared by
+//	    several gateway processes.
+//	-restart
+//	    after the deliveries, stop the gateway, close the store, open it again,
+//	    start a new gateway, and let the platform redeliver a quarter of the
+//	    updates. On by default for the durable stores, off for memory: a
+//	    memory store forgets on restart, and -restart with it shows that.
+//	-instances N
+//	    run N gateway processes (default 1, in this process). The program
+//	    starts itself N times in -serve mode and the platform sprays deliveries,
+//	    copies and retries across them; the processes share the store, so each
+//	    update is still processed once across all of them. With -store memory
+//	    each process has its own store, and the report shows the updates they
+//	    both processed.
+//	-messages N
+//	    the number of updates (default 200).
+//	-seed N
+//	    the seed of the simulation's random choices (default 1).
+//	-fail F
+//	    the share of updates whose first delivery to the core fails (default 0.1).
+//	-inflight-status CODE
+//	    the answer to a copy that arrives while another is processed (default 503).
+//	-v
+//	    log the Deduper's verdicts (slog debug records) to stderr.
+//	-serve [-addr HOST:PORT]
+//	    run one gateway only: print its address as JSON, serve until stdin is
+//	    closed or the process is interrupted, then print what it processed as
+//	    JSON. -instances uses this mode.
+//
+// Two gateway processes sharing one Redis store:
+//
+//	go run ./examples/gateway -store redis://127.0.0.1:6379/0 -instances 2
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// runTimeout bounds a whole run, however slow the machine or the store.
+const runTimeout = 2 * time.Minute
+
+// config is the program's settings, set by its flags.
+type config struct {
+	Store          string  // -store
+	Messages       int     // -messages
+	Seed           uint64  // -seed
+	Restart        *bool   // -restart; nil: on for durable stores
+	Instances      int     // -instances
+	FailRate       float64 // -fail
+	InFlightStatus int     // -inflight-status
+	Verbose        bool    // -v
+	Serve          bool    // -serve
+	Addr           string  // -addr, in -serve mode
+	// Stderr receives log records and the output of gateway processes.
+	// Default os.Stderr.
+	Stderr io.Writer
+}
+
+// defaultConfig returns the settings of a run without flags.
+func defaultConfig() config {
+	return config{
+		Store:          "memory",
+		Messages:       200,
+		Seed:           1,
+		Instances:      1,
+		FailRate:       0.1,
+		InFlightStatus: http.StatusServiceUnavailable,
+		Addr:           "127.0.0.1:0",
+	}
+}
+
+func (c config) check() error {
+	switch {
+	case c.Messages < 1 || c.Messages > 1_000_000:
+		return fmt.Errorf("-messages %d: want 1 to 1000000", c.Messages)
+	case c.Instances < 1 || c.Instances > 16:
+		return fmt.Errorf("-instances %d: want 1 to 16", c.Instances)
+	case !(c.FailRate >= 0 && c.FailRate <= 1):
+		return fmt.Errorf("-fail %v: want 0 to 1", c.FailRate)
+	case !retried(c.InFlightStatus) && (c.InFlightStatus < 200 || c.InFlightStatus > 299):
+		return fmt.Errorf("-inflight-status %d: want 2xx (the platform stops), 429 or 5xx (it retries)", c.InFlightStatus)
+	}
+	_, err := parseStore(c.Store)
+	return err
+}
+
+func (c config) stderr() io.Writer {
+	if c.Stderr == nil {
+		return os.Stderr
+	}
+	return c.Stderr
+}
+
+// logger returns the gateway's logger: warnings, and the Deduper's verdicts
+// with -v.
+func (c config) logger() *slog.Logger {
+	level := slog.LevelWarn
+	if c.Verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(c.stderr(), &slog.HandlerOptions{Level: level}))
+}
+
+// autoBool is a boolean flag that remembers whether it was set.
+type autoBool struct{ v **bool }
+
+func (b autoBool) IsBoolFlag() bool { return true }
+
+func (b autoBool) String() string {
+	if b.v == nil || *b.v == nil {
+		return "auto"
+	}
+	return strconv.FormatBool(**b.v)
+}
+
+func (b autoBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*b.v = &v
+	return nil
+}
+
+// parseFlags returns the config that args select.
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	c := defaultConfig()
+	c.Stderr = stderr
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.Store, "store", c.Store, "the store: memory, sqlite:PATH, PATH.db, redis://HOST:PORT/DB or postgres://…")
+	fs.IntVar(&c.Messages, "messages", c.Messages, "number of updates the platform sends")
+	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the simulation's random choices")
+	fs.Var(autoBool{&c.Restart}, "restart", "restart the gateway, reopening the store, before the platform redelivers a batch (default: on for durable stores)")
+	fs.IntVar(&c.Instances, "instances", c.Instances, "number of gateway processes sharing the store")
+	fs.Float64Var(&c.FailRate, "fail", c.FailRate, "share of updates whose first delivery to the core fails")
+	fs.IntVar(&c.InFlightStatus, "inflight-status", c.InFlightStatus, "HTTP status answered to a copy that arrives while another is processed")
+	fs.BoolVar(&c.Verbose, "v", false, "log the Deduper's verdicts to stderr")
+	fs.BoolVar(&c.Serve, "serve", false, "run one gateway until stdin is closed, printing its address and then its summary as JSON")
+	fs.StringVar(&c.Addr, "addr", c.Addr, "listen address in -serve mode")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return c, c.check()
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := mainArgs(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// mainArgs runs the program with args and returns its exit status: 0 when
+// every update was processed exactly once, 1 when not, 2 for an error.
+func mainArgs(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	cfg, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "gateway:", err)
+		return 2
+	}
+	if cfg.Serve {
+		if err := serve(ctx, cfg, stdin, stdout); err != nil {
+			fmt.Fprintln(stderr, "gateway -serve:", err)
+			return 2
+		}
+		return 0
+	}
+	rep, err := run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "gateway:", err)
+		return 2
+	}
+	rep.write(stdout)
+	if !rep.ExactlyOnce {
+		return 1
+	}
+	return 0
+}
+
+// instance is a running gateway: in this process, or a child process.
+type instance interface {
+	URL() string
+	stop(ctx context.Context) (summary, error)
+}
+
+// report is the outcome of a run.
+type report struct {
+	Store          string
+	Instances      int
+	Messages       int
+	Seed           uint64
+	InFlightStatus int
+	Platform       platformStats
+
+	// Totals over every gateway instance and both phases.
+	Received                      int64
+	Duplicates, InFlight, Failed  uint64
+	StoreErrors                   uint64
+	StoreCalls                    uint64
+	StoreTime                     time.Duration
+	FailedUpdates, FailedThenDone int // updates the core failed; of them, processed later
+	Processed, Twice, Never       int // updates processed at least once, more than once, never
+	PerProcess                    []summary
+	SharedStore                   bool // the instances shared one store
+	Restart                       bool
+	Redelivered                   int // updates redelivered after the restart
+	ProcessedAgain                int // processings after the restart of updates processed before
+	FirstAfterRestart             int // processings after the restart of updates not processed before
+	ExactlyOnce                   bool
+	Elapsed                       time.Duration
+}
+
+// run runs the simulation that cfg describes and reports it.
+func run(ctx context.Context, cfg config) (report, error) {
+	start := time.Now()
+	if err := cfg.check(); err != nil {
+		return report{}, err
+	}
+	spec, _ := parseStore(cfg.Store)
+	ctx, cancel := context.WithTimeout(ctx, runTimeout)
+	defer cancel() // also kills gateway processes left by an error
+
+	rep := report{
+		Store:          spec.String(),
+		Instances:      cfg.Instances,
+		Messages:       cfg.Messages,
+		Seed:           cfg.Seed,
+		InFlightStatus: cfg.InFlightStatus,
+		SharedStore:    spec.durable() || cfg.Instances == 1,
+		Restart:        spec.durable(),
+	}
+	if cfg.Restart != nil {
+		rep.Restart = *cfg.Restart
+	}
+	// Update ids start at a base taken from the clock, so that a run on a
+	// durable store used by an earlier run sends updates it has not seen.
+	msgs := newMessages(time.Now().UnixMilli()*1000, cfg.Messages)
+	p := newPlatform(cfg.Seed)
+	defer p.close()
+
+	var sums []summary
+	first, err := runPhase(ctx, cfg, spec, 0, func(urls []string) { p.deliver(ctx, urls, msgs, true) })
+	if err != nil {
+		return rep, err
+	}
+	sums = append(sums, first...)
+	rep.PerProcess = first
+	if rep.Restart {
+		// The platform redelivers a quarter of the updates, all of them already
+		// processed, to gateways started afresh on the store reopened.
+		rng := rand.New(rand.NewPCG(cfg.Seed, 2))
+		var batch []message
+		for _, i := range rng.Perm(len(msgs))[:max(1, len(msgs)/4)] {
+			batch = append(batch, msgs[i])
+		}
+		again, err := runPhase(ctx, cfg, spec, 1, func(urls []string) { p.deliver(ctx, urls, batch, false) })
+		if err != nil {
+			return rep, err
+		}
+		sums = append(sums, again...)
+		rep.Redelivered = len(batch)
+		before := make(map[int64]bool)
+		for _, s := range first {
+			for id := range s.Processed {
+				before[id] = true
+			}
+		}
+		for _, s := range again {
+			for id, n := range s.Processed {
+				if before[id] {
+					rep.ProcessedAgain += n
+				} else {
+					rep.FirstAfterRestart += n
+				}
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return rep, fmt.Errorf("run stopped: %w", err)
+	}
+
+	rep.Platform = p.stats()
+	total := make(map[int64]int, len(msgs))
+	failed := make(map[int64]bool)
+	for _, s := range sums {
+		rep.Received += s.Received
+		rep.Duplicates += s.Duplicates
+		rep.InFlight += s.InFlight
+		rep.Failed += s.Failed
+		rep.StoreErrors += s.StoreErrors
+		rep.StoreCalls += s.StoreCalls
+		rep.StoreTime += s.StoreTime
+		for id, n := range s.Processed {
+			total[id] += n
+		}
+		for id := range s.CoreFailures {
+			failed[id] = true
+		}
+	}
+	for _, m := range msgs {
+		switch n := total[m.id]; {
+		case n == 0:
+			rep.Never++
+		case n > 1:
+			rep.Twice++
+		}
+		if total[m.id] > 0 {
+			rep.Processed++
+		}
+	}
+	rep.FailedUpdates = len(failed)
+	for id := range failed {
+		if total[id] > 0 {
+			rep.FailedThenDone++
+		}
+	}
+	rep.ExactlyOnce = rep.Never == 0 && rep.Twice == 0
+	rep.Elapsed = time.Since(start)
+	return rep, nil
+}
+
+// runPhase starts cfg.Instances gateways on the store, lets drive deliver to
+// their URLs, and stops them: their stores are closed when it returns.
+func runPhase(ctx context.Context, cfg config, spec storeSpec, phase int, drive func(urls []string)) ([]summary, error) {
+	var insts []instance
+	stopAll := func() ([]summary, error) {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), processStopTimeout)
+		defer cancel()
+		sums := make([]summary, len(insts))
+		errs := make([]error, len(insts))
+		var wg sync.WaitGroup
+		for i, in := range insts {
+			wg.Go(func() { sums[i], errs[i] = in.stop(sctx) })
+		}
+		wg.Wait()
+		return sums, errors.Join(errs...)
+	}
+	for i := range cfg.Instances {
+		seed := cfg.Seed<<8 | uint64(phase<<4|i)
+		var in instance
+		var err error
+		if cfg.Instances == 1 {
+			in, err = startGateway(ctx, gatewayConfig{
+				store:          spec,
+				addr:           "127.0.0.1:0",
+				seed:           seed,
+				failRate:       cfg.FailRate,
+				inFlightStatus: cfg.InFlightStatus,
+				logger:         cfg.logger(),
+			})
+		} else {
+			in, err = startProcess(ctx, cfg, seed)
+		}
+		if err != nil {
+			_, _ = stopAll()
+			return nil, err
+		}
+		insts = append(insts, in)
+	}
+	urls := make([]string, len(insts))
+	for i, in := range insts {
+		urls[i] = in.URL()
+	}
+	drive(urls)
+	return stopAll()
+}
+
+// write prints the report.
+func (r report) write(w io.Writer) {
+	gateways := "1 gateway"
+	if r.Instances > 1 {
+		gateways = fmt.Sprintf("%d gateway processes", r.Instances)
+	}
+	fmt.Fprintf(w, "gateway: store %s, %s, %d Telegram updates, seed %d\n", r.Store, gateways, r.Messages, r.Seed)
+	pl := r.Platform
+	fmt.Fprintf(w, "  platform requests     %5d  (%d updates, %d concurrent copies, %d retries after a client timeout, %d after a 5xx; %d given up)\n",
+		pl.Requests, pl.Updates-int64(r.Redelivered), pl.Copies, pl.TimeoutRetries, pl.ErrorRetries, pl.GaveUp+pl.Rejected)
+	if r.Instances > 1 {
+		fmt.Fprintf(w, "  gateway processes    ")
+		for i, s := range r.PerProcess {
+			sep := ";"
+			if i == len(r.PerProcess)-1 {
+				sep = ""
+			}
+			fmt.Fprintf(w, " pid %d: %d received, %d processed%s", s.PID, s.Received, len(s.Processed), sep)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "  deliveries received   %5d\n", r.Received)
+	fmt.Fprintf(w, "  duplicates suppressed %5d  (answered 200)\n", r.Duplicates)
+	inFlight := fmt.Sprintf("answered %d, the platform retried later", r.InFlightStatus)
+	if !retried(r.InFlightStatus) {
+		inFlight = fmt.Sprintf("answered %d: the platform stopped", r.InFlightStatus)
+	}
+	fmt.Fprintf(w, "  in-flight collisions  %5d  (%s)\n", r.InFlight, inFlight)
+	fmt.Fprintf(w, "  failed deliveries     %5d  (core failed, claim released; %d of %d such updates processed on a retry)\n",
+		r.Failed, r.FailedThenDone, r.FailedUpdates)
+	if r.StoreCalls > 0 {
+		fmt.Fprintf(w, "  store calls           %5d  (claims, marks and releases: %.1f ms on average; %d errors)\n",
+			r.StoreCalls, float64(r.StoreTime)/float64(r.StoreCalls)/1e6, r.StoreErrors)
+	}
+	fmt.Fprintf(w, "  updates processed     %5d of %d  (%d more than once, %d never)\n", r.Processed, r.Messages, r.Twice, r.Never)
+	switch {
+	case r.Restart:
+		what := "gateway stopped, store closed, reopened by a new gateway"
+		if r.Instances > 1 {
+			what = "gateway processes stopped, new ones started on the store"
+		}
+		fmt.Fprintf(w, "  restart               %s; %d updates redelivered, %d processed again\n",
+			what, r.Redelivered, r.ProcessedAgain)
+		if r.FirstAfterRestart > 0 {
+			fmt.Fprintf(w, "  note: %d redelivered updates had not been processed before the restart (the platform had given up)\n",
+				r.FirstAfterRestart)
+		}
+		if r.ProcessedAgain > 0 && r.Store == "memory" {
+			fmt.Fprintln(w, "  note: a memory store forgets on restart; -store sqlite:gateway.db remembers")
+		}
+	case r.Store == "memory":
+		fmt.Fprintln(w, "  restart               not run: a memory store forgets on restart (-restart shows it; -store sqlite:gateway.db remembers)")
+	default:
+		fmt.Fprintln(w, "  restart               not run (-restart=false)")
+	}
+	if !r.SharedStore {
+		fmt.Fprintln(w, "  note: each gateway process has its own memory store; share one with -store redis://… or sqlite:PATH")
+	}
+	verdict := "yes"
+	if !r.ExactlyOnce {
+		verdict = "no"
+	}
+	fmt.Fprintf(w, "processed exactly once: %s  (%.1fs)\n", verdict, r.Elapsed.Seconds())
+}
+
+// retried reports whether the platform retries a delivery answered status.
+func retried(status int) bool {
+	return status == http.StatusTooManyRequests || status >= 500
+}
