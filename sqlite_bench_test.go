@@ -18,10 +18,11 @@ import (
 
 // The SQLite benchmarks put a baseline beside the store in the same run: the
 // plain way of doing the same job with database/sql on the same file, schema
-// and pragmas (WAL, synchronous=FULL, a 5 s busy timeout). Compare the two
-// with benchstat:
+// and pragmas (WAL, synchronous=FULL, a 5 s busy timeout). The sub-benchmarks
+// are named impl=..., baseline first, so that benchstat compares them:
 //
-//	go test -run '^$' -bench 'SQLite' -count 6 . | tee bench.txt && benchstat bench.txt
+//	go test -run '^$' -bench 'SQLite' -count 6 . | tee bench.txt
+//	benchstat -col /impl bench.txt
 
 const benchCallers = 64
 
@@ -94,15 +95,8 @@ ON CONFLICT(dedupe_key) DO UPDATE SET expires_at = excluded.expires_at`
 // The baselines run NekoBot's upsert as its own transaction per call, from an
 // unbounded pool and from a single connection.
 func BenchmarkSQLiteMark64(b *testing.B) {
-	b.Run("store", func(b *testing.B) {
-		s := benchStore(b, filepath.Join(b.TempDir(), "d.db"), dedupe.SQLiteConfig{})
-		ctx := context.Background()
-		runCallers(b, func(i int64) error {
-			return s.Mark(ctx, dedupe.Key{Channel: "bench", MessageID: strconv.FormatInt(i, 10)}, time.Hour)
-		})
-	})
-	for _, conns := range []int{0, 1} {
-		b.Run(fmt.Sprintf("baseline-conns=%d", conns), func(b *testing.B) {
+	for _, conns := range []int{1, 0} {
+		b.Run(map[int]string{0: "impl=pool", 1: "impl=1conn"}[conns], func(b *testing.B) {
 			path := filepath.Join(b.TempDir(), "d.db")
 			_ = benchStore(b, path, dedupe.SQLiteConfig{}).Close() // the schema
 			st := benchPrepare(b, benchBaselineDB(b, path, conns), benchMarkSQL)
@@ -114,29 +108,21 @@ func BenchmarkSQLiteMark64(b *testing.B) {
 			})
 		})
 	}
+	b.Run("impl=store", func(b *testing.B) {
+		s := benchStore(b, filepath.Join(b.TempDir(), "d.db"), dedupe.SQLiteConfig{})
+		ctx := context.Background()
+		runCallers(b, func(i int64) error {
+			return s.Mark(ctx, dedupe.Key{Channel: "bench", MessageID: strconv.FormatInt(i, 10)}, time.Hour)
+		})
+	})
 }
 
 // BenchmarkSQLiteClaimMark64 is 64 concurrent callers of Claim then Mark of a
 // new key (the Deduper's path for a message processed once), synchronous=FULL.
 // The baselines insert the claim and upsert the mark as a transaction each.
 func BenchmarkSQLiteClaimMark64(b *testing.B) {
-	b.Run("store", func(b *testing.B) {
-		s := benchStore(b, filepath.Join(b.TempDir(), "d.db"), dedupe.SQLiteConfig{})
-		ctx := context.Background()
-		runCallers(b, func(i int64) error {
-			k := dedupe.Key{Channel: "bench", MessageID: strconv.FormatInt(i, 10)}
-			c, err := s.Claim(ctx, k, time.Minute)
-			if err != nil {
-				return err
-			}
-			if c.Status != dedupe.Claimed {
-				return fmt.Errorf("claim %s: %v", k, c.Status)
-			}
-			return s.Mark(ctx, k, time.Hour)
-		})
-	})
-	for _, conns := range []int{0, 1} {
-		b.Run(fmt.Sprintf("baseline-conns=%d", conns), func(b *testing.B) {
+	for _, conns := range []int{1, 0} {
+		b.Run(map[int]string{0: "impl=pool", 1: "impl=1conn"}[conns], func(b *testing.B) {
 			path := filepath.Join(b.TempDir(), "d.db")
 			_ = benchStore(b, path, dedupe.SQLiteConfig{}).Close()
 			db := benchBaselineDB(b, path, conns)
@@ -157,6 +143,21 @@ func BenchmarkSQLiteClaimMark64(b *testing.B) {
 			})
 		})
 	}
+	b.Run("impl=store", func(b *testing.B) {
+		s := benchStore(b, filepath.Join(b.TempDir(), "d.db"), dedupe.SQLiteConfig{})
+		ctx := context.Background()
+		runCallers(b, func(i int64) error {
+			k := dedupe.Key{Channel: "bench", MessageID: strconv.FormatInt(i, 10)}
+			c, err := s.Claim(ctx, k, time.Minute)
+			if err != nil {
+				return err
+			}
+			if c.Status != dedupe.Claimed {
+				return fmt.Errorf("claim %s: %v", k, c.Status)
+			}
+			return s.Mark(ctx, k, time.Hour)
+		})
+	})
 }
 
 // fillMarks inserts n marks bench:{from}..bench:{from+n-1} expiring at exp in
@@ -232,7 +233,18 @@ func BenchmarkSQLiteExists1M(b *testing.B) {
 		keys[i] = dedupe.Key{Channel: "bench", MessageID: fmt.Sprintf("%07d", r.IntN(rows))}
 		texts[i] = keys[i].String()
 	}
-	b.Run("store", func(b *testing.B) {
+	b.Run("impl=raw", func(b *testing.B) {
+		st := benchPrepare(b, benchBaselineDB(b, path, 0), "SELECT expires_at FROM gateway_dedupe WHERE dedupe_key = ?")
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; b.Loop(); i++ {
+			var exp sql.NullString
+			if err := st.QueryRow(texts[i%len(texts)]).Scan(&exp); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("impl=store", func(b *testing.B) {
 		s := benchStore(b, path, dedupe.SQLiteConfig{})
 		ctx := context.Background()
 		b.ReportAllocs()
@@ -241,17 +253,6 @@ func BenchmarkSQLiteExists1M(b *testing.B) {
 			ok, err := s.Exists(ctx, keys[i%len(keys)])
 			if err != nil || !ok {
 				b.Fatalf("Exists(%s) = %v, %v", keys[i%len(keys)], ok, err)
-			}
-		}
-	})
-	b.Run("raw", func(b *testing.B) {
-		st := benchPrepare(b, benchBaselineDB(b, path, 0), "SELECT expires_at FROM gateway_dedupe WHERE dedupe_key = ?")
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := 0; b.Loop(); i++ {
-			var exp sql.NullString
-			if err := st.QueryRow(texts[i%len(texts)]).Scan(&exp); err != nil {
-				b.Fatal(err)
 			}
 		}
 	})
@@ -271,27 +272,7 @@ func BenchmarkSQLiteCleanupExpired(b *testing.B) {
 	report := func(b *testing.B, removed int64, d time.Duration) {
 		b.ReportMetric(float64(removed)/d.Seconds(), "rows/s")
 	}
-	b.Run("store", func(b *testing.B) {
-		path := setup(b)
-		s := benchStore(b, path, dedupe.SQLiteConfig{})
-		b.ReportAllocs()
-		var total int64
-		var elapsed time.Duration
-		for b.Loop() {
-			b.StopTimer()
-			fillMarks(b, path, 0, expired, benchClock.Add(-time.Minute), true)
-			b.StartTimer()
-			start := time.Now()
-			n, err := s.CleanupExpired(context.Background())
-			elapsed += time.Since(start)
-			if err != nil || n != 2*expired {
-				b.Fatalf("CleanupExpired = %d, %v; want %d", n, err, 2*expired)
-			}
-			total += n
-		}
-		report(b, total, elapsed)
-	})
-	b.Run("baseline", func(b *testing.B) {
+	b.Run("impl=delete", func(b *testing.B) {
 		path := setup(b)
 		db := benchBaselineDB(b, path, 1)
 		now := benchClock.Format("2006-01-02T15:04:05.000000")
@@ -318,6 +299,26 @@ func BenchmarkSQLiteCleanupExpired(b *testing.B) {
 				b.Fatalf("deleted %d, want %d", n1+n2, 2*expired)
 			}
 			total += n1 + n2
+		}
+		report(b, total, elapsed)
+	})
+	b.Run("impl=store", func(b *testing.B) {
+		path := setup(b)
+		s := benchStore(b, path, dedupe.SQLiteConfig{})
+		b.ReportAllocs()
+		var total int64
+		var elapsed time.Duration
+		for b.Loop() {
+			b.StopTimer()
+			fillMarks(b, path, 0, expired, benchClock.Add(-time.Minute), true)
+			b.StartTimer()
+			start := time.Now()
+			n, err := s.CleanupExpired(context.Background())
+			elapsed += time.Since(start)
+			if err != nil || n != 2*expired {
+				b.Fatalf("CleanupExpired = %d, %v; want %d", n, err, 2*expired)
+			}
+			total += n
 		}
 		report(b, total, elapsed)
 	})
