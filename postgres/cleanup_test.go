@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -209,4 +210,63 @@ WHERE wait_event_type = 'Lock' AND query LIKE 'DELETE FROM "`+table+`"%')`).Scan
 	default:
 		t.Fatal("Close returned before the sweeper did")
 	}
+}
+
+// TestCleanupPlan checks, with EXPLAIN ANALYZE on a table of many expired
+// rows, that one cleanup statement reads a batch from the expiry index and no
+// more: no plan node handles more rows than the batch.
+func TestCleanupPlan(t *testing.T) {
+	pool := newPool(t, "", 0)
+	ctx := context.Background()
+	s := newTestStore(t, pool, Config{})
+	const expired, live, batch = 20000, 5000, 100
+	seed(t, pool, s, "old", expired, -time.Hour, false)
+	seed(t, pool, s, "live", live, time.Hour, false)
+	if _, err := pool.Exec(ctx, `ANALYZE `+s.table); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) // EXPLAIN ANALYZE runs the DELETE
+	var plan []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+s.sql.cleanup, batch).Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	if len(plan) != 1 {
+		t.Fatalf("EXPLAIN returned %d plans", len(plan))
+	}
+	usesExpiryIndex := false
+	var walk func(n planNode)
+	walk = func(n planNode) {
+		if n.Rows > batch {
+			t.Errorf("plan node %s (%s) handles %v rows, more than a batch of %d", n.Type, n.Index, n.Rows, batch)
+		}
+		if strings.HasSuffix(n.Index, indexSuffix) {
+			usesExpiryIndex = true
+		}
+		for _, c := range n.Plans {
+			walk(c)
+		}
+	}
+	walk(plan[0].Plan)
+	if !usesExpiryIndex {
+		t.Errorf("the cleanup statement does not use the expiry index")
+	}
+	if t.Failed() {
+		b, _ := json.MarshalIndent(plan, "", "  ")
+		t.Logf("plan: %s", b)
+	}
+}
+
+// planNode is the part of a node of EXPLAIN (FORMAT JSON) that TestCleanupPlan
+// reads.
+type planNode struct {
+	Type  string     `json:"Node Type"`
+	Index string     `json:"Index Name"`
+	Rows  float64    `json:"Actual Rows"`
+	Plans []planNode `json:"Plans"`
 }

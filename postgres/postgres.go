@@ -131,9 +131,14 @@ WHERE key = $1 AND token = $2 AND expires_at > now()`,
 
 		release: `DELETE FROM ` + t + ` WHERE key = $1 AND token = $2 AND expires_at > now()`,
 
-		cleanup: `DELETE FROM ` + t + ` WHERE expires_at <= now() AND key IN (
+		// The subquery takes up to a batch of expired rows from the expiry index
+		// and locks them, rechecking expiry on a row updated meanwhile; the locked
+		// rows cannot change before the DELETE, which finds them by key. As an
+		// array (not "key IN (…)", which the planner may turn into a hash join
+		// over the whole table) the keys always go through the key's index.
+		cleanup: `DELETE FROM ` + t + ` WHERE key = ANY (ARRAY(
 	SELECT key FROM ` + t + ` WHERE expires_at <= now()
-	ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)`,
+	ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED))`,
 	}
 }
 
