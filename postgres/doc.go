@@ -75,7 +75,10 @@
 // row, and Claim runs it again with a fresh snapshot (a second round trip, only
 // in such a race), which classifies that row or, if it has gone, takes the key.
 // A Claim that keeps losing such races, 16 times in a row, returns an error
-// rather than loop.
+// rather than loop. The statements assume READ COMMITTED, PostgreSQL's default
+// isolation level: with REPEATABLE READ or SERIALIZABLE as the connections'
+// default, a Claim that races with another writer of its key fails with a
+// serialization error instead (never a wrong outcome).
 //
 // Release and Extend are one DELETE or UPDATE matching the key, the token and
 // expires_at > now(); no row matched gives [dedupe.ErrNotOwner]. Mark is one
