@@ -47,15 +47,16 @@
 //
 //   - Exists is a GET compared with the mark value.
 //   - Mark is a SET with PX. It replaces any claim, as the contract says.
-//   - Claim is a SET with NX, PX and GET: it sets the claim if the key is absent
-//     and otherwise returns the value it found, so "marked" ([dedupe.Duplicate])
-//     and "claimed by another" ([dedupe.InFlight]) are told apart in the same
-//     atomic step. Servers older than Redis 7.0 refuse NX with GET; on them the
-//     store switches to a Lua script (EVALSHA) that does the same.
-//   - Release and Extend are Lua scripts (EVALSHA, EVAL when the server does not
-//     have them cached, as after a restart) that compare the claim's token and
-//     then DEL or PEXPIRE the key, so a stale claim never drops or renews
-//     another's.
+//   - Claim is a Lua script that sets the claim with PX if the key is absent
+//     and otherwise returns the value it found, so "marked"
+//     ([dedupe.Duplicate]) and "claimed by another" ([dedupe.InFlight]) are told
+//     apart in the same atomic step.
+//   - Release and Extend are Lua scripts that compare the claim's token and then
+//     DEL or PEXPIRE the key, so a stale claim never drops or renews another's.
+//
+// Scripts run with EVALSHA, and with EVAL when the server has not cached them
+// (the first call after a start or a restart), which loads them. They need
+// nothing newer than Redis 2.6.12.
 //
 // # Failures
 //

@@ -2,8 +2,6 @@ package redis
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -11,7 +9,6 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/gatewaykit/dedupe"
-	"github.com/gatewaykit/dedupe/dedupetest"
 )
 
 func TestMs(t *testing.T) {
@@ -49,29 +46,6 @@ func TestClaimValue(t *testing.T) {
 	}
 }
 
-// replyError is an error reply of a server, as go-redis reports them.
-type replyError string
-
-func (e replyError) Error() string { return string(e) }
-func (replyError) RedisError()     {}
-
-func TestIsSyntaxError(t *testing.T) {
-	for _, tc := range []struct {
-		err  error
-		want bool
-	}{
-		{replyError("ERR syntax error"), true},
-		{fmt.Errorf("wrapped: %w", replyError("ERR syntax error")), true},
-		{replyError("WRONGTYPE Operation against a key holding the wrong kind of value"), false},
-		{errors.New("ERR syntax error"), false}, // not a server reply
-		{goredis.Nil, false},
-	} {
-		if got := isSyntaxError(tc.err); got != tc.want {
-			t.Errorf("isSyntaxError(%v) = %v, want %v", tc.err, got, tc.want)
-		}
-	}
-}
-
 func testAddr(t *testing.T) string {
 	addr := os.Getenv("DEDUPE_REDIS_ADDR")
 	if addr == "" {
@@ -82,59 +56,31 @@ func testAddr(t *testing.T) string {
 
 // TestClaimRetried claims twice with the same claim value, as the client does
 // when it retries a call whose reply was lost: the retry must still report the
-// claim as this caller's, not as in flight. Both claim paths are checked.
+// claim as this caller's, not as in flight.
 func TestClaimRetried(t *testing.T) {
 	client := goredis.NewClient(&goredis.Options{Addr: testAddr(t)})
 	defer client.Close()
 	ctx := context.Background()
-	for _, legacy := range []bool{false, true} {
-		t.Run(fmt.Sprint("legacy=", legacy), func(t *testing.T) {
-			s, err := New(client, Config{Prefix: "dedupe-test:retry:"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s.legacy.Store(legacy)
-			k := dedupe.Key{Channel: "retry", MessageID: newClaimValue()[2:]}
-			defer client.Del(ctx, s.key(k))
-			val := newClaimValue()
-			for i := range 2 {
-				c, err := s.claim(ctx, k, val, time.Minute)
-				if err != nil || c.Status != dedupe.Claimed || claimPrefix+c.Token != val {
-					t.Fatalf("attempt %d: claim = %+v, %v; want claimed with %q", i, c, err, val)
-				}
-			}
-			if c, err := s.Claim(ctx, k, time.Minute); err != nil || c.Status != dedupe.InFlight {
-				t.Fatalf("another Claim = %+v, %v; want in flight", c, err)
-			}
-			if err := s.Mark(ctx, k, time.Minute); err != nil {
-				t.Fatal(err)
-			}
-			if c, err := s.Claim(ctx, k, time.Minute); err != nil || c.Status != dedupe.Duplicate {
-				t.Fatalf("Claim after Mark = %+v, %v; want duplicate", c, err)
-			}
-			if s.legacy.Load() != legacy {
-				t.Fatalf("legacy switched to %v on a server that knows SET NX GET", !legacy)
-			}
-		})
+	s, err := New(client, Config{Prefix: "dedupe-test:retry:"})
+	if err != nil {
+		t.Fatal(err)
 	}
-}
-
-// TestLegacyConformance runs the conformance suite on the Lua claim used for
-// servers older than Redis 7.0.
-func TestLegacyConformance(t *testing.T) {
-	t.Parallel()
-	client := goredis.NewClient(&goredis.Options{Addr: testAddr(t), ContextTimeoutEnabled: true})
-	defer client.Close()
-	dedupetest.Run(t, dedupetest.Config{
-		New: func(t *testing.T, o dedupetest.Options) dedupe.Store {
-			s, err := New(client, Config{Prefix: "dedupe-test:legacy:" + newClaimValue()[2:] + ":", TTL: o.TTL, Lease: o.Lease})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s.legacy.Store(true)
-			return s
-		},
-		RealTime: true,
-		Unit:     200 * time.Millisecond, // as unit in store_test.go
-	})
+	k := dedupe.Key{Channel: "retry", MessageID: newClaimValue()[2:]}
+	defer client.Del(ctx, s.key(k))
+	val := newClaimValue()
+	for i := range 2 {
+		c, err := s.claim(ctx, k, val, time.Minute)
+		if err != nil || c.Status != dedupe.Claimed || claimPrefix+c.Token != val {
+			t.Fatalf("attempt %d: claim = %+v, %v; want claimed with %q", i, c, err, val)
+		}
+	}
+	if c, err := s.Claim(ctx, k, time.Minute); err != nil || c.Status != dedupe.InFlight {
+		t.Fatalf("another Claim = %+v, %v; want in flight", c, err)
+	}
+	if err := s.Mark(ctx, k, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.Claim(ctx, k, time.Minute); err != nil || c.Status != dedupe.Duplicate {
+		t.Fatalf("Claim after Mark = %+v, %v; want duplicate", c, err)
+	}
 }

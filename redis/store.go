@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -27,17 +26,18 @@ const (
 	tokenLen    = 32
 )
 
-// claimScript is Claim for servers older than Redis 7.0, which refuse SET with
-// both NX and GET. It takes KEYS[1] for ARGV[2] milliseconds with the claim
-// value ARGV[1] unless the key holds a value, and returns the value the key
-// held before the call, or nil if it held none, like SET NX PX GET.
+// claimScript takes KEYS[1] for ARGV[2] milliseconds with the claim value
+// ARGV[1] unless the key holds a value. It returns the key's value after the
+// call, which is ARGV[1] exactly when this call holds the claim: a claim the
+// client retried after a lost reply finds its own value and still wins,
+// instead of locking itself out as in flight. (SET NX PX GET would do the same
+// without Lua, but needs Redis 7.0, and its nil reply on success costs
+// go-redis more allocations than the script saves.)
 var claimScript = goredis.NewScript(`
-local v = redis.call('GET', KEYS[1])
-if v then
-	return v
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+	return ARGV[1]
 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return false
+return redis.call('GET', KEYS[1])
 `)
 
 // releaseScript deletes KEYS[1] if it holds the claim value ARGV[1].
@@ -90,7 +90,6 @@ type Store struct {
 	ttl, lease time.Duration
 	ownsClient bool
 	closed     atomic.Bool
-	legacy     atomic.Bool // the server refused SET NX GET: claim with claimScript
 }
 
 var _ dedupe.Store = (*Store)(nil)
@@ -229,11 +228,10 @@ func (s *Store) Mark(ctx context.Context, key dedupe.Key, ttl time.Duration) err
 }
 
 // Claim takes key for lease (lease <= 0: the configured lease) unless it is
-// marked or claimed; see [dedupe.Store]. It is one SET with NX, PX and GET,
-// which sets the claim if the key is absent and otherwise returns the value it
-// holds, so a duplicate is told apart from a claim in flight in the same atomic
-// step. On servers older than Redis 7.0, which refuse that command, a Lua
-// script (EVALSHA) does the same.
+// marked or claimed; see [dedupe.Store]. It is one Lua script call (EVALSHA)
+// that sets the claim with PX if the key is absent and otherwise returns the
+// value it holds, so a duplicate is told apart from a claim in flight in the
+// same atomic step.
 //
 // A Claim that returns an error may still have taken the key on the server;
 // the key is then in flight until the lease runs out. A Claim the client
@@ -250,34 +248,16 @@ func (s *Store) Claim(ctx context.Context, key dedupe.Key, lease time.Duration) 
 
 // claim is Claim with the claim value val.
 func (s *Store) claim(ctx context.Context, key dedupe.Key, val string, lease time.Duration) (dedupe.Claim, error) {
-	rkey := s.key(key)
-	var got string
-	var err error
-	if !s.legacy.Load() {
-		got, err = s.client.SetArgs(ctx, rkey, val, goredis.SetArgs{Mode: "NX", TTL: roundMs(lease), Get: true}).Result()
-		if err != nil && err != goredis.Nil && isSyntaxError(err) {
-			s.legacy.Store(true)
-		}
-	}
-	if s.legacy.Load() {
-		got, err = claimScript.Run(ctx, s.client, []string{rkey}, val, ms(lease)).Text()
-	}
+	got, err := claimScript.Run(ctx, s.client, []string{s.key(key)}, val, ms(lease)).Text()
 	switch {
-	case err == goredis.Nil || err == nil && got == val:
-		return dedupe.Claim{Key: key, Status: dedupe.Claimed, Token: val[len(claimPrefix):]}, nil
 	case err != nil:
 		return dedupe.Claim{}, s.fail(ctx, "claim", key, err)
+	case got == val:
+		return dedupe.Claim{Key: key, Status: dedupe.Claimed, Token: val[len(claimPrefix):]}, nil
 	case got == markValue:
 		return dedupe.Claim{Key: key, Status: dedupe.Duplicate}, nil
 	}
 	return dedupe.Claim{Key: key, Status: dedupe.InFlight}, nil
-}
-
-// isSyntaxError reports whether err is the reply of a server that does not
-// know a command's options.
-func isSyntaxError(err error) bool {
-	var rerr goredis.Error
-	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "ERR syntax error")
 }
 
 // Extend renews c's lease to lease from now (lease <= 0: the configured lease)
