@@ -2,11 +2,15 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatewaykit/dedupe"
 )
@@ -111,4 +115,62 @@ func sumRetries(stores []*Store) int64 {
 		n += s.retries.Load()
 	}
 	return n
+}
+
+// TestRepeatableRead races claims and releases of one key over connections
+// whose default isolation is REPEATABLE READ, which the package documentation
+// says may fail a racing Claim with a serialization error but never give a
+// wrong outcome: at no moment do two callers hold the key.
+func TestRepeatableRead(t *testing.T) {
+	cfg, err := pgxpool.ParseConfig(testDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "repeatable read"
+	cfg.MaxConns = 8
+	ctx := context.Background()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s := newTestStore(t, pool, Config{})
+	k := dedupe.Key{Channel: "rr", MessageID: randomHex(t, 4)}
+	var holders, claims, serialization atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for range 100 {
+				c, err := s.Claim(ctx, k, time.Minute)
+				var pgErr *pgconn.PgError
+				switch {
+				case errors.As(err, &pgErr) && pgErr.Code == "40001":
+					serialization.Add(1)
+					continue
+				case err != nil:
+					t.Errorf("Claim: %v", err)
+					return
+				case c.Status == dedupe.InFlight:
+					continue
+				case c.Status != dedupe.Claimed:
+					t.Errorf("Claim = %v", c.Status)
+					return
+				}
+				claims.Add(1)
+				if n := holders.Add(1); n != 1 {
+					t.Errorf("%d callers hold %s at once", n, k)
+				}
+				holders.Add(-1)
+				if err := s.Release(ctx, c); err != nil {
+					t.Errorf("Release: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d claims, %d serialization failures", claims.Load(), serialization.Load())
+	if claims.Load() == 0 {
+		t.Fatal("no claim succeeded")
+	}
 }
