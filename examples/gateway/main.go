@@ -20,7 +20,7 @@
 // released the update for the platform's retry; and 503 with Retry-After to a
 // copy that arrives while another copy is being processed. Answering 200 there
 // would lose the update when the copy in flight then fails after its own
-// platform request timed out (try -inflight-status 200).
+// platform request timed out: -inflight-status 200 -messages 1000 shows it.
 //
 // Usage:
 //
@@ -293,7 +293,7 @@ func run(ctx context.Context, cfg config) (report, error) {
 	var sums []summary
 	first, err := runPhase(ctx, cfg, spec, 0, func(urls []string) { p.deliver(ctx, urls, msgs, true) })
 	if err != nil {
-		return rep, err
+		return rep, stopped(ctx, err)
 	}
 	sums = append(sums, first...)
 	rep.PerProcess = first
@@ -307,7 +307,7 @@ func run(ctx context.Context, cfg config) (report, error) {
 		}
 		again, err := runPhase(ctx, cfg, spec, 1, func(urls []string) { p.deliver(ctx, urls, batch, false) })
 		if err != nil {
-			return rep, err
+			return rep, stopped(ctx, err)
 		}
 		sums = append(sums, again...)
 		rep.Redelivered = len(batch)
@@ -327,8 +327,8 @@ func run(ctx context.Context, cfg config) (report, error) {
 			}
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return rep, fmt.Errorf("run stopped: %w", err)
+	if ctx.Err() != nil {
+		return rep, stopped(ctx, nil)
 	}
 
 	rep.Platform = p.stats()
@@ -369,6 +369,18 @@ func run(ctx context.Context, cfg config) (report, error) {
 	rep.ExactlyOnce = rep.Never == 0 && rep.Twice == 0
 	rep.Elapsed = time.Since(start)
 	return rep, nil
+}
+
+// stopped returns the error of a run that failed with err, or that was
+// interrupted or timed out: then the gateways were killed and err says little.
+func stopped(ctx context.Context, err error) error {
+	switch ctx.Err() {
+	case nil:
+		return err
+	case context.DeadlineExceeded:
+		return errors.New("run timed out")
+	}
+	return errors.New("run interrupted")
 }
 
 // runPhase starts cfg.Instances gateways on the store, lets drive deliver to
@@ -452,6 +464,10 @@ func (r report) write(w io.Writer) {
 			r.StoreCalls, float64(r.StoreTime)/float64(r.StoreCalls)/1e6, r.StoreErrors)
 	}
 	fmt.Fprintf(w, "  updates processed     %5d of %d  (%d more than once, %d never)\n", r.Processed, r.Messages, r.Twice, r.Never)
+	if r.Never > 0 && !retried(r.InFlightStatus) {
+		fmt.Fprintf(w, "  note: a copy answered %d while in flight stops the platform; when the copy in flight then fails, the update is lost\n",
+			r.InFlightStatus)
+	}
 	switch {
 	case r.Restart:
 		what := "gateway stopped, store closed, reopened by a new gateway"

@@ -95,7 +95,7 @@ func openStore(ctx context.Context, s storeSpec) (dedupe.Store, error) {
 		defer cancel()
 		if err := st.Ping(pctx); err != nil {
 			_ = st.Close()
-			return nil, fmt.Errorf("%w (is a Redis server running at %s?)", err, redactURL(s.target))
+			return nil, fmt.Errorf("-store %s: %w", redactURL(s.target), err)
 		}
 		return st, nil
 	case "postgres":
@@ -103,7 +103,7 @@ func openStore(ctx context.Context, s storeSpec) (dedupe.Store, error) {
 		defer cancel()
 		st, err := postgres.Open(octx, s.target, postgres.Config{Table: postgresTable})
 		if err != nil {
-			return nil, fmt.Errorf("%w (is PostgreSQL running at %s?)", err, redactURL(s.target))
+			return nil, fmt.Errorf("-store %s: %w", redactURL(s.target), err)
 		}
 		return st, nil
 	}
