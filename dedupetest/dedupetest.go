@@ -122,7 +122,7 @@ func (s *suite) d(d time.Duration) time.Duration {
 	if !s.cfg.RealTime || d == 0 {
 		return d
 	}
-	return d * s.cfg.Unit / time.Minute
+	return time.Duration(float64(d) / float64(time.Minute) * float64(s.cfg.Unit))
 }
 
 // wait lets d (in suite time) pass.
