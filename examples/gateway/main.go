@@ -298,8 +298,8 @@ func run(ctx context.Context, cfg config) (report, error) {
 	sums = append(sums, first...)
 	rep.PerProcess = first
 	if rep.Restart {
-		// The platform redelivers a quarter of the updates, all of them already
-		// processed, to gateways started afresh on the store reopened.
+		// The platform redelivers a quarter of the updates, as if their answers
+		// had been lost, to new gateways on the store opened again.
 		rng := rand.New(rand.NewPCG(cfg.Seed, 2))
 		var batch []message
 		for _, i := range rng.Perm(len(msgs))[:max(1, len(msgs)/4)] {
@@ -350,14 +350,14 @@ func run(ctx context.Context, cfg config) (report, error) {
 		}
 	}
 	for _, m := range msgs {
-		switch n := total[m.id]; {
-		case n == 0:
+		n := total[m.id]
+		if n == 0 {
 			rep.Never++
-		case n > 1:
-			rep.Twice++
+			continue
 		}
-		if total[m.id] > 0 {
-			rep.Processed++
+		rep.Processed++
+		if n > 1 {
+			rep.Twice++
 		}
 	}
 	rep.FailedUpdates = len(failed)
@@ -460,8 +460,9 @@ func (r report) write(w io.Writer) {
 	fmt.Fprintf(w, "  failed deliveries     %5d  (core failed, claim released; %d of %d such updates processed on a retry)\n",
 		r.Failed, r.FailedThenDone, r.FailedUpdates)
 	if r.StoreCalls > 0 {
-		fmt.Fprintf(w, "  store calls           %5d  (claims, marks and releases: %.1f ms on average; %d errors)\n",
-			r.StoreCalls, float64(r.StoreTime)/float64(r.StoreCalls)/1e6, r.StoreErrors)
+		avg := (r.StoreTime / time.Duration(r.StoreCalls)).Round(time.Microsecond)
+		fmt.Fprintf(w, "  store calls           %5d  (claims, marks and releases: %v on average; %d errors)\n",
+			r.StoreCalls, avg, r.StoreErrors)
 	}
 	fmt.Fprintf(w, "  updates processed     %5d of %d  (%d more than once, %d never)\n", r.Processed, r.Messages, r.Twice, r.Never)
 	if r.Never > 0 && !retried(r.InFlightStatus) {

@@ -68,16 +68,6 @@ type platformStats struct {
 	Rejected       int64 // copies answered 4xx (a bug: the platform sends valid updates)
 }
 
-func (s *platformStats) add(o platformStats) {
-	s.Requests += o.Requests
-	s.Updates += o.Updates
-	s.Copies += o.Copies
-	s.TimeoutRetries += o.TimeoutRetries
-	s.ErrorRetries += o.ErrorRetries
-	s.GaveUp += o.GaveUp
-	s.Rejected += o.Rejected
-}
-
 // platform is the simulated chat platform: it delivers each update at least
 // once to one of the gateway URLs, retrying on client timeouts and on 5xx
 // answers, and sends some updates as concurrent copies.

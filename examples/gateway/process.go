@@ -116,6 +116,9 @@ func startProcess(ctx context.Context, cfg config, seed uint64) (*process, error
 	if err := p.read(ctx, &p.hello, processStartTimeout); err != nil {
 		_ = cmd.Process.Kill()
 		werr := cmd.Wait()
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("gateway process %d exited before listening (%v); its error is above", cmd.Process.Pid, werr)
+		}
 		return nil, fmt.Errorf("gateway process %d did not start: %w (%v)", cmd.Process.Pid, err, werr)
 	}
 	return p, nil
