@@ -9,12 +9,12 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
-	"maps"
 	"math"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -218,14 +218,17 @@ func firstOf(data map[string]any, keys ...string) any {
 const digestLen = 16
 
 // appendDigest appends the hex of the first digestLen bytes of the SHA-256 of
-// tag followed by b.
-func appendDigest(buf []byte, tag byte, b []byte) []byte {
-	h := sha256.New()
-	h.Write([]byte{tag})
-	h.Write(b)
-	var sum [sha256.Size]byte
-	return hex.AppendEncode(buf, h.Sum(sum[:0])[:digestLen])
+// b, which starts with a tag byte telling how the payload was read.
+func appendDigest(buf, b []byte) []byte {
+	sum := sha256.Sum256(b)
+	return hex.AppendEncode(buf, sum[:digestLen])
 }
+
+// Tags of digested payloads.
+const (
+	tagCanonical = 'j' // parsed and written canonically
+	tagRaw       = 'r' // unparsable, trimmed text
+)
 
 // structuredDigest appends the digest of the payload of a json, ark or xml
 // segment, parsed and written canonically; see [Signature].
@@ -234,26 +237,47 @@ func structuredDigest(buf []byte, typ string, data map[string]any) []byte {
 	if payload == nil {
 		payload = data
 	}
-	var stack [512]byte
-	if s, ok := payload.(string); ok {
-		var canon []byte
-		var parsed bool
-		if typ == "xml" {
-			canon, parsed = appendCanonXML(stack[:0], s)
-		} else {
-			canon, parsed = appendCanonJSONText(stack[:0], s)
+	cb := canonPool.Get().(*canonBuffers)
+	canon := append(cb.canon[:0], tagCanonical)
+	var ok bool
+	s, isText := payload.(string)
+	switch {
+	case isText && typ == "xml":
+		canon, ok = appendCanonXML(canon, s)
+	case isText:
+		p := jsonCanon{s: s, scratch: cb.scratch}
+		canon, ok = p.parse(canon)
+		cb.scratch = p.scratch
+	default:
+		canon, ok = appendCanonJSONValue(canon, payload, 0)
+		if !ok {
+			s = fmt.Sprint(payload)
 		}
-		if !parsed {
-			return appendDigest(buf, 'r', []byte(strings.TrimSpace(s)))
-		}
-		return appendDigest(buf, 'j', canon)
 	}
-	canon, ok := appendCanonJSONValue(stack[:0], payload, 0)
 	if !ok {
-		return appendDigest(buf, 'r', fmt.Append(stack[:0], payload))
+		canon = append(append(canon[:0], tagRaw), strings.TrimSpace(s)...)
 	}
-	return appendDigest(buf, 'j', canon)
+	buf = appendDigest(buf, canon)
+	if cap(canon) <= maxPooledCanon && cap(cb.scratch) <= maxPooledCanon {
+		cb.canon = canon
+		canonPool.Put(cb)
+	}
+	return buf
 }
+
+// canonBuffers are the working buffers of a structured digest, pooled because
+// the recursive parsers keep the compiler from placing them on the stack.
+type canonBuffers struct {
+	canon, scratch []byte
+}
+
+var canonPool = sync.Pool{New: func() any {
+	return &canonBuffers{canon: make([]byte, 0, 1024), scratch: make([]byte, 0, 512)}
+}}
+
+// maxPooledCanon bounds the buffers kept in canonPool, so one huge card does
+// not stay in memory.
+const maxPooledCanon = 64 << 10
 
 // The canonical form of a JSON value, used only as input to a digest. Every
 // value is self-delimiting, so the form is injective:
@@ -278,6 +302,13 @@ func appendCanonString(buf []byte, s string) []byte {
 	return append(buf, s...)
 }
 
+func appendCanonStringBytes(buf []byte, b []byte) []byte {
+	buf = append(buf, 's')
+	buf = strconv.AppendInt(buf, int64(len(b)), 10)
+	buf = append(buf, ':')
+	return append(buf, b...)
+}
+
 func appendCanonNumberValue(buf []byte, digits []byte) []byte {
 	buf = append(buf, '#')
 	buf = strconv.AppendInt(buf, int64(len(digits)), 10)
@@ -293,9 +324,10 @@ type canonMember struct {
 }
 
 // appendCanonObject writes the members, whose values are already in
-// buf[start:], as a canonical object at buf[start:].
-func appendCanonObject(buf []byte, start int, mems []canonMember) []byte {
-	vals := bytes.Clone(buf[start:])
+// buf[start:], as a canonical object at buf[start:]. scratch is reused to hold
+// the values meanwhile; the grown scratch is returned.
+func appendCanonObject(buf []byte, start int, mems []canonMember, scratch []byte) (_, _ []byte) {
+	vals := append(scratch[:0], buf[start:]...)
 	buf = append(buf[:start], '{')
 	slices.SortStableFunc(mems, func(a, b canonMember) int { return cmp.Compare(a.key, b.key) })
 	for i, m := range mems {
@@ -305,7 +337,7 @@ func appendCanonObject(buf []byte, start int, mems []canonMember) []byte {
 		buf = appendCanonString(buf, m.key)
 		buf = append(buf, vals[m.lo-start:m.hi-start]...)
 	}
-	return append(buf, '}')
+	return append(buf, '}'), vals
 }
 
 // appendCanonJSONText parses s as one JSON value (RFC 8259, surrounding
@@ -313,18 +345,25 @@ func appendCanonObject(buf []byte, start int, mems []canonMember) []byte {
 // valid JSON.
 func appendCanonJSONText(buf []byte, s string) (_ []byte, ok bool) {
 	p := jsonCanon{s: s}
+	return p.parse(buf)
+}
+
+// jsonCanon is a strict JSON parser that writes the canonical form as it goes.
+type jsonCanon struct {
+	s       string
+	i       int
+	scratch []byte // for reordering object members
+	esc     []byte // a decoded string that held escapes
+}
+
+// parse parses the whole input as one value and appends its canonical form.
+func (p *jsonCanon) parse(buf []byte) (_ []byte, ok bool) {
 	buf, ok = p.value(buf, 0)
 	if !ok {
 		return buf, false
 	}
 	p.skipSpace()
-	return buf, p.i == len(s)
-}
-
-// jsonCanon is a strict JSON parser that writes the canonical form as it goes.
-type jsonCanon struct {
-	s string
-	i int
+	return buf, p.i == len(p.s)
 }
 
 func (p *jsonCanon) skipSpace() {
@@ -385,9 +424,12 @@ func (p *jsonCanon) value(buf []byte, depth int) ([]byte, bool) {
 			}
 		}
 	case c == '"':
-		s, ok := p.str()
+		s, esc, ok := p.str()
 		if !ok {
 			return buf, false
+		}
+		if esc != nil {
+			return appendCanonStringBytes(buf, esc), true
 		}
 		return appendCanonString(buf, s), true
 	case c == 't':
@@ -422,9 +464,12 @@ func (p *jsonCanon) object(buf []byte, depth int) ([]byte, bool) {
 		if p.i >= len(p.s) || p.s[p.i] != '"' {
 			return buf, false
 		}
-		key, ok := p.str()
+		key, esc, ok := p.str()
 		if !ok {
 			return buf, false
+		}
+		if esc != nil {
+			key = string(esc)
 		}
 		p.skipSpace()
 		if p.i >= len(p.s) || p.s[p.i] != ':' {
@@ -445,7 +490,8 @@ func (p *jsonCanon) object(buf []byte, depth int) ([]byte, bool) {
 			p.i++
 		case '}':
 			p.i++
-			return appendCanonObject(buf, start, mems), true
+			buf, p.scratch = appendCanonObject(buf, start, mems, p.scratch)
+			return buf, true
 		default:
 			return buf, false
 		}
@@ -496,44 +542,46 @@ func (p *jsonCanon) number() (string, bool) {
 	return s[start:i], true
 }
 
-// str scans a JSON string at p.i and returns it decoded. Strings without
-// escapes are returned as substrings of the input, without allocating. Lone
-// surrogates decode to U+FFFD, as in encoding/json.
-func (p *jsonCanon) str() (string, bool) {
-	s := p.s
+// str scans a JSON string at p.i. A string without escapes is returned as a
+// substring of the input, without allocating; one with escapes is decoded into
+// esc, which is valid until the next call. Lone surrogates decode to U+FFFD, as
+// in encoding/json.
+func (p *jsonCanon) str() (s string, esc []byte, ok bool) {
+	in := p.s
 	i := p.i + 1
 	start := i
-	for i < len(s) && s[i] != '"' && s[i] != '\\' {
-		if s[i] < 0x20 {
-			return "", false
+	for i < len(in) && in[i] != '"' && in[i] != '\\' {
+		if in[i] < 0x20 {
+			return "", nil, false
 		}
 		i++
 	}
-	if i >= len(s) {
-		return "", false
+	if i >= len(in) {
+		return "", nil, false
 	}
-	if s[i] == '"' {
+	if in[i] == '"' {
 		p.i = i + 1
-		return s[start:i], true
+		return in[start:i], nil, true
 	}
-	out := []byte(s[start:i])
-	for i < len(s) {
-		c := s[i]
+	out := append(p.esc[:0], in[start:i]...)
+	defer func() { p.esc = out[:0] }()
+	for i < len(in) {
+		c := in[i]
 		switch {
 		case c == '"':
 			p.i = i + 1
-			return string(out), true
+			return "", out, true
 		case c < 0x20:
-			return "", false
+			return "", nil, false
 		case c != '\\':
 			out = append(out, c)
 			i++
 			continue
 		}
-		if i+1 >= len(s) {
-			return "", false
+		if i+1 >= len(in) {
+			return "", nil, false
 		}
-		switch e := s[i+1]; e {
+		switch e := in[i+1]; e {
 		case '"', '\\', '/':
 			out = append(out, e)
 		case 'b':
@@ -547,13 +595,13 @@ func (p *jsonCanon) str() (string, bool) {
 		case 't':
 			out = append(out, '\t')
 		case 'u':
-			r, ok := hex4(s, i+2)
+			r, ok := hex4(in, i+2)
 			if !ok {
-				return "", false
+				return "", nil, false
 			}
 			i += 6
 			if r >= 0xD800 && r < 0xDC00 { // high surrogate: try to pair it
-				if lo, ok := hex4(s, i+2); ok && i+1 < len(s) && s[i] == '\\' && s[i+1] == 'u' && lo >= 0xDC00 && lo < 0xE000 {
+				if lo, ok := hex4(in, i+2); ok && i+1 < len(in) && in[i] == '\\' && in[i+1] == 'u' && lo >= 0xDC00 && lo < 0xE000 {
 					r = 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00)
 					i += 6
 				} else {
@@ -565,11 +613,11 @@ func (p *jsonCanon) str() (string, bool) {
 			out = utf8.AppendRune(out, r)
 			continue
 		default:
-			return "", false
+			return "", nil, false
 		}
 		i += 2
 	}
-	return "", false
+	return "", nil, false
 }
 
 // hex4 decodes the four hex digits at s[i:i+4].
@@ -644,8 +692,14 @@ func appendCanonJSONValue(buf []byte, v any, depth int) ([]byte, bool) {
 		}
 		return append(buf, ']'), true
 	case map[string]any:
+		var stack [16]string
+		keys := stack[:0]
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
 		buf = append(buf, '{')
-		for _, k := range slices.Sorted(maps.Keys(v)) {
+		for _, k := range keys {
 			buf = appendCanonString(buf, k)
 			var ok bool
 			if buf, ok = appendCanonJSONValue(buf, v[k], depth+1); !ok {
@@ -824,55 +878,122 @@ func isGUID(s string, runs [5][2]int) bool {
 	return true
 }
 
-// imageURLParams are the query parameters that identify an image's content
-// across renderings of its URL; all others (rkey, appid, ...) are volatile.
-var imageURLParams = map[string]bool{"fileid": true, "file_id": true, "md5": true, "fid": true}
-
-// appendNormalizedURL appends raw without its scheme, user info, default port,
-// fragment and volatile query parameters, with the host lower-cased. A URL
-// that does not parse, or has no host, is appended as is.
+// appendNormalizedURL appends raw without its scheme, user info, default port
+// (80 for http, 443 for https), fragment and volatile query parameters, with
+// the host lower-cased and the identity parameters (fileid, file_id, md5, fid;
+// names compared case-insensitively, values percent-decoded) sorted. Text
+// without "scheme://" and a host is appended as is.
 func appendNormalizedURL(buf []byte, raw string) []byte {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok || scheme == "" || strings.ContainsAny(scheme, "/?#") {
 		return append(buf, raw...)
 	}
-	host, port := strings.ToLower(u.Hostname()), u.Port()
-	if strings.IndexByte(host, ':') >= 0 {
-		host = "[" + host + "]"
+	rest, _, _ = strings.Cut(rest, "#")
+	end := strings.IndexAny(rest, "/?")
+	if end < 0 {
+		end = len(rest)
 	}
-	buf = append(buf, host...)
-	scheme := strings.ToLower(u.Scheme)
-	if port != "" && !(port == "443" && scheme == "https") && !(port == "80" && scheme == "http") {
+	authority, rest := rest[:end], rest[end:]
+	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
+		authority = authority[at+1:]
+	}
+	host, port := authority, ""
+	if i := strings.LastIndexByte(authority, ':'); i >= 0 && !strings.Contains(authority[i:], "]") {
+		host, port = authority[:i], authority[i+1:]
+	}
+	if host == "" {
+		return append(buf, raw...)
+	}
+	buf = appendLowerASCII(buf, host)
+	if port != "" && !(port == "443" && strings.EqualFold(scheme, "https")) && !(port == "80" && strings.EqualFold(scheme, "http")) {
 		buf = append(buf, ':')
 		buf = append(buf, port...)
 	}
-	path := u.EscapedPath()
+	path, query, _ := strings.Cut(rest, "?")
 	if path == "" {
 		path = "/"
 	}
 	buf = append(buf, path...)
-	q := u.Query()
-	var keep []string
-	for k, vs := range q {
-		k = strings.ToLower(k)
-		if !imageURLParams[k] {
-			continue
-		}
-		for _, v := range vs {
-			if k == "md5" && isHex(v) {
-				v = strings.ToLower(v)
-			}
-			keep = append(keep, url.QueryEscape(k)+"="+url.QueryEscape(v))
+
+	var stack [4]string
+	keep := stack[:0]
+	for query != "" {
+		var kv string
+		kv, query, _ = strings.Cut(query, "&")
+		k, _, _ := strings.Cut(kv, "=")
+		if isImageURLParam(k) {
+			keep = append(keep, kv)
 		}
 	}
-	slices.Sort(keep)
+	slices.SortFunc(keep, func(a, b string) int {
+		ka, va, _ := strings.Cut(a, "=")
+		kb, vb, _ := strings.Cut(b, "=")
+		return cmp.Or(compareFold(ka, kb), cmp.Compare(va, vb))
+	})
 	for i, kv := range keep {
 		if i == 0 {
 			buf = append(buf, '?')
 		} else {
 			buf = append(buf, '&')
 		}
-		buf = append(buf, kv...)
+		k, v, _ := strings.Cut(kv, "=")
+		buf = appendLowerASCII(buf, k)
+		buf = append(buf, '=')
+		if strings.ContainsAny(v, "%+") {
+			if dec, err := url.QueryUnescape(v); err == nil {
+				v = dec
+			}
+		}
+		if strings.EqualFold(k, "md5") && isHex(v) {
+			buf = appendLowerASCII(buf, v)
+		} else {
+			buf = appendQueryEscaped(buf, v)
+		}
+	}
+	return buf
+}
+
+// isImageURLParam reports whether k names a query parameter that identifies
+// an image's content across renderings of its URL; all others (rkey, appid,
+// ...) are volatile.
+func isImageURLParam(k string) bool {
+	for _, p := range [...]string{"fileid", "file_id", "md5", "fid"} {
+		if strings.EqualFold(k, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// compareFold compares ASCII strings ignoring case.
+func compareFold(a, b string) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		ca, cb := a[i], b[i]
+		if ca >= 'A' && ca <= 'Z' {
+			ca += 'a' - 'A'
+		}
+		if cb >= 'A' && cb <= 'Z' {
+			cb += 'a' - 'A'
+		}
+		if ca != cb {
+			return cmp.Compare(ca, cb)
+		}
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// appendQueryEscaped appends v escaped for a query, leaving unreserved
+// characters as they are.
+func appendQueryEscaped(buf []byte, v string) []byte {
+	const hexDigits = "0123456789ABCDEF"
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_', c == '.', c == '~':
+			buf = append(buf, c)
+		default:
+			buf = append(buf, '%', hexDigits[c>>4], hexDigits[c&15])
+		}
 	}
 	return buf
 }

@@ -93,6 +93,13 @@ func TestSignatureRules(t *testing.T) {
 		{"image url fileid differs", segs(seg("image", "url", "https://h.example/p?fileid=1")), segs(seg("image", "url", "https://h.example/p?fileid=2")), false},
 		{"image url path differs", segs(seg("image", "url", "https://h.example/a")), segs(seg("image", "url", "https://h.example/b")), false},
 		{"image url non-default port kept", segs(seg("image", "url", "https://h.example:8443/a")), segs(seg("image", "url", "https://h.example/a")), false},
+		{"image url user info and fragment dropped", segs(seg("image", "url", "https://u:p@h.example/a?fileid=1#frag")), segs(seg("image", "url", "https://h.example/a?fileid=1")), true},
+		{"image url percent-encoding of values", segs(seg("image", "url", "https://h.example/a?fileid=a%2Db%3D")), segs(seg("image", "url", "https://h.example/a?fileid=a-b%3d")), true},
+		{"image url parameter names fold case", segs(seg("image", "url", "https://h.example/a?FileID=1")), segs(seg("image", "url", "https://h.example/a?fileid=1")), true},
+		{"image url fileid value keeps case", segs(seg("image", "url", "https://h.example/a?fileid=Ab")), segs(seg("image", "url", "https://h.example/a?fileid=ab")), false},
+		{"image url ipv6 host and port", segs(seg("image", "url", "http://[::1]:80/a")), segs(seg("image", "url", "https://[::1]/a")), true},
+		{"image url empty path", segs(seg("image", "url", "https://h.example")), segs(seg("image", "url", "https://h.example/")), true},
+		{"image url without scheme is raw", segs(seg("image", "url", "h.example/a")), segs(seg("image", "url", "h.example/a?rkey=1")), false},
 		{"image http url in file", segs(seg("image", "file", "https://h.example/a?rkey=1")), segs(seg("image", "url", "https://H.example/a")), true},
 		{"image url-only is not md5", segs(seg("image", "url", "https://h.example/a")), segs(seg("image", "md5", md5Hex)), false},
 		{"image without identity is the type alone", segs(seg("image", "file", "image")), segs(seg("image")), true},
@@ -177,6 +184,7 @@ func TestCanonicalJSON(t *testing.T) {
 		{`"\ud800"`, `"` + "\uFFFD" + `"`},
 		{`"\ud83d\ude00"`, `"😀"`},
 		{`-0`, `0`},
+		{`{"\u0061":"\u0062","c":"d"}`, `{"c":"d","a":"b"}`},
 		{`1E2`, `100.0`},
 	}
 	for _, p := range equal {
