@@ -59,9 +59,22 @@
 //	    closed or the process is interrupted, then print what it processed as
 //	    JSON. -instances uses this mode.
 //
+// Update ids start at a number taken from the clock, so that runs on one
+// durable store do not see each other's updates. On a server the program keeps
+// to its own keys: Redis keys start with "dedupe:examples-gateway:", and
+// PostgreSQL gets the table examples_gateway_dedupe.
+//
 // Two gateway processes sharing one Redis store:
 //
 //	go run ./examples/gateway -store redis://127.0.0.1:6379/0 -instances 2
+//
+// The same by hand, each gateway in a terminal of its own, then the same
+// update posted to both (the second answer is a duplicate):
+//
+//	go run ./examples/gateway -serve -fail 0 -store redis://127.0.0.1:6379/0 -addr 127.0.0.1:8081
+//	go run ./examples/gateway -serve -fail 0 -store redis://127.0.0.1:6379/0 -addr 127.0.0.1:8082
+//	curl -d '{"update_id": 1001, "message": {"text": "hi"}}' http://127.0.0.1:8081/telegram
+//	curl -d '{"update_id": 1001, "message": {"text": "hi"}}' http://127.0.0.1:8082/telegram
 package main
 
 import (
