@@ -62,12 +62,24 @@ type Event struct {
 	corr corrRecord
 }
 
-// corrRecord is what a Correlator left in an Event it observed.
+// corrRecord is what a Correlator left in an Event it observed: enough to
+// rebuild the observation, since a group's first n participants never change.
 type corrRecord struct {
 	by   *Correlator
 	self *Event // the address observed: a copied Event is a new delivery
 	g    *group // nil for kinds that are not correlated
-	obs  Observation
+	n    int    // the observation's number of participants
+	dup  bool
+}
+
+// observation rebuilds the observation recorded in ev. The recording
+// correlator's lock is held.
+func (ev *Event) observation() Observation {
+	if g := ev.corr.g; g != nil {
+		return g.observation(ev.corr.n, ev.corr.dup)
+	}
+	self := ev.participant()
+	return Observation{Primary: self, Participants: []Participant{self}}
 }
 
 // detailType returns the second part of the event's route, such as "group"
@@ -358,28 +370,23 @@ func (c *Correlator) Observe(ev *Event) Observation {
 	self := ev.participant()
 
 	c.mu.Lock()
-	if ev.corr.by == c && ev.corr.self == ev {
-		obs := ev.corr.obs
-		c.mu.Unlock()
-		return obs
+	if ev.corr.by != c || ev.corr.self != ev {
+		c.stats.Observed++
+		ev.corr = corrRecord{by: c, self: ev}
+		if correlated {
+			c.sweep(now)
+			ev.corr.g, ev.corr.n, ev.corr.dup = c.place(key, class, self, now)
+		}
 	}
-	c.stats.Observed++
-	var obs Observation
-	var g *group
-	if correlated {
-		c.sweep(now)
-		obs, g = c.place(key, class, self, now)
-	} else {
-		obs = Observation{Primary: self, Participants: []Participant{self}}
-	}
-	ev.corr = corrRecord{by: c, self: ev, g: g, obs: obs}
+	obs := ev.observation() // reads the group's participants: under the lock
 	c.mu.Unlock()
 	return obs
 }
 
-// place puts a delivery into its group, creating the group if needed. c.mu is
-// held.
-func (c *Correlator) place(key CorrelationKey, class int, self Participant, now time.Time) (Observation, *group) {
+// place puts a delivery into its group, creating the group if needed, and
+// returns the group, the number of participants the delivery's observation
+// covers, and whether it is a duplicate. c.mu is held.
+func (c *Correlator) place(key CorrelationKey, class int, self Participant, now time.Time) (g *group, n int, dup bool) {
 	var last *group
 	for g := c.groups[key]; g != nil; g = g.newer {
 		last = g
@@ -390,18 +397,18 @@ func (c *Correlator) place(key CorrelationKey, class int, self Participant, now 
 		if i < 0 { // a copy from a bot new to this group
 			g.parts = append(g.parts, self)
 			c.stats.Duplicates++
-			return g.observation(len(g.parts), true), g
+			return g, len(g.parts), true
 		}
 		if g.parts[i].MessageID == self.MessageID { // a redelivery
 			c.stats.Duplicates++
-			return g.observation(i+1, true), g
+			return g, i + 1, true
 		}
 		// The bot delivered this key to g already under another id: a genuine
 		// repeat, which belongs to a newer group.
 	}
 
 	c.seq++
-	g := &group{key: key, seq: c.seq, expires: now.Add(c.windows[class]), class: class}
+	g = &group{key: key, seq: c.seq, expires: now.Add(c.windows[class]), class: class}
 	g.inline[0] = self
 	g.parts = g.inline[:1]
 	if last == nil {
@@ -414,7 +421,7 @@ func (c *Correlator) place(key CorrelationKey, class int, self Participant, now 
 	for c.n > c.max {
 		c.evictOldest()
 	}
-	return g.observation(1, false), g
+	return g, 1, false
 }
 
 // indexOf returns the index of the bot's delivery in the group, or -1.
@@ -486,7 +493,7 @@ func (c *Correlator) Correlation(ev *Event) (Observation, bool) {
 	if ev.corr.by != c || ev.corr.self != ev {
 		return Observation{}, false
 	}
-	return ev.corr.obs, true
+	return ev.observation(), true
 }
 
 // participants returns a copy of the current deliveries of ev's group,
@@ -498,7 +505,7 @@ func (c *Correlator) participants(ev *Event) ([]Participant, bool) {
 		return nil, false
 	}
 	if ev.corr.g == nil {
-		return append([]Participant(nil), ev.corr.obs.Participants...), true
+		return []Participant{ev.participant()}, true
 	}
 	return append([]Participant(nil), ev.corr.g.parts...), true
 }

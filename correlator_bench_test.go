@@ -39,11 +39,11 @@ type naiveGroup struct {
 	parts            []Participant
 }
 
-func newNaiveCorrelator(now func() time.Time) *naiveCorrelator {
+func newNaiveCorrelator(now func() time.Time, maxGroups int) *naiveCorrelator {
 	return &naiveCorrelator{
 		now:     now,
 		windows: [2]time.Duration{DefaultMessageWindow, DefaultEventWindow},
-		max:     DefaultMaxGroups,
+		max:     maxGroups,
 		groups:  map[string]*naiveGroup{},
 	}
 }
@@ -85,9 +85,9 @@ func (c *naiveCorrelator) Observe(ev *Event) bool {
 // benchCorpus observes the deliveries in order, each at its time, looping over
 // them with the clock moved on by the corpus span plus the longest window at
 // each pass, so every pass starts with the previous pass's groups ended.
-func benchCorpus(b *testing.B, evs []corpusEvent, newObserver func(now func() time.Time) func(*Event)) {
+func benchCorpus(b *testing.B, evs []corpusEvent, maxGroups int, newObserver func(now func() time.Time, maxGroups int) func(*Event)) {
 	var cur time.Time
-	observe := newObserver(func() time.Time { return cur })
+	observe := newObserver(func() time.Time { return cur }, maxGroups)
 	span := evs[len(evs)-1].at.Sub(evs[0].at) + DefaultEventWindow + time.Second
 	var shift time.Duration
 	b.ReportAllocs()
@@ -120,43 +120,81 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func correlatorObserver(now func() time.Time) func(*Event) {
-	c := NewCorrelator(CorrelatorConfig{Now: now})
+func correlatorObserver(now func() time.Time, maxGroups int) func(*Event) {
+	c := NewCorrelator(CorrelatorConfig{Now: now, MaxGroups: maxGroups})
 	return func(ev *Event) { c.Observe(ev) }
 }
 
-func naiveObserver(now func() time.Time) func(*Event) {
-	c := newNaiveCorrelator(now)
+func naiveObserver(now func() time.Time, maxGroups int) func(*Event) {
+	c := newNaiveCorrelator(now, maxGroups)
 	return func(ev *Event) { c.Observe(ev) }
 }
 
-// BenchmarkObserve measures Observe against the naive baseline on the shared
-// corpus (5,000 deliveries at 100 logical events/s: about 1,500 live groups,
-// under the cap) and on a saturated workload (1,000 logical events/s: about
-// 15,000 live keys for 4,096 groups, so nearly every new group evicts one).
-// The saturated workload is generated in Go (genSaturated) to the recipe of
-// ../shared/tools/gen-correlator-corpus 60000 1000 5, whose output is too large
-// to commit; set DEDUPE_SATURATED_CORPUS to a file that tool wrote (optionally
-// gzipped) to run on it as well. Events are decoded before the timer starts.
-func BenchmarkObserve(b *testing.B) {
-	workloads := []struct {
-		name string
-		load func(testing.TB) []corpusEvent
-	}{
-		{"corpus", loadCorpus},
-		{"saturated", func(testing.TB) []corpusEvent { return genSaturated(60000, 1000, 5) }},
+// benchWorkload is a sequence of deliveries and the cap to observe them with.
+type benchWorkload struct {
+	name      string
+	maxGroups int
+	load      func(testing.TB) []corpusEvent
+}
+
+func benchWorkloads() []benchWorkload {
+	w := []benchWorkload{
+		{"corpus", DefaultMaxGroups, loadCorpus},
+		{"saturated", DefaultMaxGroups, func(testing.TB) []corpusEvent { return genSaturated(60000, 1000, 5) }},
+		{"saturated-5k", 1024, func(testing.TB) []corpusEvent { return genSaturated(60000, 1000, 5)[:5000] }},
 	}
 	if path := os.Getenv("DEDUPE_SATURATED_CORPUS"); path != "" {
-		workloads = append(workloads, struct {
-			name string
-			load func(testing.TB) []corpusEvent
-		}{"saturated-file", func(tb testing.TB) []corpusEvent { return loadCorpusFile(tb, path) }})
+		w = append(w, benchWorkload{"saturated-file", DefaultMaxGroups, func(tb testing.TB) []corpusEvent { return loadCorpusFile(tb, path) }})
 	}
-	for _, w := range workloads {
+	return w
+}
+
+// BenchmarkObserve measures Observe against the naive baseline, one
+// delivery at a time, on:
+//
+//   - corpus: the shared corpus (5,000 deliveries at 100 logical events/s,
+//     about 1,500 live groups, under the cap of 4,096);
+//   - saturated: a workload to the recipe of ../shared/tools/gen-correlator-corpus
+//     60000 1000 5 (1,000 logical events/s, about 15,000 live keys for 4,096
+//     groups, so nearly every new group evicts one), generated in Go by
+//     genSaturated because the tool's output is too large to commit; set
+//     DEDUPE_SATURATED_CORPUS to a file the tool wrote (optionally gzipped) to
+//     run on that as well;
+//   - saturated-5k: its first 5,000 deliveries with a cap of 1,024 (about 2,800
+//     live keys), equally saturated but with the corpus's memory footprint.
+//     Reading 60,000 pre-decoded events misses the CPU caches, which slows
+//     the key computation itself (see BenchmarkCorrelationKey); this variant
+//     shows the cost of saturation alone.
+//
+// Events are decoded before the timer starts.
+func BenchmarkObserve(b *testing.B) {
+	for _, w := range benchWorkloads() {
 		b.Run(w.name, func(b *testing.B) {
 			evs := w.load(b)
-			b.Run("impl=correlator", func(b *testing.B) { benchCorpus(b, evs, correlatorObserver) })
-			b.Run("impl=naive", func(b *testing.B) { benchCorpus(b, evs, naiveObserver) })
+			b.Run("impl=correlator", func(b *testing.B) { benchCorpus(b, evs, w.maxGroups, correlatorObserver) })
+			b.Run("impl=naive", func(b *testing.B) { benchCorpus(b, evs, w.maxGroups, naiveObserver) })
+		})
+	}
+}
+
+// BenchmarkCorrelationKey measures the key computation alone over each
+// workload: the part of Observe that does not depend on the correlator's
+// state.
+func BenchmarkCorrelationKey(b *testing.B) {
+	for _, w := range benchWorkloads() {
+		b.Run(w.name, func(b *testing.B) {
+			evs := w.load(b)
+			b.ReportAllocs()
+			cpu0 := processCPU()
+			b.ResetTimer()
+			for i, j := 0, 0; i < b.N; i, j = i+1, j+1 {
+				if j == len(evs) {
+					j = 0
+				}
+				evs[j].ev.CorrelationKey()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }

@@ -96,16 +96,25 @@ func appendSignature(buf []byte, segs []Segment) []byte {
 
 // appendNetstring appends s as a netstring, "{len}:{s},".
 func appendNetstring(buf []byte, s string) []byte {
-	buf = strconv.AppendInt(buf, int64(len(s)), 10)
-	buf = append(buf, ':')
+	buf = appendLen(buf, len(s))
 	buf = append(buf, s...)
 	return append(buf, ',')
 }
 
+// appendLen appends a length and ':', the head of a netstring.
+func appendLen(buf []byte, n int) []byte {
+	switch {
+	case n < 10:
+		return append(buf, byte('0'+n), ':')
+	case n < 100:
+		return append(buf, byte('0'+n/10), byte('0'+n%10), ':')
+	}
+	return append(strconv.AppendInt(buf, int64(n), 10), ':')
+}
+
 // appendNetstringBytes is appendNetstring for a byte slice.
 func appendNetstringBytes(buf, b []byte) []byte {
-	buf = strconv.AppendInt(buf, int64(len(b)), 10)
-	buf = append(buf, ':')
+	buf = appendLen(buf, len(b))
 	buf = append(buf, b...)
 	return append(buf, ',')
 }
@@ -296,23 +305,17 @@ const maxPooledCanon = 64 << 10
 const maxCanonDepth = 256
 
 func appendCanonString(buf []byte, s string) []byte {
-	buf = append(buf, 's')
-	buf = strconv.AppendInt(buf, int64(len(s)), 10)
-	buf = append(buf, ':')
+	buf = appendLen(append(buf, 's'), len(s))
 	return append(buf, s...)
 }
 
 func appendCanonStringBytes(buf []byte, b []byte) []byte {
-	buf = append(buf, 's')
-	buf = strconv.AppendInt(buf, int64(len(b)), 10)
-	buf = append(buf, ':')
+	buf = appendLen(append(buf, 's'), len(b))
 	return append(buf, b...)
 }
 
 func appendCanonNumberValue(buf []byte, digits []byte) []byte {
-	buf = append(buf, '#')
-	buf = strconv.AppendInt(buf, int64(len(digits)), 10)
-	buf = append(buf, ':')
+	buf = appendLen(append(buf, '#'), len(digits))
 	return append(buf, digits...)
 }
 
@@ -774,29 +777,55 @@ func xmlName(n xml.Name) string {
 // appendImageID appends the identity of an image or flash segment; see
 // [Signature]. It appends nothing when the segment has no identity.
 func appendImageID(buf []byte, data map[string]any) []byte {
-	for _, f := range [...]string{"md5", "sha1"} {
-		if s, ok := data[f].(string); ok && s != "" {
-			buf = append(buf, f...)
+	// One pass over the few fields, rather than a lookup for each candidate.
+	var md5, sha1, u string
+	var named [7]string // file, filename, file_name, file_id, fileid, fid, id
+	for k, v := range data {
+		s, ok := v.(string)
+		if !ok {
+			continue
+		}
+		switch k {
+		case "md5":
+			md5 = s
+		case "sha1":
+			sha1 = s
+		case "url":
+			u = s
+		case "file":
+			named[0] = s
+		case "filename":
+			named[1] = s
+		case "file_name":
+			named[2] = s
+		case "file_id":
+			named[3] = s
+		case "fileid":
+			named[4] = s
+		case "fid":
+			named[5] = s
+		case "id":
+			named[6] = s
+		}
+	}
+	for _, d := range [...]struct{ name, v string }{{"md5", md5}, {"sha1", sha1}} {
+		if d.v != "" {
+			buf = append(buf, d.name...)
 			buf = append(buf, ':')
-			if isHex(s) {
-				return appendLowerASCII(buf, s)
+			if isHex(d.v) {
+				return appendLowerASCII(buf, d.v)
 			}
-			return append(buf, s...)
+			return append(buf, d.v...)
 		}
 	}
-	for _, f := range [...]string{"file", "filename", "file_name", "file_id", "fileid", "fid", "id"} {
-		if s, ok := data[f].(string); ok {
-			if md5, ok := embeddedMD5(s); ok {
-				buf = append(buf, "md5:"...)
-				return appendLowerASCII(buf, md5)
-			}
+	for _, s := range named {
+		if md5, ok := embeddedMD5(s); ok {
+			buf = append(buf, "md5:"...)
+			return appendLowerASCII(buf, md5)
 		}
 	}
-	u, _ := data["url"].(string)
-	if u == "" {
-		if f, _ := data["file"].(string); hasHTTPScheme(f) {
-			u = f
-		}
+	if u == "" && hasHTTPScheme(named[0]) {
+		u = named[0]
 	}
 	if u = strings.TrimSpace(u); u != "" {
 		buf = append(buf, "url:"...)
