@@ -316,6 +316,8 @@ func testClaimStatuses(t *testing.T, s *suite) {
 
 func testClaimExclusive(t *testing.T, s *suite) {
 	st := s.open(t, Options{})
+	// An hour, unscaled, so that no lease runs out while the racers run,
+	// however slow a real-time store's server is.
 	const keys, racers = 16, 64
 	ks := make([]dedupe.Key, keys)
 	for i := range ks {
@@ -336,7 +338,7 @@ func testClaimExclusive(t *testing.T, s *suite) {
 			<-start
 			for i := range ks {
 				i := (i + g) % keys // different goroutines race in different orders
-				c, err := st.Claim(context.Background(), ks[i], s.d(10*time.Minute))
+				c, err := st.Claim(context.Background(), ks[i], time.Hour)
 				results <- result{i, c.Status, err}
 			}
 		}()
@@ -362,7 +364,7 @@ func testClaimExclusive(t *testing.T, s *suite) {
 	}
 	// Once marked, every racer sees a duplicate.
 	for _, k := range ks {
-		mark(t, st, k, s.d(10*time.Minute))
+		mark(t, st, k, time.Hour)
 	}
 	var dupWG sync.WaitGroup
 	errs := make(chan error, racers)
@@ -370,7 +372,7 @@ func testClaimExclusive(t *testing.T, s *suite) {
 		dupWG.Add(1)
 		go func() {
 			defer dupWG.Done()
-			c, err := st.Claim(context.Background(), ks[g%keys], s.d(10*time.Minute))
+			c, err := st.Claim(context.Background(), ks[g%keys], time.Hour)
 			if err == nil && c.Status != dedupe.Duplicate {
 				err = fmt.Errorf("Claim(%s) of a marked key = %v", ks[g%keys], c.Status)
 			}
