@@ -11,8 +11,10 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -226,12 +228,18 @@ func BenchmarkObserveDuplicate(b *testing.B) {
 func BenchmarkObserveParallel(b *testing.B) {
 	evs := loadCorpus(b)
 	c := NewCorrelator(CorrelatorConfig{})
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		mine := make([]Event, len(evs))
+	copies := make([][]Event, runtime.GOMAXPROCS(0)) // RunParallel's goroutines
+	for g := range copies {
+		copies[g] = make([]Event, len(evs))
 		for i := range evs {
-			mine[i] = *evs[i].ev
+			copies[g][i] = *evs[i].ev
 		}
+	}
+	var next atomic.Int32
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		mine := copies[int(next.Add(1)-1)%len(copies)]
 		for i := 0; pb.Next(); i++ {
 			ev := &mine[i%len(mine)]
 			ev.corr = corrRecord{}
