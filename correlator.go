@@ -388,23 +388,23 @@ func (c *Correlator) Observe(ev *Event) Observation {
 // covers, and whether it is a duplicate. c.mu is held.
 func (c *Correlator) place(key CorrelationKey, class int, self Participant, now time.Time) (g *group, n int, dup bool) {
 	var last *group
-	for g := c.groups[key]; g != nil; g = g.newer {
-		last = g
-		if now.After(g.expires) {
-			continue // ended, waiting to be swept (the clock went back)
+	for cand := c.groups[key]; cand != nil; cand = cand.newer {
+		last = cand
+		if now.After(cand.expires) {
+			continue // ended, not swept yet because the clock went back
 		}
-		i := g.indexOf(self.Adapter, self.BotID)
+		i := cand.indexOf(self.Adapter, self.BotID)
 		if i < 0 { // a copy from a bot new to this group
-			g.parts = append(g.parts, self)
+			cand.parts = append(cand.parts, self)
 			c.stats.Duplicates++
-			return g, len(g.parts), true
+			return cand, len(cand.parts), true
 		}
-		if g.parts[i].MessageID == self.MessageID { // a redelivery
+		if cand.parts[i].MessageID == self.MessageID { // a redelivery
 			c.stats.Duplicates++
-			return g, i + 1, true
+			return cand, i + 1, true
 		}
-		// The bot delivered this key to g already under another id: a genuine
-		// repeat, which belongs to a newer group.
+		// The bot delivered this key to cand already under another id: a
+		// genuine repeat, which belongs to a newer group.
 	}
 
 	c.seq++
