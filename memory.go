@@ -64,12 +64,17 @@ type memShard struct {
 	_     [40]byte
 }
 
-// memEntry is a mark, or a claim when claimed is set.
+// memEntry is a mark (token 0) or a claim (token != 0). Sixteen bytes keep the
+// LRU's list element in a smaller size class.
 type memEntry struct {
-	expires int64 // Unix nanoseconds
+	expires int64 // see MemoryStore.nanotime
 	token   uint64
-	claimed bool
 }
+
+func (e memEntry) claimed() bool { return e.token != 0 }
+
+// tokenBit is set in every claim token, so that no claim has token 0.
+const tokenBit = 1 << 63
 
 const (
 	tokenLen      = 16 // hex digits of a uint64
@@ -160,7 +165,7 @@ func (s *MemoryStore) Exists(ctx context.Context, key Key) (bool, error) {
 	sh.mu.Unlock()
 	if ok {
 		// Only valid keys are ever stored, so a hit needs no validation.
-		return !e.claimed, nil
+		return !e.claimed(), nil
 	}
 	return false, key.Validate()
 }
@@ -196,14 +201,14 @@ func (s *MemoryStore) Claim(ctx context.Context, key Key, lease time.Duration) (
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if e, ok := sh.get(key, now); ok {
-		if e.claimed {
+		if e.claimed() {
 			return Claim{Key: key, Status: InFlight}, nil
 		}
 		return Claim{Key: key, Status: Duplicate}, nil
 	}
-	tok := sh.token
+	tok := sh.token | tokenBit
 	sh.token += s.mask + 1
-	sh.lru.Add(key, memEntry{expires: now + int64(lease), token: tok, claimed: true})
+	sh.lru.Add(key, memEntry{expires: now + int64(lease), token: tok})
 	return Claim{Key: key, Status: Claimed, Token: sh.tokenString(tok)}, nil
 }
 
@@ -233,7 +238,7 @@ func (s *MemoryStore) update(ctx context.Context, c Claim, f func(*memShard, mem
 		return err
 	}
 	tok, ok := parseToken(c.Token)
-	if !ok || c.Status != Claimed {
+	if !ok || tok&tokenBit == 0 || c.Status != Claimed {
 		return fmt.Errorf("%w: %s: not a claim this store made", ErrNotOwner, c.Key)
 	}
 	now := s.nanotime()
@@ -241,7 +246,7 @@ func (s *MemoryStore) update(ctx context.Context, c Claim, f func(*memShard, mem
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e, found := sh.get(c.Key, now)
-	if !found || !e.claimed || e.token != tok {
+	if !found || !e.claimed() || e.token != tok {
 		return fmt.Errorf("%w: %s", ErrNotOwner, c.Key)
 	}
 	f(sh, e, now)
