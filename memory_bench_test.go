@@ -63,10 +63,7 @@ func BenchmarkMemoryExists(b *testing.B) {
 		}
 	})
 	b.Run("impl=lru", func(b *testing.B) {
-		c := newBaseline(b)
-		for _, k := range keys {
-			baselineSeen(c, k)
-		}
+		c := filledBaseline(b, keys)
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; b.Loop(); i++ {
@@ -77,99 +74,74 @@ func BenchmarkMemoryExists(b *testing.B) {
 	})
 }
 
-// BenchmarkMemoryClaimMark claims and marks a new key in a full store, so that
-// every iteration evicts.
-func BenchmarkMemoryClaimMark(b *testing.B) {
-	ctx := context.Background()
-	keys := newKeys(1 << 18)
-	b.Run("impl=dedupe", func(b *testing.B) {
+// claimMarkImpls are the contenders of BenchmarkMemoryClaimMark and
+// BenchmarkMemoryParallel. Each set-up returns a store filled with the first
+// benchSize keys and the operation to run on a new key.
+var claimMarkImpls = []struct {
+	name  string
+	setup func(*testing.B, []dedupe.Key) func(dedupe.Key)
+}{
+	{"dedupe", func(b *testing.B, keys []dedupe.Key) func(dedupe.Key) {
+		ctx := context.Background()
 		st := dedupe.NewMemoryStore(dedupe.MemoryConfig{MaxSize: benchSize})
 		fill(b, st, keys[:benchSize])
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := benchSize; b.Loop(); i++ {
-			k := keys[i%len(keys)]
+		return func(k dedupe.Key) {
 			if c, _ := st.Claim(ctx, k, time.Minute); c.Status == dedupe.Claimed {
 				_ = st.Mark(ctx, k, time.Hour)
 			}
 		}
-	})
-	b.Run("impl=lru", func(b *testing.B) {
-		c := newBaseline(b)
-		for _, k := range keys[:benchSize] {
-			baselineSeen(c, k)
-		}
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := benchSize; b.Loop(); i++ {
-			baselineSeen(c, keys[i%len(keys)])
-		}
-	})
-	b.Run("impl=lru-claim-mark", func(b *testing.B) {
-		c := newBaseline(b)
-		for _, k := range keys[:benchSize] {
-			baselineSeen(c, k)
-		}
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := benchSize; b.Loop(); i++ {
-			baselineClaimMark(c, keys[i%len(keys)])
-		}
-	})
+	}},
+	{"lru", func(b *testing.B, keys []dedupe.Key) func(dedupe.Key) {
+		c := filledBaseline(b, keys[:benchSize])
+		return func(k dedupe.Key) { baselineSeen(c, k) }
+	}},
+	{"lru-claim-mark", func(b *testing.B, keys []dedupe.Key) func(dedupe.Key) {
+		c := filledBaseline(b, keys[:benchSize])
+		return func(k dedupe.Key) { baselineClaimMark(c, k) }
+	}},
+}
+
+// BenchmarkMemoryClaimMark claims and marks a new key in a full store, so that
+// every iteration evicts.
+func BenchmarkMemoryClaimMark(b *testing.B) {
+	keys := newKeys(1 << 18)
+	for _, impl := range claimMarkImpls {
+		b.Run("impl="+impl.name, func(b *testing.B) {
+			op := impl.setup(b, keys)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := benchSize; b.Loop(); i++ {
+				op(keys[i%len(keys)])
+			}
+		})
+	}
 }
 
 // BenchmarkMemoryParallel is BenchmarkMemoryClaimMark from every core at once
 // (run it with -cpu 2 or more).
 func BenchmarkMemoryParallel(b *testing.B) {
-	ctx := context.Background()
 	keys := newKeys(1 << 18)
 	var next atomic.Int64
-	stride := func() int { // each goroutine walks its own part of keys
-		return int(next.Add(1)) * 7919
-	}
-	b.Run("impl=dedupe", func(b *testing.B) {
-		st := dedupe.NewMemoryStore(dedupe.MemoryConfig{MaxSize: benchSize})
-		fill(b, st, keys[:benchSize])
-		b.ReportAllocs()
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			i := stride()
-			for ; pb.Next(); i++ {
-				k := keys[i%len(keys)]
-				if c, _ := st.Claim(ctx, k, time.Minute); c.Status == dedupe.Claimed {
-					_ = st.Mark(ctx, k, time.Hour)
+	for _, impl := range claimMarkImpls {
+		b.Run("impl="+impl.name, func(b *testing.B) {
+			op := impl.setup(b, keys)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for i := int(next.Add(1)) * 7919; pb.Next(); i++ { // each goroutine walks its own part of keys
+					op(keys[i%len(keys)])
 				}
-			}
+			})
 		})
-	})
-	b.Run("impl=lru", func(b *testing.B) {
-		c := newBaseline(b)
-		for _, k := range keys[:benchSize] {
-			baselineSeen(c, k)
-		}
-		b.ReportAllocs()
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			i := stride()
-			for ; pb.Next(); i++ {
-				baselineSeen(c, keys[i%len(keys)])
-			}
-		})
-	})
-	b.Run("impl=lru-claim-mark", func(b *testing.B) {
-		c := newBaseline(b)
-		for _, k := range keys[:benchSize] {
-			baselineSeen(c, k)
-		}
-		b.ReportAllocs()
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			i := stride()
-			for ; pb.Next(); i++ {
-				baselineClaimMark(c, keys[i%len(keys)])
-			}
-		})
-	})
+	}
+}
+
+func filledBaseline(b *testing.B, keys []dedupe.Key) *lru.Cache[dedupe.Key, int64] {
+	c := newBaseline(b)
+	for _, k := range keys {
+		baselineSeen(c, k)
+	}
+	return c
 }
 
 func fill(b *testing.B, st dedupe.Store, keys []dedupe.Key) {
