@@ -61,7 +61,9 @@ type memShard struct {
 	lru   *simplelru.LRU[Key, memEntry]
 	token uint64 // next claim token of this shard
 	slab  []byte // unused space for token strings
-	_     [40]byte
+	// Pad to two cache lines, so that no two shards share a line (or an
+	// adjacent-line prefetch) wherever the array starts.
+	_ [128 - 48]byte
 }
 
 // memEntry is a mark (token 0) or a claim (token != 0). Sixteen bytes keep the
