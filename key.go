@@ -154,46 +154,47 @@ func idString(v any) (id string, ok bool, err error) {
 			}
 		}
 		return s, true, nil
-	case int:
-		return intID(int64(v))
-	case int8:
-		return intID(int64(v))
-	case int16:
-		return intID(int64(v))
-	case int32:
-		return intID(int64(v))
-	case int64:
-		return intID(v)
-	case uint:
-		return uintID(uint64(v))
-	case uint8:
-		return uintID(uint64(v))
-	case uint16:
-		return uintID(uint64(v))
-	case uint32:
-		return uintID(uint64(v))
-	case uint64:
-		return uintID(v)
 	case float32:
 		return floatID(float64(v))
 	case float64:
 		return floatID(v)
 	}
+	var tmp [20]byte
+	if b, ok := appendInteger(tmp[:0], v); ok {
+		if string(b) == "0" {
+			return "", false, nil
+		}
+		return string(b), true, nil
+	}
 	return "", false, fmt.Errorf("%w: message id has unsupported type %T", ErrInvalidKey, v)
 }
 
-func intID(v int64) (string, bool, error) {
-	if v == 0 {
-		return "", false, nil
+// appendInteger appends v in decimal if it has one of Go's integer types, and
+// reports whether it had.
+func appendInteger(buf []byte, v any) ([]byte, bool) {
+	switch v := v.(type) {
+	case int:
+		return strconv.AppendInt(buf, int64(v), 10), true
+	case int8:
+		return strconv.AppendInt(buf, int64(v), 10), true
+	case int16:
+		return strconv.AppendInt(buf, int64(v), 10), true
+	case int32:
+		return strconv.AppendInt(buf, int64(v), 10), true
+	case int64:
+		return strconv.AppendInt(buf, v, 10), true
+	case uint:
+		return strconv.AppendUint(buf, uint64(v), 10), true
+	case uint8:
+		return strconv.AppendUint(buf, uint64(v), 10), true
+	case uint16:
+		return strconv.AppendUint(buf, uint64(v), 10), true
+	case uint32:
+		return strconv.AppendUint(buf, uint64(v), 10), true
+	case uint64:
+		return strconv.AppendUint(buf, v, 10), true
 	}
-	return strconv.FormatInt(v, 10), true, nil
-}
-
-func uintID(v uint64) (string, bool, error) {
-	if v == 0 {
-		return "", false, nil
-	}
-	return strconv.FormatUint(v, 10), true, nil
+	return buf, false
 }
 
 func floatID(f float64) (string, bool, error) {

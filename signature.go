@@ -142,28 +142,11 @@ func appendScalar(buf []byte, v any) []byte {
 		return appendCanonFloat(buf, v)
 	case float32:
 		return appendCanonFloat(buf, float64(v))
-	case int:
-		return strconv.AppendInt(buf, int64(v), 10)
-	case int8:
-		return strconv.AppendInt(buf, int64(v), 10)
-	case int16:
-		return strconv.AppendInt(buf, int64(v), 10)
-	case int32:
-		return strconv.AppendInt(buf, int64(v), 10)
-	case int64:
-		return strconv.AppendInt(buf, v, 10)
-	case uint:
-		return strconv.AppendUint(buf, uint64(v), 10)
-	case uint8:
-		return strconv.AppendUint(buf, uint64(v), 10)
-	case uint16:
-		return strconv.AppendUint(buf, uint64(v), 10)
-	case uint32:
-		return strconv.AppendUint(buf, uint64(v), 10)
-	case uint64:
-		return strconv.AppendUint(buf, v, 10)
 	case bool:
 		return strconv.AppendBool(buf, v)
+	}
+	if b, ok := appendInteger(buf, v); ok {
+		return b
 	}
 	return fmt.Append(buf, v)
 }
