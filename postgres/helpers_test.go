@@ -5,8 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gatewaykit/dedupe"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -104,4 +107,20 @@ func newTestStore(tb testing.TB, pool *pgxpool.Pool, cfg Config) *Store {
 	}
 	tb.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// holdExclusively counts c in claims, fails t if another caller holds c's key
+// at the same moment (tracked in holders), and releases c. It reports whether
+// the release succeeded.
+func holdExclusively(t *testing.T, s dedupe.Store, c dedupe.Claim, holders, claims *atomic.Int64) bool {
+	claims.Add(1)
+	if n := holders.Add(1); n != 1 {
+		t.Errorf("%d callers hold %s at once", n, c.Key)
+	}
+	holders.Add(-1)
+	if err := s.Release(context.Background(), c); err != nil {
+		t.Errorf("Release: %v", err)
+		return false
+	}
+	return true
 }

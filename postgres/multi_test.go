@@ -156,13 +156,7 @@ func TestRepeatableRead(t *testing.T) {
 					t.Errorf("Claim = %v", c.Status)
 					return
 				}
-				claims.Add(1)
-				if n := holders.Add(1); n != 1 {
-					t.Errorf("%d callers hold %s at once", n, k)
-				}
-				holders.Add(-1)
-				if err := s.Release(ctx, c); err != nil {
-					t.Errorf("Release: %v", err)
+				if !holdExclusively(t, s, c, &holders, &claims) {
 					return
 				}
 			}

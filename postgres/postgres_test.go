@@ -257,13 +257,7 @@ func TestClaimReleaseChurn(t *testing.T) {
 					}
 					continue
 				}
-				claims.Add(1)
-				if n := holders.Add(1); n != 1 {
-					t.Errorf("%d callers hold %s at once", n, k)
-				}
-				holders.Add(-1)
-				if err := s.Release(ctx, c); err != nil {
-					t.Errorf("Release: %v", err)
+				if !holdExclusively(t, s, c, &holders, &claims) {
 					return
 				}
 			}
