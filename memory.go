@@ -87,12 +87,8 @@ const (
 
 // NewMemoryStore returns an empty memory store configured by cfg.
 func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
-	if cfg.TTL <= 0 {
-		cfg.TTL = DefaultTTL
-	}
-	if cfg.Lease <= 0 {
-		cfg.Lease = DefaultLease
-	}
+	cfg.TTL = orDefault(cfg.TTL, DefaultTTL)
+	cfg.Lease = orDefault(cfg.Lease, DefaultLease)
 	if cfg.MaxSize <= 0 {
 		cfg.MaxSize = DefaultMemorySize
 	}
@@ -143,13 +139,7 @@ func (s *MemoryStore) nanotime() int64 {
 
 // check returns the error a call with key should fail with, if any.
 func (s *MemoryStore) check(ctx context.Context, key Key) error {
-	if s.closed.Load() {
-		return ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return key.Validate()
+	return checkCall(ctx, s.closed.Load(), key)
 }
 
 // Exists reports whether key is marked and unexpired.
@@ -178,10 +168,7 @@ func (s *MemoryStore) Mark(ctx context.Context, key Key, ttl time.Duration) erro
 	if err := s.check(ctx, key); err != nil {
 		return err
 	}
-	if ttl <= 0 {
-		ttl = s.ttl
-	}
-	expires := s.nanotime() + int64(ttl)
+	expires := s.nanotime() + int64(orDefault(ttl, s.ttl))
 	sh := s.shard(key)
 	sh.mu.Lock()
 	sh.lru.Add(key, memEntry{expires: expires})
@@ -195,9 +182,7 @@ func (s *MemoryStore) Claim(ctx context.Context, key Key, lease time.Duration) (
 	if err := s.check(ctx, key); err != nil {
 		return Claim{}, err
 	}
-	if lease <= 0 {
-		lease = s.lease
-	}
+	lease = orDefault(lease, s.lease)
 	now := s.nanotime()
 	sh := s.shard(key)
 	sh.mu.Lock()
@@ -217,9 +202,7 @@ func (s *MemoryStore) Claim(ctx context.Context, key Key, lease time.Duration) (
 // Extend renews the lease of c to lease from now (lease <= 0: the configured
 // lease) if c still holds its key, and otherwise returns [ErrNotOwner].
 func (s *MemoryStore) Extend(ctx context.Context, c Claim, lease time.Duration) error {
-	if lease <= 0 {
-		lease = s.lease
-	}
+	lease = orDefault(lease, s.lease)
 	return s.update(ctx, c, func(sh *memShard, e memEntry, now int64) {
 		e.expires = now + int64(lease)
 		sh.lru.Add(c.Key, e)

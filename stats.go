@@ -1,7 +1,6 @@
 package dedupe
 
 import (
-	"context"
 	"sync/atomic"
 	"time"
 )
@@ -113,18 +112,4 @@ func (d *Deduper) Stats() Stats {
 		s.Latency[phaseNames[i]] = c.latency[i].snapshot()
 	}
 	return s
-}
-
-type traceKey struct{}
-
-// ContextWithTraceID returns a copy of ctx carrying a trace id, which a
-// [Deduper] adds to its log records as "trace_id".
-func ContextWithTraceID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, traceKey{}, id)
-}
-
-// TraceID returns the trace id set by [ContextWithTraceID], or "".
-func TraceID(ctx context.Context) string {
-	id, _ := ctx.Value(traceKey{}).(string)
-	return id
 }
