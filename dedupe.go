@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -14,57 +12,89 @@ import (
 // key before running the caller's function and marks it only after the function
 // succeeded, so a failure leaves the message to the platform's retry, and two
 // concurrent copies never both run. A Deduper is safe for concurrent use.
+//
+// A Deduper may start one goroutine, to release claims and write marks that its
+// store failed to take at first (see [WithFallback]); the goroutine ends when
+// that work is done, and [Deduper.Close] stops it.
 type Deduper struct {
+	settings
+	fb     *fallback // nil without WithFallback
+	shared *shared
+}
+
+// shared is what a Deduper and those made from it by [Deduper.With] share.
+type shared struct {
 	store    Store
-	fallback Store
-	ttl      time.Duration // 0: the store's default
+	counters counters
+	backlog  backlog
+}
+
+// settings are what options set.
+type settings struct {
+	ttl      time.Duration // <= 0: the store's default
 	lease    time.Duration
-	renew    time.Duration // <= 0: no renewal
-	retry    time.Duration // how long to stay on the fallback store
+	renew    time.Duration // < 0: no renewal; 0: a third of the lease
+	wait     time.Duration // <= 0: no waiting
+	local    Store         // the fallback store, or nil
+	retry    time.Duration // how long the fallback serves alone after failures
+	queue    int           // bound of the backlog
 	now      func() time.Time
 	logger   *slog.Logger
 	traceID  func(context.Context) string
-
-	outageUntil atomic.Int64 // Unix nanoseconds; the fallback serves until then
-	counters    counters
+	fbConfig int // bumped by each fallback option, so With knows to rebuild
 }
 
-// An Option configures a [Deduper].
-type Option func(*Deduper)
+// An Option configures a [Deduper], in [New] or [Deduper.With].
+type Option func(*settings)
 
 // WithTTL sets how long a processed message stays marked. Zero (the default)
 // uses the store's default TTL, 24 h unless the store was configured otherwise.
-func WithTTL(ttl time.Duration) Option { return func(d *Deduper) { d.ttl = ttl } }
+func WithTTL(ttl time.Duration) Option { return func(s *settings) { s.ttl = ttl } }
 
 // WithLease sets how long a claim holds a message while it is processed
-// (default [DefaultLease]). If the process dies, another copy of the message can
-// be processed once the lease runs out. Do renews the lease while fn runs, see
-// [WithRenewal].
+// (default [DefaultLease]; zero or less keeps the default). If the process
+// dies, another copy of the message can be processed once the lease runs out.
+// Do renews the lease while fn runs, see [WithRenewal].
 func WithLease(lease time.Duration) Option {
-	return func(d *Deduper) {
+	return func(s *settings) {
 		if lease > 0 {
-			d.lease = lease
+			s.lease = lease
 		}
 	}
 }
 
 // WithRenewal sets how often Do extends the lease of a claim while fn runs.
-// The default is a third of the lease; every <= 0 turns renewal off.
+// The default is a third of the lease; zero or less turns renewal off. An
+// interval longer than half the lease would let the lease run out between two
+// renewals, so it is clamped to a third of the lease.
 func WithRenewal(every time.Duration) Option {
-	return func(d *Deduper) {
-		d.renew = every
+	return func(s *settings) {
+		s.renew = every
 		if every <= 0 {
-			d.renew = -1
+			s.renew = -1
 		}
 	}
 }
 
+// WithWait makes Do wait, for at most max, when another caller holds the
+// message's claim, instead of returning [ErrInFlight] at once. Do then asks
+// the store again, with a backoff from 5 ms to 250 ms, until the owner marks the
+// message (Do returns [ErrDuplicate]), releases it or its lease runs out (Do
+// claims it and runs fn, after the owner, never beside it), or max or the
+// context ends (Do returns [ErrInFlight]). Zero or less (the default) does not
+// wait. [Stats] counts the waits and their outcomes.
+//
+// An HTTP gateway uses it to answer a copy that arrives while the first is
+// being processed with the first's outcome: acknowledged if it succeeded,
+// failed (so the platform retries) if it did not.
+func WithWait(max time.Duration) Option { return func(s *settings) { s.wait = max } }
+
 // WithLogger sets the logger for the Deduper's records: each verdict at debug
 // level, store errors at warn. The default discards them.
 func WithLogger(l *slog.Logger) Option {
-	return func(d *Deduper) {
+	return func(s *settings) {
 		if l != nil {
-			d.logger = l
+			s.logger = l
 		}
 	}
 }
@@ -72,43 +102,20 @@ func WithLogger(l *slog.Logger) Option {
 // WithTraceID sets how the trace id of a log record is found in a context. The
 // default reads the id set by [ContextWithTraceID].
 func WithTraceID(f func(context.Context) string) Option {
-	return func(d *Deduper) {
+	return func(s *settings) {
 		if f != nil {
-			d.traceID = f
+			s.traceID = f
 		}
 	}
 }
 
-// WithFallback makes the Deduper fail over to local, typically a [MemoryStore],
-// when the primary store fails: a Claim that errors (other than for an invalid
-// key, a closed store or the caller's context) is retried on local, and local
-// serves every call for the next retry period (default 5 s, see
-// [WithFallbackRetry]) before the primary is tried again. Calls served by local
-// are counted in [Stats].Fallbacks.
-//
-// During an outage, copies of a message that reach different gateway
-// instances are no longer deduplicated against each other, and marks made in
-// local are not copied to the primary afterwards. Without this option the
-// Deduper fails closed: Do returns the store's error without running fn, and
-// the platform's retry tries again.
-func WithFallback(local Store) Option { return func(d *Deduper) { d.fallback = local } }
-
-// WithFallbackRetry sets how long the fallback store of [WithFallback] serves
-// after the primary failed, before the primary is tried again (default 5 s).
-func WithFallbackRetry(every time.Duration) Option {
-	return func(d *Deduper) {
-		if every > 0 {
-			d.retry = every
-		}
-	}
-}
-
-// WithClock sets the clock used for the fallback retry period (default
-// time.Now). Stores keep their own clocks.
+// WithClock sets the clock of the fallback's retry period and of the backlog
+// (default time.Now). Stores keep their own clocks.
 func WithClock(now func() time.Time) Option {
-	return func(d *Deduper) {
+	return func(s *settings) {
 		if now != nil {
-			d.now = now
+			s.now = now
+			s.fbConfig++
 		}
 	}
 }
@@ -120,34 +127,69 @@ func New(store Store, opts ...Option) *Deduper {
 		store = NewMemoryStore(MemoryConfig{})
 	}
 	d := &Deduper{
-		store:   store,
-		lease:   DefaultLease,
-		retry:   5 * time.Second,
-		now:     time.Now,
-		logger:  slog.New(slog.DiscardHandler),
-		traceID: TraceID,
+		settings: settings{
+			lease:   DefaultLease,
+			retry:   defaultFallbackRetry,
+			queue:   defaultBacklog,
+			now:     time.Now,
+			logger:  slog.New(slog.DiscardHandler),
+			traceID: TraceID,
+		},
+		shared: &shared{store: store},
 	}
-	for _, o := range opts {
-		o(d)
-	}
-	if d.renew == 0 {
-		d.renew = d.lease / 3
-	}
+	d.apply(opts)
+	d.fb = d.newFallback()
 	return d
 }
 
+// With returns a Deduper that shares d's store, counters and backlog, with
+// opts applied over d's options: one Deduper serves several platforms, each
+// with its own TTL, lease or wait. A fallback option in opts gives the new
+// Deduper a fallback of its own; otherwise it shares d's.
+func (d *Deduper) With(opts ...Option) *Deduper {
+	n := &Deduper{settings: d.settings, fb: d.fb, shared: d.shared}
+	n.apply(opts)
+	if n.fbConfig != d.fbConfig {
+		n.fb = n.newFallback()
+	}
+	return n
+}
+
+// apply applies opts and settles the renewal interval.
+func (d *Deduper) apply(opts []Option) {
+	for _, o := range opts {
+		o(&d.settings)
+	}
+	if d.renew == 0 || d.renew > d.lease/2 {
+		d.renew = d.lease / 3
+	}
+}
+
 // Store returns the primary store.
-func (d *Deduper) Store() Store { return d.store }
+func (d *Deduper) Store() Store { return d.shared.store }
+
+// Close stops the Deduper's background work and waits for it: releases and
+// marks still queued for the primary store are dropped and counted in
+// [Stats].Dropped. Close does not close the stores. It is idempotent, and
+// closes the backlog that every Deduper made by [Deduper.With] shares; Do goes
+// on working afterwards, without a backlog.
+func (d *Deduper) Close() error {
+	d.shared.backlog.close(&d.shared.counters)
+	return nil
+}
 
 // cleanupTimeout bounds the Mark or Release that Do makes after fn returned.
 // They run even if the caller's context was cancelled meanwhile: a processed
 // message must be marked, and a failed one released.
 const cleanupTimeout = 10 * time.Second
 
+// abandonTimeout bounds the Release of a claim whose Claim call failed.
+const abandonTimeout = time.Second
+
 // Do runs fn once for the message key identifies:
 //   - If the key is marked, Do returns [ErrDuplicate] without running fn.
 //   - If another caller holds a claim on it, Do returns [ErrInFlight] without
-//     running fn.
+//     running fn, or first waits for that caller (see [WithWait]).
 //   - Otherwise Do claims it and runs fn with ctx. If fn returns nil, Do marks
 //     the key for the Deduper's TTL and returns nil. If fn returns an error,
 //     Do releases the claim, so that the platform's retry is processed, and
@@ -155,44 +197,191 @@ const cleanupTimeout = 10 * time.Second
 //     panic goes on.
 //
 // While fn runs, Do renews the claim's lease (see [WithRenewal]). A store error
-// while claiming is returned and fn is not run (see [WithFallback]). If fn
-// succeeded but the mark failed, Do returns an error wrapping the store's; the
-// claim then stays until its lease runs out, so copies arriving meanwhile are
-// still refused as in flight.
+// while claiming is returned and fn is not run (see [WithFallback]); if the
+// store may have taken the claim all the same (a lost reply, a deadline passed
+// mid-call), Do asks once more with the same claim token when ctx allows, and
+// otherwise releases the claim by its token, so that a failed call strands no
+// claim. If fn succeeded but the mark failed, Do returns an error wrapping the
+// store's; the claim then stays until its lease runs out, so copies arriving
+// meanwhile are still refused as in flight.
 func (d *Deduper) Do(ctx context.Context, key Key, fn func(context.Context) error) error {
 	if err := key.Validate(); err != nil {
 		return err
 	}
-	st, c, err := d.claim(ctx, key)
+	c := NewClaim(key)
+	h, status, err := d.claim(ctx, c)
+	if err == nil && status == InFlight && d.wait > 0 {
+		h, status, err = d.waitForOwner(ctx, c)
+	}
 	if err != nil {
 		return err
 	}
-	switch c.Status {
+	cs := &d.shared.counters
+	switch status {
 	case Duplicate:
-		d.counters.duplicates.Add(1)
-		d.log(ctx, slog.LevelDebug, "dedupe: duplicate", key, st, phaseClaim, nil)
+		cs.duplicates.Add(1)
+		d.log(ctx, slog.LevelDebug, "dedupe: duplicate", key, h.name(d), phaseClaim, nil)
 		return ErrDuplicate
 	case InFlight:
-		d.counters.inFlight.Add(1)
-		d.log(ctx, slog.LevelDebug, "dedupe: in flight", key, st, phaseClaim, nil)
+		cs.inFlight.Add(1)
+		d.log(ctx, slog.LevelDebug, "dedupe: in flight", key, h.name(d), phaseClaim, nil)
 		return ErrInFlight
 	case Claimed:
 	default:
-		d.counters.storeErrors.Add(1)
-		return fmt.Errorf("dedupe: %s store returned claim status %d", st.Backend(), c.Status)
+		cs.storeErrors.Add(1)
+		return fmt.Errorf("dedupe: %s store returned claim status %d", d.Store().Backend(), status)
 	}
-	return d.run(ctx, st, c, fn)
+	return d.run(ctx, h, c, fn)
 }
 
-// run runs fn under claim c of store st.
-func (d *Deduper) run(ctx context.Context, st Store, c Claim, fn func(context.Context) error) error {
-	r := d.renewLease(ctx, st, c)
+// holding says which stores hold a claim of Do.
+type holding struct {
+	primary, local bool
+}
+
+// stores returns the stores h names.
+func (h holding) stores(d *Deduper) []Store {
+	var out []Store
+	if h.local {
+		out = append(out, d.fb.local)
+	}
+	if h.primary {
+		out = append(out, d.shared.store)
+	}
+	return out
+}
+
+// name returns the backend that decided, for logs.
+func (h holding) name(d *Deduper) string {
+	if !h.primary && h.local {
+		return d.fb.local.Backend()
+	}
+	return d.shared.store.Backend()
+}
+
+// claim claims c on the primary store, and on the fallback first if there is
+// one. On success the claim is held by the stores the result names; on
+// another status or an error, by none.
+func (d *Deduper) claim(ctx context.Context, c Claim) (holding, Status, error) {
+	if d.fb != nil {
+		return d.claimWithFallback(ctx, c)
+	}
+	st, err := d.claimOn(ctx, d.shared.store, c)
+	if err != nil {
+		d.storeError(ctx, c.Key, d.shared.store, phaseClaim, err)
+	}
+	return holding{primary: st == Claimed}, st, err
+}
+
+// claimOn claims c on st. If the call fails in a way that leaves it unknown
+// whether st took the claim, it asks once more with the same token while ctx
+// lives, and otherwise releases the claim by its token.
+func (d *Deduper) claimOn(ctx context.Context, st Store, c Claim) (Status, error) {
+	status, err := d.storeClaim(ctx, st, c)
+	if err == nil || !ambiguous(err) {
+		return status, err
+	}
+	d.shared.counters.ambiguous.Add(1)
+	if ctx.Err() == nil && !isContextErr(err) {
+		if status, err2 := d.storeClaim(ctx, st, c); err2 == nil {
+			return status, nil
+		}
+	}
+	d.abandon(ctx, st, c)
+	return 0, err
+}
+
+func (d *Deduper) storeClaim(ctx context.Context, st Store, c Claim) (status Status, err error) {
+	err = d.timed(phaseClaim, func() error {
+		status, err = st.Claim(ctx, c, d.lease)
+		return err
+	})
+	return status, err
+}
+
+// ambiguous reports whether a failed Claim may have been written all the same.
+// Invalid keys, a full store and a closed store are refused before anything is
+// written.
+func ambiguous(err error) bool {
+	return !errors.Is(err, ErrInvalidKey) && !errors.Is(err, ErrStoreFull) && !errors.Is(err, ErrClosed)
+}
+
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// abandon releases c on st after a Claim that failed ambiguously, with a
+// fresh short context. If that fails too, the backlog tries again until the
+// lease would have run out anyway.
+func (d *Deduper) abandon(ctx context.Context, st Store, c Claim) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonTimeout)
+	err := st.Release(rctx, c)
+	cancel()
+	if err == nil || errors.Is(err, ErrNotOwner) || !ambiguous(err) {
+		return
+	}
+	d.storeError(ctx, c.Key, st, phaseRelease, err)
+	d.shared.backlog.add(d, job{
+		until: d.now().Add(d.lease),
+		do: func(ctx context.Context) error {
+			if err := st.Release(ctx, c); err != nil && !errors.Is(err, ErrNotOwner) {
+				return err
+			}
+			return nil
+		},
+	})
+}
+
+// waitForOwner asks for c again, with a backoff, while another caller holds
+// its key, for at most the Deduper's wait.
+func (d *Deduper) waitForOwner(ctx context.Context, c Claim) (holding, Status, error) {
+	cs := &d.shared.counters
+	cs.waits.Add(1)
+	wctx, cancel := context.WithTimeout(ctx, d.wait)
+	defer cancel()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for backoff := minWaitBackoff; ; backoff = min(2*backoff, maxWaitBackoff) {
+		timer.Reset(backoff)
+		select {
+		case <-wctx.Done():
+			cs.waitsTimedOut.Add(1)
+			return holding{}, InFlight, nil
+		case <-timer.C:
+		}
+		h, status, err := d.claim(wctx, c)
+		switch {
+		case err != nil && wctx.Err() != nil && ctx.Err() == nil:
+			cs.waitsTimedOut.Add(1) // the wait ended during the call
+			return holding{}, InFlight, nil
+		case err != nil:
+			return h, status, err
+		case status == Duplicate:
+			cs.waitsDuplicate.Add(1)
+			return h, status, nil
+		case status == Claimed:
+			cs.waitsClaimed.Add(1)
+			return h, status, nil
+		}
+	}
+}
+
+// Bounds of the backoff between the claims of a wait.
+const (
+	minWaitBackoff = 5 * time.Millisecond
+	maxWaitBackoff = 250 * time.Millisecond
+)
+
+// run runs fn under claim c, held by the stores h names.
+func (d *Deduper) run(ctx context.Context, h holding, c Claim, fn func(context.Context) error) error {
+	r := d.renewLease(ctx, h, c)
 	done := false
 	defer func() {
 		if !done { // fn panicked or called runtime.Goexit
 			r.stop()
-			d.counters.failed.Add(1)
-			d.release(ctx, st, c)
+			d.shared.counters.failed.Add(1)
+			d.release(ctx, h, c)
 		}
 	}()
 	ferr := fn(ctx)
@@ -200,83 +389,46 @@ func (d *Deduper) run(ctx context.Context, st Store, c Claim, fn func(context.Co
 	r.stop()
 
 	if ferr != nil {
-		d.counters.failed.Add(1)
-		d.release(ctx, st, c)
+		d.shared.counters.failed.Add(1)
+		d.release(ctx, h, c)
 		return ferr
 	}
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	err := d.timed(phaseMark, func() error { return st.Mark(mctx, c.Key, d.ttl) })
-	if err != nil && st != d.fallback && d.fallback != nil {
-		d.storeError(ctx, c.Key, st, phaseMark, err)
-		d.startOutage()
-		st = d.fallback
-		err = d.timed(phaseMark, func() error { return st.Mark(mctx, c.Key, d.ttl) })
-	}
-	if err != nil {
-		d.storeError(ctx, c.Key, st, phaseMark, err)
+	if d.fb != nil {
+		d.markWithFallback(mctx, h, c.Key)
+	} else if err := d.markOn(mctx, d.shared.store, c.Key); err != nil {
 		return fmt.Errorf("dedupe: %s processed but not marked: %w", c.Key, err)
 	}
-	d.counters.processed.Add(1)
-	d.log(ctx, slog.LevelDebug, "dedupe: processed", c.Key, st, phaseMark, nil)
+	d.shared.counters.processed.Add(1)
+	d.log(ctx, slog.LevelDebug, "dedupe: processed", c.Key, h.name(d), phaseMark, nil)
 	return nil
 }
 
-// claim claims key on the primary store, or on the fallback during an outage.
-func (d *Deduper) claim(ctx context.Context, key Key) (Store, Claim, error) {
-	st := d.store
-	if d.fallback != nil && d.now().UnixNano() < d.outageUntil.Load() {
-		st = d.fallback
-	}
-	claim := func() (c Claim, err error) {
-		err = d.timed(phaseClaim, func() error {
-			c, err = st.Claim(ctx, key, d.lease)
-			return err
-		})
-		return c, err
-	}
-	c, err := claim()
-	if err != nil && st != d.fallback && d.fallback != nil && isOutage(ctx, err) {
-		d.storeError(ctx, key, st, phaseClaim, err)
-		d.startOutage()
-		st = d.fallback
-		c, err = claim()
-	}
+// markOn marks key on st for the Deduper's TTL.
+func (d *Deduper) markOn(ctx context.Context, st Store, key Key) error {
+	err := d.timed(phaseMark, func() error { return st.Mark(ctx, key, d.ttl) })
 	if err != nil {
-		d.storeError(ctx, key, st, phaseClaim, err)
-		return st, c, err
+		d.storeError(ctx, key, st, phaseMark, err)
 	}
-	if st == d.fallback {
-		d.counters.fallbacks.Add(1)
-		d.log(ctx, slog.LevelDebug, "dedupe: fallback", key, st, phaseClaim, nil)
-	}
-	return st, c, nil
+	return err
 }
 
-// isOutage reports whether err from a store call means the store is failing,
-// rather than the call being invalid or abandoned by its caller.
-func isOutage(ctx context.Context, err error) bool {
-	return ctx.Err() == nil && !errors.Is(err, ErrInvalidKey) && !errors.Is(err, ErrClosed) &&
-		!errors.Is(err, context.Canceled)
-}
-
-func (d *Deduper) startOutage() {
-	d.outageUntil.Store(d.now().Add(d.retry).UnixNano())
-}
-
-// release drops claim c after fn failed.
-func (d *Deduper) release(ctx context.Context, st Store, c Claim) {
+// release drops claim c from the stores h names after fn failed.
+func (d *Deduper) release(ctx context.Context, h holding, c Claim) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	err := d.timed(phaseRelease, func() error { return st.Release(rctx, c) })
-	switch {
-	case err == nil:
-		d.log(ctx, slog.LevelDebug, "dedupe: released after failure", c.Key, st, phaseRelease, nil)
-	case errors.Is(err, ErrNotOwner):
-		d.counters.leasesLost.Add(1)
-		d.log(ctx, slog.LevelWarn, "dedupe: claim lost before release", c.Key, st, phaseRelease, err)
-	default:
-		d.storeError(ctx, c.Key, st, phaseRelease, err)
+	for _, st := range h.stores(d) {
+		err := d.timed(phaseRelease, func() error { return st.Release(rctx, c) })
+		switch {
+		case err == nil:
+			d.log(ctx, slog.LevelDebug, "dedupe: released after failure", c.Key, st.Backend(), phaseRelease, nil)
+		case errors.Is(err, ErrNotOwner):
+			d.shared.counters.leasesLost.Add(1)
+			d.log(ctx, slog.LevelWarn, "dedupe: claim lost before release", c.Key, st.Backend(), phaseRelease, err)
+		default:
+			d.storeError(ctx, c.Key, st, phaseRelease, err)
+		}
 	}
 }
 
@@ -284,23 +436,23 @@ func (d *Deduper) release(ctx context.Context, st Store, c Claim) {
 func (d *Deduper) timed(phase int, f func() error) error {
 	start := time.Now()
 	err := f()
-	d.counters.latency[phase].observe(time.Since(start))
+	d.shared.counters.latency[phase].observe(time.Since(start))
 	return err
 }
 
 func (d *Deduper) storeError(ctx context.Context, key Key, st Store, phase int, err error) {
-	d.counters.storeErrors.Add(1)
-	d.log(ctx, slog.LevelWarn, "dedupe: store error", key, st, phase, err)
+	d.shared.counters.storeErrors.Add(1)
+	d.log(ctx, slog.LevelWarn, "dedupe: store error", key, st.Backend(), phase, err)
 }
 
-func (d *Deduper) log(ctx context.Context, level slog.Level, msg string, key Key, st Store, phase int, err error) {
+func (d *Deduper) log(ctx context.Context, level slog.Level, msg string, key Key, backend string, phase int, err error) {
 	if !d.logger.Enabled(ctx, level) {
 		return
 	}
 	attrs := make([]slog.Attr, 0, 5)
 	attrs = append(attrs,
 		slog.String("key", key.String()),
-		slog.String("backend", st.Backend()),
+		slog.String("backend", backend),
 		slog.String("phase", phaseNames[phase]))
 	if id := d.traceID(ctx); id != "" {
 		attrs = append(attrs, slog.String("trace_id", id))
@@ -309,58 +461,4 @@ func (d *Deduper) log(ctx context.Context, level slog.Level, msg string, key Key
 		attrs = append(attrs, slog.Any("error", err))
 	}
 	d.logger.LogAttrs(ctx, level, msg, attrs...)
-}
-
-// leaseRenewal extends a claim's lease from a timer while fn runs. Its timer
-// callback holds mu while it calls the store, so stop waits for a renewal in
-// progress: no renewal outlives Do.
-type leaseRenewal struct {
-	mu      sync.Mutex
-	stopped bool
-	timer   *time.Timer
-}
-
-func (d *Deduper) renewLease(ctx context.Context, st Store, c Claim) *leaseRenewal {
-	if d.renew <= 0 {
-		return nil
-	}
-	// Renew as long as fn runs, even if the caller's context is cancelled
-	// meanwhile (a platform that timed out and hung up): a handler that goes on
-	// must keep its claim, or a copy could run beside it.
-	ctx = context.WithoutCancel(ctx)
-	r := &leaseRenewal{}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.timer = time.AfterFunc(d.renew, func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if r.stopped {
-			return
-		}
-		err := d.timed(phaseExtend, func() error {
-			ectx, cancel := context.WithTimeout(ctx, min(d.renew, cleanupTimeout))
-			defer cancel()
-			return st.Extend(ectx, c, d.lease)
-		})
-		switch {
-		case errors.Is(err, ErrNotOwner):
-			d.counters.leasesLost.Add(1)
-			d.log(ctx, slog.LevelWarn, "dedupe: claim lost while processing", c.Key, st, phaseExtend, err)
-			return
-		case err != nil:
-			d.storeError(ctx, c.Key, st, phaseExtend, err) // try again at the next tick
-		}
-		r.timer.Reset(d.renew)
-	})
-	return r
-}
-
-func (r *leaseRenewal) stop() {
-	if r == nil {
-		return
-	}
-	r.mu.Lock()
-	r.stopped = true
-	r.timer.Stop()
-	r.mu.Unlock()
 }

@@ -214,67 +214,25 @@ func TestDoLeaseLost(t *testing.T) {
 	})
 }
 
-// flakyStore fails every call while down is set: a store whose server went away.
-type flakyStore struct {
-	dedupe.Store
-	down atomic.Bool
-}
-
-var errServerGone = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
-
-func (s *flakyStore) Claim(ctx context.Context, k dedupe.Key, lease time.Duration) (dedupe.Claim, error) {
-	if s.down.Load() {
-		return dedupe.Claim{}, errServerGone
-	}
-	return s.Store.Claim(ctx, k, lease)
-}
-
-func (s *flakyStore) Mark(ctx context.Context, k dedupe.Key, ttl time.Duration) error {
-	if s.down.Load() {
-		return errServerGone
-	}
-	return s.Store.Mark(ctx, k, ttl)
-}
-
 func TestDoFailClosed(t *testing.T) {
-	st := &flakyStore{Store: dedupe.NewMemoryStore(dedupe.MemoryConfig{})}
-	d := dedupe.New(st)
-	st.down.Store(true)
-	ran := false
-	err := d.Do(context.Background(), key1, func(context.Context) error { ran = true; return nil })
-	require.ErrorIs(t, err, errServerGone)
-	assert.False(t, ran)
-	assert.Equal(t, uint64(1), d.Stats().StoreErrors)
-}
+	synctest.Test(t, func(t *testing.T) {
+		st := &flakyStore{Store: dedupe.NewMemoryStore(dedupe.MemoryConfig{})}
+		d := dedupe.New(st)
+		defer d.Close()
+		st.down.Store(true)
+		ran := false
+		err := d.Do(context.Background(), key1, func(context.Context) error { ran = true; return nil })
+		require.ErrorIs(t, err, errServerGone)
+		assert.False(t, ran)
+		s := d.Stats()
+		assert.Equal(t, uint64(1), s.Ambiguous, "a failed claim may have been written")
+		assert.Equal(t, uint64(2), s.StoreErrors, "the claim, and the release by its token")
 
-func TestDoFallback(t *testing.T) {
-	clock := dedupetest.NewClock(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC))
-	primary := &flakyStore{Store: dedupe.NewMemoryStore(dedupe.MemoryConfig{Now: clock.Now})}
-	local := dedupe.NewMemoryStore(dedupe.MemoryConfig{Now: clock.Now})
-	d := dedupe.New(primary, dedupe.WithFallback(local), dedupe.WithClock(clock.Now), dedupe.WithFallbackRetry(time.Second))
-	ctx := context.Background()
-	nop := func(context.Context) error { return nil }
-	k2 := dedupe.Key{Channel: "telegram", MessageID: "2"}
-
-	primary.down.Store(true)
-	require.NoError(t, d.Do(ctx, key1, nop), "served by the fallback")
-	require.ErrorIs(t, d.Do(ctx, key1, nop), dedupe.ErrDuplicate, "the fallback remembers")
-	s := d.Stats()
-	assert.Equal(t, uint64(2), s.Fallbacks)
-	assert.Equal(t, uint64(1), s.StoreErrors, "the primary was tried once, then left alone")
-
-	primary.down.Store(false)
-	require.NoError(t, d.Do(ctx, k2, nop), "still on the fallback within the retry period")
-	assert.Equal(t, uint64(3), d.Stats().Fallbacks)
-	ok, _ := primary.Exists(ctx, k2)
-	assert.False(t, ok)
-
-	clock.Advance(2 * time.Second)
-	k3 := dedupe.Key{Channel: "telegram", MessageID: "3"}
-	require.NoError(t, d.Do(ctx, k3, nop))
-	ok, _ = primary.Exists(ctx, k3)
-	assert.True(t, ok, "back on the primary after the retry period")
-	assert.Equal(t, uint64(3), d.Stats().Fallbacks)
+		st.down.Store(false)
+		time.Sleep(time.Second) // the backlog retries the release meanwhile
+		require.NoError(t, d.Do(context.Background(), key1, func(context.Context) error { ran = true; return nil }))
+		assert.True(t, ran)
+	})
 }
 
 func TestDoMarkFailure(t *testing.T) {
@@ -339,4 +297,89 @@ func TestDoRenewsAfterCallerCancels(t *testing.T) {
 		}))
 		require.ErrorIs(t, copyErr, dedupe.ErrInFlight, "the claim was renewed after the caller left")
 	})
+}
+
+// A Claim whose reply was lost is asked again with the same token: the store
+// took it the first time, and the second answer says it is the caller's.
+func TestDoRetriesAmbiguousClaim(t *testing.T) {
+	st := &flakyStore{Store: dedupe.NewMemoryStore(dedupe.MemoryConfig{})}
+	d := dedupe.New(st)
+	defer d.Close()
+	st.loseNext(1)
+	runs := 0
+	require.NoError(t, d.Do(context.Background(), key1, func(context.Context) error { runs++; return nil }))
+	assert.Equal(t, 1, runs)
+	assert.Equal(t, uint64(1), d.Stats().Ambiguous)
+	require.ErrorIs(t, d.Do(context.Background(), key1, func(context.Context) error { runs++; return nil }), dedupe.ErrDuplicate)
+}
+
+// deadlineStore takes each claim and then reports the caller's deadline as
+// passed: the claim committed, the caller gave up before the reply.
+type deadlineStore struct{ dedupe.Store }
+
+func (s deadlineStore) Claim(ctx context.Context, c dedupe.Claim, lease time.Duration) (dedupe.Status, error) {
+	if _, err := s.Store.Claim(ctx, c, lease); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("dedupe: test: claim %s: %w", c.Key, context.DeadlineExceeded)
+}
+
+// A Claim that committed after the caller's deadline strands nothing: Do
+// releases it by its token, and the platform's retry is processed at once.
+func TestDoReleasesAmbiguousClaim(t *testing.T) {
+	mem := dedupe.NewMemoryStore(dedupe.MemoryConfig{})
+	d := dedupe.New(deadlineStore{mem})
+	err := d.Do(context.Background(), key1, func(context.Context) error { t.Error("ran"); return nil })
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Equal(t, uint64(1), d.Stats().Ambiguous)
+	require.NoError(t, dedupe.New(mem).Do(context.Background(), key1, func(context.Context) error { return nil }),
+		"the retry is not refused as in flight")
+}
+
+// A renewal interval longer than half the lease is clamped to a third of it:
+// the claim never lapses while fn runs, so no copy runs beside it.
+func TestDoRenewalClamped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := dedupe.NewMemoryStore(dedupe.MemoryConfig{})
+		d := dedupe.New(st, dedupe.WithLease(300*time.Millisecond), dedupe.WithRenewal(400*time.Millisecond))
+		var runs, running, most atomic.Int32
+		fn := func(context.Context) error {
+			runs.Add(1)
+			n := running.Add(1)
+			if n > most.Load() {
+				most.Store(n)
+			}
+			time.Sleep(3 * time.Second)
+			running.Add(-1)
+			return nil
+		}
+		var wg sync.WaitGroup
+		for i := 0; i < 30; i++ {
+			wg.Go(func() { _ = d.Do(context.Background(), key1, fn) })
+			time.Sleep(100 * time.Millisecond)
+		}
+		wg.Wait()
+		assert.Equal(t, int32(1), runs.Load(), "one message, one run")
+		assert.Equal(t, int32(1), most.Load())
+		assert.Zero(t, d.Stats().LeasesLost)
+	})
+}
+
+// With shares the store and the counters, with its own TTL.
+func TestDoWith(t *testing.T) {
+	clock := dedupetest.NewClock(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC))
+	st := dedupe.NewMemoryStore(dedupe.MemoryConfig{Now: clock.Now})
+	d := dedupe.New(st, dedupe.WithTTL(time.Hour))
+	short := d.With(dedupe.WithTTL(time.Minute))
+	nop := func(context.Context) error { return nil }
+	k2 := dedupe.Key{Channel: "slack", MessageID: "2"}
+	require.NoError(t, d.Do(context.Background(), key1, nop))
+	require.NoError(t, short.Do(context.Background(), k2, nop))
+	require.ErrorIs(t, short.Do(context.Background(), key1, nop), dedupe.ErrDuplicate, "one store")
+	clock.Advance(2 * time.Minute)
+	require.ErrorIs(t, d.Do(context.Background(), key1, nop), dedupe.ErrDuplicate, "an hour's TTL")
+	require.NoError(t, d.Do(context.Background(), k2, nop), "a minute's TTL ran out")
+	s := d.Stats()
+	assert.Equal(t, uint64(3), s.Processed, "one set of counters")
+	assert.Equal(t, s, short.Stats())
 }

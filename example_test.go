@@ -42,15 +42,16 @@ func ExampleMemoryStore() {
 	defer st.Close()
 	k := dedupe.Key{Channel: "telegram", MessageID: "123"}
 
-	c, _ := st.Claim(ctx, k, 0) // 0: the default lease
-	fmt.Println("first copy:", c.Status)
-	again, _ := st.Claim(ctx, k, 0)
-	fmt.Println("second copy:", again.Status)
+	first := dedupe.NewClaim(k)          // a new token for this copy
+	status, _ := st.Claim(ctx, first, 0) // 0: the default lease
+	fmt.Println("first copy:", status)
+	status, _ = st.Claim(ctx, dedupe.NewClaim(k), 0)
+	fmt.Println("second copy:", status)
 
 	_ = st.Mark(ctx, k, 0) // processed; 0: the default TTL (1 h here)
 	seen, _ := st.Exists(ctx, k)
-	late, _ := st.Claim(ctx, k, 0)
-	fmt.Println("exists:", seen, "retry:", late.Status)
+	status, _ = st.Claim(ctx, dedupe.NewClaim(k), 0)
+	fmt.Println("exists:", seen, "retry:", status)
 	// Output:
 	// first copy: claimed
 	// second copy: in_flight

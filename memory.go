@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math/bits"
-	"math/rand/v2"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
@@ -22,10 +19,14 @@ type MemoryConfig struct {
 	TTL time.Duration
 	// Lease is how long a claim lasts when Claim is given lease <= 0. Default 5 min.
 	Lease time.Duration
-	// MaxSize bounds the number of marks and claims held together. When it is
-	// reached the least recently used entry of the key's shard is evicted.
-	// Default 10000.
+	// MaxSize bounds the number of marks held. When it is reached, marking one
+	// more evicts the least recently used mark of the key's shard. Default
+	// 10000 ([DefaultMemorySize]).
 	MaxSize int
+	// MaxClaims bounds the number of claims held. Claims are never evicted: a
+	// Claim beyond the bound fails with [ErrStoreFull] until claims are marked,
+	// released or expire. Default MaxSize.
+	MaxClaims int
 	// Now is the store's clock. By default the store reads the monotonic clock,
 	// so that a change of the wall clock does not shorten or lengthen TTLs.
 	Now func() time.Time
@@ -34,16 +35,23 @@ type MemoryConfig struct {
 // DefaultMemorySize is the default [MemoryConfig.MaxSize].
 const DefaultMemorySize = 10000
 
-// MemoryStore is a [Store] held in process memory: marks and claims with a TTL in
-// a bounded LRU. It is the default store of [New], right for a single gateway
-// process whose marks need not survive a restart.
+// MemoryStore is a [Store] held in process memory: marks with a TTL in a
+// bounded LRU, and claims beside it. It is the default store of [New], right
+// for a single gateway process whose marks need not survive a restart.
 //
-// The store is split into shards by a hash of the key, each a mutex and an LRU
-// of its own, so concurrent callers on different keys rarely contend. The LRU
-// order is kept per shard: when the store is full, the entry evicted is the least
-// recently used of the new key's shard, which is not always the least recently
-// used of the whole store. Exists, Claim and Mark count as uses. Expired entries
-// are dropped when they are next touched or evicted; the store runs no goroutine.
+// The store is split into shards by a hash of the key, each a mutex, an LRU of
+// marks and a map of claims, so concurrent callers on different keys rarely
+// contend. The LRU order is kept per shard: when the store is full, the mark
+// evicted is the least recently used of the new key's shard, which is not
+// always the least recently used of the whole store. Exists, Claim and Mark
+// count as uses. Evicting a mark is normal: the message would count as new if
+// the platform sent it again, so size MaxSize to hold the marks of one TTL.
+//
+// Claims are pinned: no number of new keys evicts a claim while its message is
+// processed, so a flood cannot let a second copy run beside the first. They
+// are bounded by [MemoryConfig].MaxClaims instead, beyond which Claim fails
+// with [ErrStoreFull]. Expired entries are dropped when they are next touched,
+// evicted or, for claims, when the store is full; the store runs no goroutine.
 //
 // A MemoryStore is safe for concurrent use.
 type MemoryStore struct {
@@ -52,37 +60,32 @@ type MemoryStore struct {
 	base       time.Time
 	seed       maphash.Seed
 	mask       uint64
+	maxClaims  int64
 	shards     []memShard
 	closed     atomic.Bool
+
+	_      [64]byte     // keep the counter off the fields every call reads
+	claims atomic.Int64 // claims held by all shards, expired ones not yet dropped included
+	_      [56]byte
 }
 
 type memShard struct {
-	mu    sync.Mutex
-	lru   *simplelru.LRU[Key, memEntry]
-	token uint64 // next claim token of this shard
-	slab  []byte // unused space for token strings
+	mu     sync.Mutex
+	marks  *simplelru.LRU[Key, int64] // the expiry, see MemoryStore.nanotime
+	claims map[Key]memClaim
 	// Pad to two cache lines, so that no two shards share a line (or an
 	// adjacent-line prefetch) wherever the array starts.
-	_ [128 - 48]byte
+	_ [128 - 24]byte
 }
 
-// memEntry is a mark (token 0) or a claim (token != 0). Sixteen bytes keep the
-// LRU's list element in a smaller size class.
-type memEntry struct {
-	expires int64 // see MemoryStore.nanotime
-	token   uint64
+type memClaim struct {
+	expires int64
+	token   string
 }
-
-func (e memEntry) claimed() bool { return e.token != 0 }
-
-// tokenBit is set in every claim token, so that no claim has token 0.
-const tokenBit = 1 << 63
 
 const (
-	tokenLen      = 16 // hex digits of a uint64
-	tokenSlabSize = 256 * tokenLen
-	minShardSize  = 128
-	maxShards     = 64
+	minShardSize = 128
+	maxShards    = 64
 )
 
 // NewMemoryStore returns an empty memory store configured by cfg.
@@ -92,33 +95,32 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	if cfg.MaxSize <= 0 {
 		cfg.MaxSize = DefaultMemorySize
 	}
+	if cfg.MaxClaims <= 0 {
+		cfg.MaxClaims = cfg.MaxSize
+	}
 	n := 1 << bits.Len(uint(4*runtime.GOMAXPROCS(0)-1)) // power of two >= 4 per core
 	n = min(n, maxShards)
 	for n > 1 && cfg.MaxSize/n < minShardSize {
 		n /= 2
 	}
 	s := &MemoryStore{
-		ttl:    cfg.TTL,
-		lease:  cfg.Lease,
-		now:    cfg.Now,
-		base:   time.Now(),
-		seed:   maphash.MakeSeed(),
-		mask:   uint64(n - 1),
-		shards: make([]memShard, n),
+		ttl:       cfg.TTL,
+		lease:     cfg.Lease,
+		now:       cfg.Now,
+		base:      time.Now(),
+		seed:      maphash.MakeSeed(),
+		mask:      uint64(n - 1),
+		maxClaims: int64(cfg.MaxClaims),
+		shards:    make([]memShard, n),
 	}
-	shardBits := bits.Len(uint(n - 1))
-	base := rand.Uint64()
 	for i := range s.shards {
 		size := cfg.MaxSize / n
 		if i < cfg.MaxSize%n {
 			size++
 		}
 		// NewLRU fails only for a size <= 0, which cannot happen here.
-		lru, _ := simplelru.NewLRU[Key, memEntry](size, nil)
-		s.shards[i].lru = lru
-		// Tokens of shard i are i modulo n (plus a random base), so no two shards
-		// hand out the same one.
-		s.shards[i].token = base<<shardBits | uint64(i)
+		s.shards[i].marks, _ = simplelru.NewLRU[Key, int64](size, nil)
+		s.shards[i].claims = make(map[Key]memClaim)
 	}
 	return s
 }
@@ -137,11 +139,6 @@ func (s *MemoryStore) nanotime() int64 {
 	return int64(time.Since(s.base))
 }
 
-// check returns the error a call with key should fail with, if any.
-func (s *MemoryStore) check(ctx context.Context, key Key) error {
-	return checkCall(ctx, s.closed.Load(), key)
-}
-
 // Exists reports whether key is marked and unexpired.
 func (s *MemoryStore) Exists(ctx context.Context, key Key) (bool, error) {
 	if s.closed.Load() {
@@ -153,11 +150,11 @@ func (s *MemoryStore) Exists(ctx context.Context, key Key) (bool, error) {
 	now := s.nanotime()
 	sh := s.shard(key)
 	sh.mu.Lock()
-	e, ok := sh.get(key, now)
+	ok := sh.marked(key, now)
 	sh.mu.Unlock()
 	if ok {
 		// Only valid keys are ever stored, so a hit needs no validation.
-		return !e.claimed(), nil
+		return true, nil
 	}
 	return false, key.Validate()
 }
@@ -165,76 +162,120 @@ func (s *MemoryStore) Exists(ctx context.Context, key Key) (bool, error) {
 // Mark records key as processed for ttl (ttl <= 0: the configured TTL), replacing
 // any mark or claim on it.
 func (s *MemoryStore) Mark(ctx context.Context, key Key, ttl time.Duration) error {
-	if err := s.check(ctx, key); err != nil {
+	if err := checkCall(ctx, s.closed.Load(), key); err != nil {
 		return err
 	}
 	expires := s.nanotime() + int64(orDefault(ttl, s.ttl))
 	sh := s.shard(key)
 	sh.mu.Lock()
-	sh.lru.Add(key, memEntry{expires: expires})
+	if len(sh.claims) != 0 {
+		if _, ok := sh.claims[key]; ok {
+			delete(sh.claims, key)
+			s.claims.Add(-1)
+		}
+	}
+	sh.marks.Add(key, expires)
 	sh.mu.Unlock()
 	return nil
 }
 
-// Claim takes key for lease (lease <= 0: the configured lease) unless it is
-// marked or claimed. See [Store.Claim].
-func (s *MemoryStore) Claim(ctx context.Context, key Key, lease time.Duration) (Claim, error) {
-	if err := s.check(ctx, key); err != nil {
-		return Claim{}, err
+// Claim takes c.Key for c.Token, for lease (lease <= 0: the configured lease),
+// unless it is marked or claimed by another token. See [Store.Claim]. If the
+// store already holds MaxClaims claims, it drops the expired ones and, if that
+// frees none, fails with [ErrStoreFull].
+func (s *MemoryStore) Claim(ctx context.Context, c Claim, lease time.Duration) (Status, error) {
+	if err := checkCall(ctx, s.closed.Load(), c.Key); err != nil {
+		return 0, err
+	}
+	if !validToken(c.Token) {
+		return 0, c.Validate()
 	}
 	lease = orDefault(lease, s.lease)
-	now := s.nanotime()
-	sh := s.shard(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if e, ok := sh.get(key, now); ok {
-		if e.claimed() {
-			return Claim{Key: key, Status: InFlight}, nil
+	for swept := false; ; swept = true {
+		now := s.nanotime()
+		sh := s.shard(c.Key)
+		sh.mu.Lock()
+		st, full := s.claimLocked(sh, c, now, now+int64(lease))
+		sh.mu.Unlock()
+		if !full {
+			return st, nil
 		}
-		return Claim{Key: key, Status: Duplicate}, nil
+		if swept {
+			return 0, fmt.Errorf("dedupe: memory: claim %s: %w (%d claims held)", c.Key, ErrStoreFull, s.maxClaims)
+		}
+		s.dropExpiredClaims(now)
 	}
-	tok := sh.token | tokenBit
-	sh.token += s.mask + 1
-	sh.lru.Add(key, memEntry{expires: now + int64(lease), token: tok})
-	return Claim{Key: key, Status: Claimed, Token: sh.tokenString(tok)}, nil
+}
+
+// claimLocked is Claim under the shard lock. full reports that a new claim
+// would exceed MaxClaims.
+func (s *MemoryStore) claimLocked(sh *memShard, c Claim, now, expires int64) (_ Status, full bool) {
+	if sh.marked(c.Key, now) {
+		return Duplicate, false
+	}
+	if cur, ok := sh.claims[c.Key]; ok {
+		if now < cur.expires && cur.token != c.Token {
+			return InFlight, false
+		}
+		// Its own claim again (idempotent), or an expired one: take the slot.
+		sh.claims[c.Key] = memClaim{expires: expires, token: c.Token}
+		return Claimed, false
+	}
+	if s.claims.Add(1) > s.maxClaims {
+		s.claims.Add(-1)
+		return 0, true
+	}
+	sh.claims[c.Key] = memClaim{expires: expires, token: c.Token}
+	return Claimed, false
+}
+
+// dropExpiredClaims deletes the claims whose lease ran out from every shard.
+func (s *MemoryStore) dropExpiredClaims(now int64) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for k, c := range sh.claims {
+			if now >= c.expires {
+				delete(sh.claims, k)
+				s.claims.Add(-1)
+			}
+		}
+		sh.mu.Unlock()
+	}
 }
 
 // Extend renews the lease of c to lease from now (lease <= 0: the configured
 // lease) if c still holds its key, and otherwise returns [ErrNotOwner].
 func (s *MemoryStore) Extend(ctx context.Context, c Claim, lease time.Duration) error {
 	lease = orDefault(lease, s.lease)
-	return s.update(ctx, c, func(sh *memShard, e memEntry, now int64) {
-		e.expires = now + int64(lease)
-		sh.lru.Add(c.Key, e)
+	return s.update(ctx, "extend", c, func(sh *memShard, now int64) {
+		sh.claims[c.Key] = memClaim{expires: now + int64(lease), token: c.Token}
 	})
 }
 
 // Release drops c's claim if c still holds its key, and otherwise returns
 // [ErrNotOwner].
 func (s *MemoryStore) Release(ctx context.Context, c Claim) error {
-	return s.update(ctx, c, func(sh *memShard, _ memEntry, _ int64) {
-		sh.lru.Remove(c.Key)
+	return s.update(ctx, "release", c, func(sh *memShard, _ int64) {
+		delete(sh.claims, c.Key)
+		s.claims.Add(-1)
 	})
 }
 
 // update runs f under the shard lock if c still holds its key.
-func (s *MemoryStore) update(ctx context.Context, c Claim, f func(*memShard, memEntry, int64)) error {
-	if err := s.check(ctx, c.Key); err != nil {
+func (s *MemoryStore) update(ctx context.Context, op string, c Claim, f func(*memShard, int64)) error {
+	if err := checkClaimCall(ctx, s.closed.Load(), c); err != nil {
 		return err
-	}
-	tok, ok := parseToken(c.Token)
-	if !ok || tok&tokenBit == 0 || c.Status != Claimed {
-		return fmt.Errorf("%w: %s: not a claim this store made", ErrNotOwner, c.Key)
 	}
 	now := s.nanotime()
 	sh := s.shard(c.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, found := sh.get(c.Key, now)
-	if !found || !e.claimed() || e.token != tok {
-		return fmt.Errorf("%w: %s", ErrNotOwner, c.Key)
+	cur, ok := sh.claims[c.Key]
+	if !ok || now >= cur.expires || cur.token != c.Token {
+		return fmt.Errorf("dedupe: memory: %s %s: %w", op, c.Key, ErrNotOwner)
 	}
-	f(sh, e, now)
+	f(sh, now)
 	return nil
 }
 
@@ -249,60 +290,37 @@ func (s *MemoryStore) Close() error {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		sh.lru.Purge()
-		sh.slab = nil
+		sh.marks.Purge()
+		s.claims.Add(-int64(len(sh.claims)))
+		clear(sh.claims)
 		sh.mu.Unlock()
 	}
 	return nil
 }
 
-// Len returns the number of entries held, expired ones not yet dropped included.
+// Len returns the number of marks and claims held, expired ones not yet
+// dropped included.
 func (s *MemoryStore) Len() int {
 	n := 0
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += sh.lru.Len()
+		n += sh.marks.Len() + len(sh.claims)
 		sh.mu.Unlock()
 	}
 	return n
 }
 
-// get returns the live entry for k, dropping it if it has expired.
-// The shard lock must be held.
-func (sh *memShard) get(k Key, now int64) (memEntry, bool) {
-	e, ok := sh.lru.Get(k)
+// marked reports whether k holds a live mark, dropping an expired one. The
+// shard lock must be held.
+func (sh *memShard) marked(k Key, now int64) bool {
+	exp, ok := sh.marks.Get(k)
 	if !ok {
-		return memEntry{}, false
+		return false
 	}
-	if now >= e.expires {
-		sh.lru.Remove(k)
-		return memEntry{}, false
+	if now >= exp {
+		sh.marks.Remove(k)
+		return false
 	}
-	return e, true
-}
-
-// tokenString formats tok as 16 hex digits in memory carved from a slab shared
-// by many tokens, so a claim costs no allocation of its own. The bytes are never
-// written again once a string refers to them. The shard lock must be held.
-func (sh *memShard) tokenString(tok uint64) string {
-	if len(sh.slab) < tokenLen {
-		sh.slab = make([]byte, tokenSlabSize)
-	}
-	b := sh.slab[:tokenLen:tokenLen]
-	sh.slab = sh.slab[tokenLen:]
-	const digits = "0123456789abcdef"
-	for i := tokenLen - 1; i >= 0; i-- {
-		b[i] = digits[tok&0xf]
-		tok >>= 4
-	}
-	return unsafe.String(&b[0], tokenLen)
-}
-
-func parseToken(s string) (uint64, bool) {
-	if len(s) != tokenLen {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(s, 16, 64)
-	return v, err == nil
+	return true
 }

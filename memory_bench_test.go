@@ -89,7 +89,7 @@ var claimMarkImpls = []struct {
 		st := dedupe.NewMemoryStore(dedupe.MemoryConfig{MaxSize: benchSize})
 		fill(b, st, keys[:benchSize])
 		return shared(func(k dedupe.Key) {
-			if c, _ := st.Claim(ctx, k, time.Minute); c.Status == dedupe.Claimed {
+			if _, status, _ := claimNew(ctx, st, k, time.Minute); status == dedupe.Claimed {
 				_ = st.Mark(ctx, k, time.Hour)
 			}
 		})

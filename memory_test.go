@@ -16,7 +16,7 @@ import (
 func TestMemoryConformance(t *testing.T) {
 	dedupetest.Run(t, dedupetest.Config{
 		New: func(t *testing.T, o dedupetest.Options) dedupe.Store {
-			return dedupe.NewMemoryStore(dedupe.MemoryConfig{TTL: o.TTL, Lease: o.Lease, Now: o.Now})
+			return dedupe.NewMemoryStore(dedupe.MemoryConfig{TTL: o.TTL, Lease: o.Lease, MaxSize: o.MaxSize, Now: o.Now})
 		},
 	})
 }
@@ -56,19 +56,79 @@ func TestMemoryLRUKeepsRecentlyUsed(t *testing.T) {
 	}
 }
 
-func TestMemoryEvictsClaims(t *testing.T) {
+// A claim in flight survives a flood of other keys three times the store's
+// size: marks are evicted, never claims.
+func TestMemoryPinsClaims(t *testing.T) {
 	ctx := context.Background()
-	st := dedupe.NewMemoryStore(dedupe.MemoryConfig{MaxSize: 1})
-	a, b := dedupe.Key{Channel: "x", MessageID: "a"}, dedupe.Key{Channel: "x", MessageID: "b"}
-	ca, err := st.Claim(ctx, a, time.Hour)
+	const size = 10000
+	st := dedupe.NewMemoryStore(dedupe.MemoryConfig{MaxSize: size})
+	victim := dedupe.Key{Channel: "telegram", MessageID: "victim"}
+	c, status, err := claimNew(ctx, st, victim, time.Hour)
 	require.NoError(t, err)
-	_, err = st.Claim(ctx, b, time.Hour)
+	require.Equal(t, dedupe.Claimed, status)
+	d := dedupe.New(st)
+	for i := 0; i < 3*size; i++ {
+		k := dedupe.Key{Channel: "telegram", MessageID: strconv.Itoa(i)}
+		require.NoError(t, d.Do(ctx, k, func(context.Context) error { return nil }))
+	}
+	assert.LessOrEqual(t, st.Len(), size+1, "marks stay within MaxSize")
+	_, status, err = claimNew(ctx, st, victim, time.Hour)
 	require.NoError(t, err)
-	assert.Equal(t, 1, st.Len(), "claims count towards MaxSize")
-	require.ErrorIs(t, st.Release(ctx, ca), dedupe.ErrNotOwner, "the evicted claim is gone")
-	c, err := st.Claim(ctx, a, time.Hour)
+	assert.Equal(t, dedupe.InFlight, status, "the claim survived the flood")
+	require.ErrorIs(t, d.Do(ctx, victim, func(context.Context) error { return nil }), dedupe.ErrInFlight)
+	require.NoError(t, st.Extend(ctx, c, time.Hour), "its owner still holds it")
+	require.NoError(t, st.Mark(ctx, victim, time.Hour))
+	ok, err := st.Exists(ctx, victim)
 	require.NoError(t, err)
-	assert.Equal(t, dedupe.Claimed, c.Status)
+	assert.True(t, ok)
+
+	other := dedupe.Key{Channel: "telegram", MessageID: "other"}
+	c, _, err = claimNew(ctx, st, other, time.Hour)
+	require.NoError(t, err)
+	for i := 0; i < 3*size; i++ {
+		require.NoError(t, st.Mark(ctx, dedupe.Key{Channel: "qq", MessageID: strconv.Itoa(i)}, time.Hour))
+	}
+	require.NoError(t, st.Release(ctx, c), "its owner can release it after the flood")
+}
+
+// Claims beyond MaxClaims are refused with ErrStoreFull, not made room for;
+// expired claims are dropped to make room.
+func TestMemoryStoreFull(t *testing.T) {
+	ctx := context.Background()
+	clock := dedupetest.NewClock(time.Unix(1e9, 0))
+	st := dedupe.NewMemoryStore(dedupe.MemoryConfig{MaxSize: 1000, MaxClaims: 10, Now: clock.Now})
+	k := func(i int) dedupe.Key { return dedupe.Key{Channel: "x", MessageID: strconv.Itoa(i)} }
+	var held []dedupe.Claim
+	for i := 0; i < 10; i++ {
+		c, status, err := claimNew(ctx, st, k(i), time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, dedupe.Claimed, status)
+		held = append(held, c)
+	}
+	_, _, err := claimNew(ctx, st, k(10), time.Minute)
+	require.ErrorIs(t, err, dedupe.ErrStoreFull)
+	assert.Contains(t, err.Error(), "dedupe: memory: claim x:10")
+	// Marks are not claims: they still go in, and Do fails closed.
+	require.NoError(t, st.Mark(ctx, k(11), time.Hour))
+	ran := false
+	err = dedupe.New(st).Do(ctx, k(12), func(context.Context) error { ran = true; return nil })
+	require.ErrorIs(t, err, dedupe.ErrStoreFull)
+	assert.False(t, ran)
+	// A marked or released claim frees its place.
+	require.NoError(t, st.Mark(ctx, held[0].Key, time.Hour))
+	require.NoError(t, st.Release(ctx, held[1]))
+	for i := 20; i < 22; i++ {
+		_, status, err := claimNew(ctx, st, k(i), time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, dedupe.Claimed, status)
+	}
+	_, _, err = claimNew(ctx, st, k(22), time.Minute)
+	require.ErrorIs(t, err, dedupe.ErrStoreFull)
+	// So does a lease that ran out.
+	clock.Advance(time.Minute)
+	_, status, err := claimNew(ctx, st, k(22), time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, dedupe.Claimed, status)
 }
 
 func TestMemoryExpiredDropped(t *testing.T) {
@@ -95,14 +155,19 @@ func TestMemoryHitAllocs(t *testing.T) {
 	assert.Zero(t, allocs, "Exists on a present key allocates")
 
 	keys := newKeys(50000)
+	claims := make([]dedupe.Claim, len(keys))
+	for i, k := range keys {
+		claims[i] = dedupe.NewClaim(k)
+	}
 	full := dedupe.NewMemoryStore(dedupe.MemoryConfig{MaxSize: 1000})
 	i := 0
 	allocs = testing.AllocsPerRun(20000, func() {
-		k := keys[i%len(keys)]
+		c := claims[i%len(keys)]
+		k := c.Key
 		i++
-		c, err := full.Claim(ctx, k, time.Minute)
-		if err != nil || c.Status != dedupe.Claimed {
-			t.Fatalf("Claim(%s) = %v, %v", k, c.Status, err)
+		status, err := full.Claim(ctx, c, time.Minute)
+		if err != nil || status != dedupe.Claimed {
+			t.Fatalf("Claim(%s) = %v, %v", k, status, err)
 		}
 		if err := full.Mark(ctx, k, time.Hour); err != nil {
 			t.Fatal(err)
@@ -121,12 +186,12 @@ func TestMemoryConcurrentMixed(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 2000; i++ {
 				k := dedupe.Key{Channel: "c", MessageID: strconv.Itoa((i * (g + 1)) % 700)}
-				c, err := st.Claim(ctx, k, time.Minute)
+				c, cSt, err := claimNew(ctx, st, k, time.Minute)
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				if c.Status == dedupe.Claimed {
+				if cSt == dedupe.Claimed {
 					if i%3 == 0 {
 						_ = st.Release(ctx, c)
 					} else {
@@ -148,4 +213,12 @@ func newKeys(n int) []dedupe.Key {
 		keys[i] = dedupe.Key{Channel: "telegram", MessageID: strconv.Itoa(1_000_000_000 + i)}
 	}
 	return keys
+}
+
+// claimNew claims key on st with a new token, for tests that call a store
+// directly: the claim, its status and the error.
+func claimNew(ctx context.Context, st dedupe.Store, key dedupe.Key, lease time.Duration) (dedupe.Claim, dedupe.Status, error) {
+	c := dedupe.NewClaim(key)
+	status, err := st.Claim(ctx, c, lease)
+	return c, status, err
 }

@@ -645,9 +645,10 @@ func (s *SQLiteStore) prepare(ctx context.Context) error {
 		{&w.markUpsert, "INSERT INTO " + s.marks + " (dedupe_key, channel_id, message_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?) " +
 			"ON CONFLICT(dedupe_key) DO UPDATE SET expires_at = excluded.expires_at"},
 		{&w.claimDelete, "DELETE FROM " + s.claims + " WHERE dedupe_key = ?"},
-		// Takes the key unless an unexpired claim holds it: one row changed means Claimed.
+		// Takes the key unless an unexpired claim with another token holds it:
+		// one row changed means Claimed.
 		{&w.claimTake, "INSERT INTO " + s.claims + " (dedupe_key, token, expires_at) VALUES (?1, ?2, ?3) " +
-			"ON CONFLICT(dedupe_key) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at WHERE expires_at <= ?4"},
+			"ON CONFLICT(dedupe_key) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at WHERE expires_at <= ?4 OR token = ?2"},
 		{&w.claimExtend, "UPDATE " + s.claims + " SET expires_at = ?1 WHERE dedupe_key = ?2 AND token = ?3 AND expires_at > ?4"},
 		{&w.claimDrop, "DELETE FROM " + s.claims + " WHERE dedupe_key = ?1 AND token = ?2 AND expires_at > ?3"},
 		{&w.cleanClaims, "DELETE FROM " + s.claims + " WHERE dedupe_key IN (SELECT dedupe_key FROM " + s.claims + " WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)"},
@@ -759,21 +760,25 @@ func (s *SQLiteStore) Mark(ctx context.Context, key Key, ttl time.Duration) erro
 	return s.submit(ctx, op)
 }
 
-// Claim takes key for lease (lease <= 0: the configured lease) unless it is
-// marked, by this store or by NekoBot, or another unexpired claim holds it. See
-// [Store.Claim]. It is atomic across processes sharing the file.
-func (s *SQLiteStore) Claim(ctx context.Context, key Key, lease time.Duration) (Claim, error) {
-	if err := s.check(ctx, key); err != nil {
-		return Claim{}, err
+// Claim takes c.Key for c.Token, for lease (lease <= 0: the configured lease),
+// unless it is marked, by this store or by NekoBot, or a claim with another
+// token holds it. See [Store.Claim]. It is atomic across processes sharing the
+// file.
+func (s *SQLiteStore) Claim(ctx context.Context, c Claim, lease time.Duration) (Status, error) {
+	if err := s.check(ctx, c.Key); err != nil {
+		return 0, err
+	}
+	if err := c.Validate(); err != nil {
+		return 0, err
 	}
 	if lease <= 0 {
 		lease = s.lease
 	}
-	op := &sqliteOp{kind: sqliteClaim, key: key, d: lease}
+	op := &sqliteOp{kind: sqliteClaim, key: c.Key, token: c.Token, d: lease}
 	if err := s.submit(ctx, op); err != nil {
-		return Claim{}, err
+		return 0, err
 	}
-	return Claim{Key: key, Status: op.status, Token: op.token}, nil
+	return op.status, nil
 }
 
 // Extend renews the lease of c to lease from now (lease <= 0: the configured
@@ -801,7 +806,7 @@ func (s *SQLiteStore) checkClaim(ctx context.Context, c Claim) error {
 	if err := s.check(ctx, c.Key); err != nil {
 		return err
 	}
-	if c.Status != Claimed || c.Token == "" || len(c.Token) > sqliteMaxTokenLen {
+	if !validToken(c.Token) {
 		return fmt.Errorf("%w: %s: not a claim this store made", ErrNotOwner, c.Key)
 	}
 	return nil
@@ -1095,13 +1100,12 @@ func (s *SQLiteStore) applyClaim(ctx context.Context, op *sqliteOp, now time.Tim
 		op.status = Duplicate
 		return nil
 	}
-	tok := s.newToken()
-	res, err := s.w.claimTake.ExecContext(ctx, dkey, tok, now.Add(op.d).UnixNano(), now.UnixNano())
+	res, err := s.w.claimTake.ExecContext(ctx, dkey, op.token, now.Add(op.d).UnixNano(), now.UnixNano())
 	if err != nil {
 		return sqliteError("claim", err, s.busy)
 	}
 	if n, _ := res.RowsAffected(); n == 1 {
-		op.status, op.token = Claimed, tok
+		op.status = Claimed
 	} else {
 		op.status = InFlight
 	}
@@ -1193,18 +1197,6 @@ func (s *SQLiteStore) applyCleanup(ctx context.Context, op *sqliteOp, now time.T
 	op.n += int64(len(expired))
 	op.finished = scanned < s.batch
 	return nil
-}
-
-func (s *SQLiteStore) newToken() string {
-	var b [32]byte
-	copy(b[:16], s.tokenPre)
-	n := s.tokenSeq.Add(1)
-	const digits = "0123456789abcdef"
-	for i := 31; i >= 16; i-- {
-		b[i] = digits[n&0xf]
-		n >>= 4
-	}
-	return string(b[:])
 }
 
 // sweep calls CleanupExpired every interval until ctx is cancelled.

@@ -148,12 +148,12 @@ func BenchmarkSQLiteClaimMark64(b *testing.B) {
 		ctx := context.Background()
 		runCallers(b, func(i int64) error {
 			k := dedupe.Key{Channel: "bench", MessageID: strconv.FormatInt(i, 10)}
-			c, err := s.Claim(ctx, k, time.Minute)
+			_, cSt, err := claimNew(ctx, s, k, time.Minute)
 			if err != nil {
 				return err
 			}
-			if c.Status != dedupe.Claimed {
-				return fmt.Errorf("claim %s: %v", k, c.Status)
+			if cSt != dedupe.Claimed {
+				return fmt.Errorf("claim %s: %v", k, cSt)
 			}
 			return s.Mark(ctx, k, time.Hour)
 		})

@@ -101,13 +101,13 @@ func childRace(t *testing.T, path string, out *lineWriter) {
 				for i := range keys {
 					i := (i + g*keys/8) % keys
 					k := dedupe.Key{Channel: "race", MessageID: strconv.Itoa(i)}
-					c, err := s.Claim(ctx, k, time.Hour)
+					c, cSt, err := claimNew(ctx, s, k, time.Hour)
 					if err != nil {
 						out.printf("error %d %d %v", phase, i, err)
 						continue
 					}
-					out.printf("%s %d %d", c.Status, phase, i)
-					if c.Status == dedupe.Claimed {
+					out.printf("%s %d %d", cSt, phase, i)
+					if cSt == dedupe.Claimed {
 						mu.Lock()
 						claimed = append(claimed, c)
 						mu.Unlock()

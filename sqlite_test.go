@@ -218,12 +218,12 @@ func TestSQLiteNekoBotFixture(t *testing.T) {
 	assert.Equal(t, live, got, "live keys at %v", sqliteT0)
 
 	// Claim sees NekoBot's marks; an expired one can be claimed.
-	c, err := s.Claim(ctx, dedupe.Key{Channel: "telegram", MessageID: "5"}, 0)
+	c, cSt, err := claimNew(ctx, s, dedupe.Key{Channel: "telegram", MessageID: "5"}, 0)
 	require.NoError(t, err)
-	assert.Equal(t, dedupe.Duplicate, c.Status)
-	c, err = s.Claim(ctx, dedupe.Key{Channel: "qq", MessageID: "1002"}, 0)
+	assert.Equal(t, dedupe.Duplicate, cSt)
+	c, cSt, err = claimNew(ctx, s, dedupe.Key{Channel: "qq", MessageID: "1002"}, 0)
 	require.NoError(t, err)
-	require.Equal(t, dedupe.Claimed, c.Status)
+	require.Equal(t, dedupe.Claimed, cSt)
 	assert.False(t, nekobotExists(t, db, "qq:1002", clock.Now()), "a claim is no mark to NekoBot")
 
 	// Marks written by the store read correctly by NekoBot's rules, with and
@@ -371,9 +371,9 @@ func TestSQLiteTimestampFormats(t *testing.T) {
 		ok, err := s.Exists(context.Background(), k)
 		require.NoError(t, err)
 		assert.Equal(t, tc.want, ok, "expires_at %v", tc.expires)
-		c, err := s.Claim(context.Background(), k, time.Minute)
+		_, cSt, err := claimNew(context.Background(), s, k, time.Minute)
 		require.NoError(t, err)
-		assert.Equal(t, tc.want, c.Status == dedupe.Duplicate, "Claim with expires_at %v: %v", tc.expires, c.Status)
+		assert.Equal(t, tc.want, cSt == dedupe.Duplicate, "Claim with expires_at %v: %v", tc.expires, cSt)
 	}
 }
 
@@ -611,7 +611,7 @@ func TestSQLiteLocked(t *testing.T) {
 	ctx := context.Background()
 	old := dedupe.Key{Channel: "lock", MessageID: "old"}
 	require.NoError(t, s.Mark(ctx, old, 0))
-	held, err := s.Claim(ctx, dedupe.Key{Channel: "lock", MessageID: "held"}, 0)
+	held, _, err := claimNew(ctx, s, dedupe.Key{Channel: "lock", MessageID: "held"}, 0)
 	require.NoError(t, err)
 
 	unlock := lockDB(t, path, "EXCLUSIVE")
@@ -624,7 +624,7 @@ func TestSQLiteLocked(t *testing.T) {
 	assert.Equal(t, 5, sqliteCode(err), "SQLITE_BUSY, wrapped")
 	assert.GreaterOrEqual(t, elapsed, timeout)
 	assert.Less(t, elapsed, 5*time.Second)
-	_, err = s.Claim(ctx, k, 0)
+	_, _, err = claimNew(ctx, s, k, 0)
 	assert.ErrorContains(t, err, "locked")
 	assert.ErrorContains(t, s.Release(ctx, held), "locked")
 
@@ -637,9 +637,9 @@ func TestSQLiteLocked(t *testing.T) {
 	ok, err = s.Exists(ctx, k)
 	require.NoError(t, err)
 	assert.False(t, ok, "the failed Mark wrote nothing")
-	c, err := s.Claim(ctx, held.Key, 0)
+	_, cSt, err := claimNew(ctx, s, held.Key, 0)
 	require.NoError(t, err)
-	assert.Equal(t, dedupe.InFlight, c.Status, "the failed Release dropped nothing")
+	assert.Equal(t, dedupe.InFlight, cSt, "the failed Release dropped nothing")
 	require.NoError(t, s.Mark(ctx, k, 0))
 	require.NoError(t, s.Release(ctx, held))
 	ok, err = s.Exists(ctx, old)
@@ -657,16 +657,16 @@ func TestSQLiteCancelWhileLocked(t *testing.T) {
 	start := time.Now()
 	err := s.Mark(ctx, k, 0)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
-	_, err = s.Claim(ctx, k, 0)
+	_, _, err = claimNew(ctx, s, k, 0)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Less(t, time.Since(start), 10*time.Second, "cancelled calls return without waiting out the busy timeout")
 	unlock()
 	ok, err := s.Exists(context.Background(), k)
 	require.NoError(t, err)
 	assert.False(t, ok, "a cancelled Mark wrote nothing")
-	c, err := s.Claim(context.Background(), k, 0)
+	_, cSt, err := claimNew(context.Background(), s, k, 0)
 	require.NoError(t, err)
-	assert.Equal(t, dedupe.Claimed, c.Status, "a cancelled Claim took nothing")
+	assert.Equal(t, dedupe.Claimed, cSt, "a cancelled Claim took nothing")
 }
 
 func TestSQLiteOpenWhileLocked(t *testing.T) {
@@ -699,9 +699,9 @@ func TestSQLiteBatchIsolation(t *testing.T) {
 	s := openSQLite(t, path, dedupe.SQLiteConfig{})
 	ctx := context.Background()
 	bad := dedupe.Key{Channel: "iso", MessageID: "bad"}
-	c, err := s.Claim(ctx, bad, 0)
+	c, cSt, err := claimNew(ctx, s, bad, 0)
 	require.NoError(t, err)
-	require.Equal(t, dedupe.Claimed, c.Status)
+	require.Equal(t, dedupe.Claimed, cSt)
 	_, err = rawDB(t, path).Exec(`CREATE TRIGGER refuse_bad BEFORE INSERT ON gateway_dedupe WHEN NEW.dedupe_key = 'iso:bad'
 BEGIN SELECT RAISE(ABORT, 'refused by trigger'); END`)
 	require.NoError(t, err)
@@ -744,9 +744,9 @@ BEGIN SELECT RAISE(ABORT, 'refused by trigger'); END`)
 	ok, err := s.Exists(ctx, bad)
 	require.NoError(t, err)
 	assert.False(t, ok)
-	got, err := s.Claim(ctx, bad, 0)
+	_, gotSt, err := claimNew(ctx, s, bad, 0)
 	require.NoError(t, err)
-	assert.Equal(t, dedupe.InFlight, got.Status, "the failed Mark left the claim in place")
+	assert.Equal(t, dedupe.InFlight, gotSt, "the failed Mark left the claim in place")
 	require.NoError(t, s.Extend(ctx, c, 0), "and its owner still holds it")
 }
 
@@ -765,13 +765,13 @@ func TestSQLiteCleanupExpired(t *testing.T) {
 	var claims []dedupe.Claim
 	for i := range short {
 		require.NoError(t, s.Mark(ctx, dedupe.Key{Channel: "m", MessageID: fmt.Sprint(i)}, time.Minute))
-		c, err := s.Claim(ctx, dedupe.Key{Channel: "c", MessageID: fmt.Sprint(i)}, time.Minute)
+		c, _, err := claimNew(ctx, s, dedupe.Key{Channel: "c", MessageID: fmt.Sprint(i)}, time.Minute)
 		require.NoError(t, err)
 		claims = append(claims, c)
 	}
 	for i := range long {
 		require.NoError(t, s.Mark(ctx, dedupe.Key{Channel: "M", MessageID: fmt.Sprint(i)}, time.Hour))
-		_, err := s.Claim(ctx, dedupe.Key{Channel: "C", MessageID: fmt.Sprint(i)}, time.Hour)
+		_, _, err := claimNew(ctx, s, dedupe.Key{Channel: "C", MessageID: fmt.Sprint(i)}, time.Hour)
 		require.NoError(t, err)
 	}
 	// Rows in other formats: kept forever, or expired in an offset NekoBot's
@@ -811,9 +811,9 @@ func TestSQLiteCleanupExpired(t *testing.T) {
 		ok, err := s.Exists(ctx, dedupe.Key{Channel: "M", MessageID: fmt.Sprint(i)})
 		require.NoError(t, err)
 		assert.True(t, ok)
-		c, err := s.Claim(ctx, dedupe.Key{Channel: "C", MessageID: fmt.Sprint(i)}, 0)
+		_, cSt, err := claimNew(ctx, s, dedupe.Key{Channel: "C", MessageID: fmt.Sprint(i)}, 0)
 		require.NoError(t, err)
-		assert.Equal(t, dedupe.InFlight, c.Status)
+		assert.Equal(t, dedupe.InFlight, cSt)
 	}
 	assert.ErrorIs(t, s.Release(ctx, claims[0]), dedupe.ErrNotOwner)
 
@@ -874,7 +874,7 @@ func TestSQLiteReopen(t *testing.T) {
 	ctx := context.Background()
 	marked := dedupe.Key{Channel: "r", MessageID: "marked"}
 	require.NoError(t, s.Mark(ctx, marked, time.Hour))
-	c, err := s.Claim(ctx, dedupe.Key{Channel: "r", MessageID: "claimed"}, time.Hour)
+	c, _, err := claimNew(ctx, s, dedupe.Key{Channel: "r", MessageID: "claimed"}, time.Hour)
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 
@@ -882,9 +882,9 @@ func TestSQLiteReopen(t *testing.T) {
 	ok, err := s.Exists(ctx, marked)
 	require.NoError(t, err)
 	assert.True(t, ok, "a mark survives a restart")
-	got, err := s.Claim(ctx, c.Key, 0)
+	_, gotSt, err := claimNew(ctx, s, c.Key, 0)
 	require.NoError(t, err)
-	assert.Equal(t, dedupe.InFlight, got.Status, "so does a claim")
+	assert.Equal(t, dedupe.InFlight, gotSt, "so does a claim")
 	require.NoError(t, s.Release(ctx, c), "and the token of the previous process still holds it")
 }
 

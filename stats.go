@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// Stats is a snapshot of a [Deduper]'s counters since it was created.
+// Stats is a snapshot of a [Deduper]'s counters since it was created. The
+// Dedupers made from one by [Deduper.With] share its counters.
 type Stats struct {
 	// Backend is the primary store's [Store.Backend].
 	Backend string
@@ -25,6 +26,21 @@ type Stats struct {
 	Fallbacks uint64
 	// LeasesLost counts claims whose lease renewal found them taken over.
 	LeasesLost uint64
+	// Ambiguous counts Claim calls whose error left it unknown whether the
+	// store took the claim; Do asked again with the same token or released it.
+	Ambiguous uint64
+	// Waits counts calls of Do that found the message in flight and waited for
+	// its owner (see [WithWait]), and the outcomes of the waits: the owner
+	// marked it (WaitsDuplicate), the caller claimed it after the owner
+	// released it or its lease ran out (WaitsClaimed), or the wait ran out
+	// (WaitsTimedOut).
+	Waits, WaitsDuplicate, WaitsClaimed, WaitsTimedOut uint64
+	// Deferred counts marks the primary store did not take (it failed, or the
+	// fallback was serving alone), queued to be written when it answers again;
+	// Replayed counts those written since. Dropped counts queued marks and
+	// releases dropped: the queue was full (see [WithBacklog]), the Deduper
+	// was closed, or the store refused them for good.
+	Deferred, Replayed, Dropped uint64
 	// Latency holds the duration of store calls by phase: "claim", "mark",
 	// "release" and "extend".
 	Latency map[string]LatencyStats
@@ -61,9 +77,11 @@ const (
 var phaseNames = [numPhases]string{"claim", "mark", "release", "extend"}
 
 type counters struct {
-	processed, duplicates, inFlight, failed atomic.Uint64
-	storeErrors, fallbacks, leasesLost      atomic.Uint64
-	latency                                 [numPhases]latency
+	processed, duplicates, inFlight, failed            atomic.Uint64
+	storeErrors, fallbacks, leasesLost, ambiguous      atomic.Uint64
+	waits, waitsDuplicate, waitsClaimed, waitsTimedOut atomic.Uint64
+	deferred, replayed, dropped                        atomic.Uint64
+	latency                                            [numPhases]latency
 }
 
 type latency struct {
@@ -96,17 +114,25 @@ func (l *latency) snapshot() LatencyStats {
 // Stats returns a snapshot of d's counters. It is safe to call concurrently
 // with Do.
 func (d *Deduper) Stats() Stats {
-	c := &d.counters
+	c := &d.shared.counters
 	s := Stats{
-		Backend:     d.store.Backend(),
-		Processed:   c.processed.Load(),
-		Duplicates:  c.duplicates.Load(),
-		InFlight:    c.inFlight.Load(),
-		Failed:      c.failed.Load(),
-		StoreErrors: c.storeErrors.Load(),
-		Fallbacks:   c.fallbacks.Load(),
-		LeasesLost:  c.leasesLost.Load(),
-		Latency:     make(map[string]LatencyStats, numPhases),
+		Backend:        d.shared.store.Backend(),
+		Processed:      c.processed.Load(),
+		Duplicates:     c.duplicates.Load(),
+		InFlight:       c.inFlight.Load(),
+		Failed:         c.failed.Load(),
+		StoreErrors:    c.storeErrors.Load(),
+		Fallbacks:      c.fallbacks.Load(),
+		LeasesLost:     c.leasesLost.Load(),
+		Ambiguous:      c.ambiguous.Load(),
+		Waits:          c.waits.Load(),
+		WaitsDuplicate: c.waitsDuplicate.Load(),
+		WaitsClaimed:   c.waitsClaimed.Load(),
+		WaitsTimedOut:  c.waitsTimedOut.Load(),
+		Deferred:       c.deferred.Load(),
+		Replayed:       c.replayed.Load(),
+		Dropped:        c.dropped.Load(),
+		Latency:        make(map[string]LatencyStats, numPhases),
 	}
 	for i := range c.latency {
 		s.Latency[phaseNames[i]] = c.latency[i].snapshot()

@@ -2,6 +2,9 @@ package dedupe
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
 	"time"
 )
 
@@ -17,24 +20,39 @@ const (
 // Store remembers which messages were processed (marks) and which are being
 // processed (claims). Every implementation in this module is safe for concurrent
 // use, honours a cancelled context, and treats an expired mark or claim as absent
-// in every method. Invalid keys are refused with [ErrInvalidKey] and store nothing;
-// after Close every method returns [ErrClosed].
+// in every method. Invalid keys and tokens are refused with [ErrInvalidKey] and
+// store nothing; after Close every method returns [ErrClosed].
+//
+// A store never evicts a live claim to make room: a claim holds its key until
+// it is marked, released or its lease runs out. A store that cannot take one
+// more claim says so with [ErrStoreFull].
 //
 // The conformance suite in package dedupetest states this contract as tests.
 type Store interface {
 	// Exists reports whether key was marked and its TTL has not passed.
 	// A claim in flight does not exist.
+	//
+	// Exists then Mark is two steps: two concurrent copies of a message can
+	// both see false and both be processed. Use Claim (or [Deduper.Do]) when
+	// copies may arrive at once.
 	Exists(ctx context.Context, key Key) (bool, error)
 
 	// Mark records key as processed for ttl (ttl <= 0: the store's default TTL).
 	// Marking again replaces the expiry. Marking clears any claim on key.
+	// See Exists for why Exists then Mark races; Claim does not.
 	Mark(ctx context.Context, key Key, ttl time.Duration) error
 
-	// Claim atomically takes key for lease (lease <= 0: the store's default
-	// lease). The result's Status is [Duplicate] if key is marked, [InFlight] if
-	// another unexpired claim holds it, and otherwise [Claimed], with a Token unique
-	// to this claim. When a lease runs out the key can be claimed again.
-	Claim(ctx context.Context, key Key, lease time.Duration) (Claim, error)
+	// Claim atomically takes c.Key for c.Token, for lease (lease <= 0: the
+	// store's default lease). It returns [Duplicate] if the key is marked,
+	// [InFlight] if a claim with another token holds it, and otherwise
+	// [Claimed]. When a lease runs out the key can be claimed again.
+	//
+	// Claim is idempotent by token: a Claim that finds the key held by c.Token
+	// itself returns [Claimed] and sets the lease to lease from now. So after an
+	// error that leaves it unknown whether the claim was written (a lost reply,
+	// a deadline passed mid-call), the caller can retry with the same c, or
+	// drop the claim with Release(c), and nothing is left stranded.
+	Claim(ctx context.Context, c Claim, lease time.Duration) (Status, error)
 
 	// Extend renews the lease of a claim that still holds its key, to lease from
 	// now (lease <= 0: the store's default lease). It returns [ErrNotOwner] if the
@@ -79,12 +97,51 @@ func (s Status) String() string {
 	return "unknown"
 }
 
-// Claim is the result of [Store.Claim]. Only a claim whose Status is [Claimed]
-// carries a Token, which [Store.Extend] and [Store.Release] check.
+// Claim names one claim on a message: its key and the token that proves
+// ownership. The caller makes it with [NewClaim] before asking a store, so that
+// the token is known even if the store's answer is lost; [Store.Claim],
+// [Store.Extend] and [Store.Release] all take it.
 type Claim struct {
-	Key    Key
-	Status Status
-	Token  string
+	Key   Key
+	Token string
+}
+
+// maxTokenLen is the longest claim token a store accepts, in bytes.
+const maxTokenLen = 64
+
+// NewClaim returns a claim on key with a new random token: 128 bits from
+// crypto/rand, in 32 hex digits.
+func NewClaim(key Key) Claim {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	var h [32]byte
+	hex.Encode(h[:], b[:])
+	return Claim{Key: key, Token: string(h[:])}
+}
+
+// Validate reports whether c can be stored: its key is valid (see
+// [Key.Validate]) and its token is 1 to 64 bytes of printable ASCII
+// without spaces. The error wraps [ErrInvalidKey].
+func (c Claim) Validate() error {
+	if err := c.Key.Validate(); err != nil {
+		return err
+	}
+	if !validToken(c.Token) {
+		return fmt.Errorf("%w: claim token %q is not 1 to %d bytes of printable ASCII", ErrInvalidKey, c.Token, maxTokenLen)
+	}
+	return nil
+}
+
+func validToken(t string) bool {
+	if t == "" || len(t) > maxTokenLen {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; c <= ' ' || c >= 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // checkCall returns the error a store call with key fails with before it
@@ -98,6 +155,18 @@ func checkCall(ctx context.Context, closed bool, key Key) error {
 		return err
 	}
 	return key.Validate()
+}
+
+// checkClaimCall is checkCall for Extend and Release: a claim with a token no
+// store can have made is refused with [ErrNotOwner], without a lookup.
+func checkClaimCall(ctx context.Context, closed bool, c Claim) error {
+	if err := checkCall(ctx, closed, c.Key); err != nil {
+		return err
+	}
+	if !validToken(c.Token) {
+		return fmt.Errorf("%w: %s: not a claim token", ErrNotOwner, c.Key)
+	}
+	return nil
 }
 
 // orDefault returns d if it is positive, and def otherwise: the rule that a

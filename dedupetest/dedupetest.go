@@ -34,6 +34,10 @@ type Options struct {
 	TTL, Lease time.Duration
 	// Now is the clock the store must use. It is nil when [Config.RealTime] is set.
 	Now func() time.Time
+	// MaxSize, when positive, is a bound on marks the store may apply (such as
+	// [dedupe.MemoryConfig].MaxSize); stores without one ignore it. Run sets it
+	// for the test that floods a store with marks while a claim is held.
+	MaxSize int
 }
 
 // Config describes the store under test.
@@ -76,6 +80,10 @@ func Run(t *testing.T, cfg Config) {
 		{"ReleaseStale", testReleaseStale},
 		{"MarkClearsClaim", testMarkClearsClaim},
 		{"Extend", testExtend},
+		{"ClaimIdempotent", testClaimIdempotent},
+		{"InvalidTokens", testInvalidTokens},
+		{"ClaimsNotEvicted", testClaimsNotEvicted},
+		{"NothingStranded", testNothingStranded},
 		{"KeyForms", testKeyForms},
 		{"InvalidKeys", testInvalidKeys},
 		{"Closed", testClosed},
@@ -164,20 +172,21 @@ func mark(t *testing.T, st dedupe.Store, k dedupe.Key, ttl time.Duration) {
 	}
 }
 
+// claim claims k with a new token and checks the outcome.
 func claim(t *testing.T, st dedupe.Store, k dedupe.Key, lease time.Duration, want dedupe.Status) dedupe.Claim {
 	t.Helper()
-	c, err := st.Claim(context.Background(), k, lease)
+	return claimAs(t, st, dedupe.NewClaim(k), lease, want)
+}
+
+// claimAs claims c and checks the outcome.
+func claimAs(t *testing.T, st dedupe.Store, c dedupe.Claim, lease time.Duration, want dedupe.Status) dedupe.Claim {
+	t.Helper()
+	got, err := st.Claim(context.Background(), c, lease)
 	if err != nil {
-		t.Fatalf("Claim(%s, %v): %v", k, lease, err)
+		t.Fatalf("Claim(%s, %v): %v", c.Key, lease, err)
 	}
-	if c.Status != want {
-		t.Fatalf("Claim(%s, %v).Status = %v, want %v", k, lease, c.Status, want)
-	}
-	if c.Key != k {
-		t.Fatalf("Claim(%s).Key = %s", k, c.Key)
-	}
-	if (c.Token != "") != (want == dedupe.Claimed) {
-		t.Fatalf("Claim(%s) with status %v has token %q", k, c.Status, c.Token)
+	if got != want {
+		t.Fatalf("Claim(%s, %v) = %v, want %v", c.Key, lease, got, want)
 	}
 	return c
 }
@@ -302,16 +311,6 @@ func testClaimStatuses(t *testing.T, s *suite) {
 	mark(t, st, k, s.d(10*time.Minute))
 	claim(t, st, k, s.d(10*time.Minute), dedupe.Duplicate)
 	wantErr(t, st.Release(context.Background(), c), dedupe.ErrNotOwner, "Release after Mark")
-
-	// Tokens are unique to each claim.
-	tokens := map[string]bool{}
-	for i := 0; i < 20; i++ {
-		c := claim(t, st, s.key(), s.d(10*time.Minute), dedupe.Claimed)
-		if tokens[c.Token] {
-			t.Fatalf("token %q handed out twice", c.Token)
-		}
-		tokens[c.Token] = true
-	}
 }
 
 func testClaimExclusive(t *testing.T, s *suite) {
@@ -338,8 +337,8 @@ func testClaimExclusive(t *testing.T, s *suite) {
 			<-start
 			for i := range ks {
 				i := (i + g) % keys // different goroutines race in different orders
-				c, err := st.Claim(context.Background(), ks[i], time.Hour)
-				results <- result{i, c.Status, err}
+				status, err := st.Claim(context.Background(), dedupe.NewClaim(ks[i]), time.Hour)
+				results <- result{i, status, err}
 			}
 		}()
 	}
@@ -372,9 +371,9 @@ func testClaimExclusive(t *testing.T, s *suite) {
 		dupWG.Add(1)
 		go func() {
 			defer dupWG.Done()
-			c, err := st.Claim(context.Background(), ks[g%keys], time.Hour)
-			if err == nil && c.Status != dedupe.Duplicate {
-				err = fmt.Errorf("Claim(%s) of a marked key = %v", ks[g%keys], c.Status)
+			status, err := st.Claim(context.Background(), dedupe.NewClaim(ks[g%keys]), time.Hour)
+			if err == nil && status != dedupe.Duplicate {
+				err = fmt.Errorf("Claim(%s) of a marked key = %v", ks[g%keys], status)
 			}
 			errs <- err
 		}()
@@ -429,7 +428,6 @@ func testReleaseStale(t *testing.T, s *suite) {
 	other := c
 	other.Key = s.key()
 	wantErr(t, st.Release(ctx, other), dedupe.ErrNotOwner, "Release of another key with this token")
-	wantErr(t, st.Release(ctx, dedupe.Claim{Key: k, Status: dedupe.InFlight}), dedupe.ErrNotOwner, "Release of an in-flight result")
 	claim(t, st, k, s.d(10*time.Minute), dedupe.InFlight) // still held
 
 	if err := st.Release(ctx, c); err != nil {
@@ -521,12 +519,12 @@ func testInvalidKeys(t *testing.T, s *suite) {
 		_, err := st.Exists(ctx, k)
 		wantErr(t, err, dedupe.ErrInvalidKey, fmt.Sprintf("Exists(%q)", k))
 		wantErr(t, st.Mark(ctx, k, time.Hour), dedupe.ErrInvalidKey, fmt.Sprintf("Mark(%q)", k))
-		c, err := st.Claim(ctx, k, time.Hour)
+		status, err := st.Claim(ctx, dedupe.NewClaim(k), time.Hour)
 		wantErr(t, err, dedupe.ErrInvalidKey, fmt.Sprintf("Claim(%q)", k))
-		if c.Status == dedupe.Claimed {
+		if status == dedupe.Claimed {
 			t.Fatalf("Claim(%q) returned a claim with an error", k)
 		}
-		bad := dedupe.Claim{Key: k, Status: dedupe.Claimed, Token: "0123456789abcdef"}
+		bad := dedupe.Claim{Key: k, Token: "0123456789abcdef"}
 		wantErr(t, st.Release(ctx, bad), dedupe.ErrInvalidKey, fmt.Sprintf("Release(%q)", k))
 		wantErr(t, st.Extend(ctx, bad, time.Hour), dedupe.ErrInvalidKey, fmt.Sprintf("Extend(%q)", k))
 	}
@@ -553,7 +551,7 @@ func testClosed(t *testing.T, s *suite) {
 	_, err := st.Exists(ctx, k)
 	wantErr(t, err, dedupe.ErrClosed, "Exists after Close")
 	wantErr(t, st.Mark(ctx, k, time.Hour), dedupe.ErrClosed, "Mark after Close")
-	_, err = st.Claim(ctx, s.key(), time.Hour)
+	_, err = st.Claim(ctx, dedupe.NewClaim(s.key()), time.Hour)
 	wantErr(t, err, dedupe.ErrClosed, "Claim after Close")
 	wantErr(t, st.Extend(ctx, c, time.Hour), dedupe.ErrClosed, "Extend after Close")
 	wantErr(t, st.Release(ctx, c), dedupe.ErrClosed, "Release after Close")
@@ -573,7 +571,7 @@ func testCancelledContext(t *testing.T, s *suite) {
 	wantErr(t, err, context.Canceled, "Exists with a cancelled context")
 	wantErr(t, st.Mark(ctx, k, time.Hour), context.Canceled, "Mark with a cancelled context")
 	wantExists(t, st, k, false, "after a cancelled Mark")
-	_, err = st.Claim(ctx, k, time.Hour)
+	_, err = st.Claim(ctx, dedupe.NewClaim(k), time.Hour)
 	wantErr(t, err, context.Canceled, "Claim with a cancelled context")
 	claim(t, st, k, s.d(10*time.Minute), dedupe.Claimed) // the cancelled Claim took nothing
 	wantErr(t, st.Extend(ctx, held, time.Hour), context.Canceled, "Extend with a cancelled context")
@@ -584,4 +582,122 @@ func testCancelledContext(t *testing.T, s *suite) {
 	defer cancel2()
 	_, err = st.Exists(expired, k)
 	wantErr(t, err, context.DeadlineExceeded, "Exists past its deadline")
+}
+
+// A claim retried with its own token is still the caller's, with a new lease;
+// another token is refused.
+func testClaimIdempotent(t *testing.T, s *suite) {
+	st := s.open(t, Options{})
+	ctx := context.Background()
+	c := claim(t, st, s.key(), s.d(10*time.Minute), dedupe.Claimed)
+	s.wait(7 * time.Minute)
+	claimAs(t, st, c, s.d(10*time.Minute), dedupe.Claimed) // lease now ends at 17
+	claim(t, st, c.Key, s.d(10*time.Minute), dedupe.InFlight)
+	s.wait(7 * time.Minute) // 14: past the first lease, within the renewed one
+	claim(t, st, c.Key, s.d(10*time.Minute), dedupe.InFlight)
+	if err := st.Extend(ctx, c, s.d(10*time.Minute)); err != nil {
+		t.Fatalf("Extend after a repeated Claim: %v", err)
+	}
+	if err := st.Release(ctx, c); err != nil {
+		t.Fatalf("Release after a repeated Claim: %v", err)
+	}
+	// Released, the key is free for anyone; the old token holds nothing.
+	wantErr(t, st.Release(ctx, c), dedupe.ErrNotOwner, "second Release")
+	other := claim(t, st, c.Key, s.d(10*time.Minute), dedupe.Claimed)
+	claimAs(t, st, c, s.d(10*time.Minute), dedupe.InFlight)
+	// A marked key is a duplicate for its former owner too.
+	mark(t, st, other.Key, s.d(10*time.Minute))
+	claimAs(t, st, other, s.d(10*time.Minute), dedupe.Duplicate)
+}
+
+func testInvalidTokens(t *testing.T, s *suite) {
+	st := s.open(t, Options{})
+	ctx := context.Background()
+	k := s.key()
+	for _, tok := range []string{"", "has space", "nul\x00", "\xff\xfe", "new\nline", strings.Repeat("t", 65)} {
+		status, err := st.Claim(ctx, dedupe.Claim{Key: k, Token: tok}, s.d(10*time.Minute))
+		wantErr(t, err, dedupe.ErrInvalidKey, fmt.Sprintf("Claim with token %q", tok))
+		if status == dedupe.Claimed {
+			t.Fatalf("Claim with token %q claimed", tok)
+		}
+	}
+	long := dedupe.Claim{Key: k, Token: strings.Repeat("t", 64)}
+	claimAs(t, st, long, s.d(10*time.Minute), dedupe.Claimed)
+	if err := st.Release(ctx, long); err != nil {
+		t.Fatalf("Release with a 64-byte token: %v", err)
+	}
+}
+
+// A claim in flight holds its key however many other keys are marked: stores
+// evict marks to make room, never claims.
+func testClaimsNotEvicted(t *testing.T, s *suite) {
+	// An hour, unscaled: nothing here may expire, however slow the server.
+	const size = 200
+	st := s.open(t, Options{MaxSize: size})
+	ctx := context.Background()
+	c := claim(t, st, s.key(), time.Hour, dedupe.Claimed)
+	flood := 3 * size
+	for i := 0; i < flood; i++ {
+		k := s.key()
+		mark(t, st, k, time.Hour)
+		if i%7 == 0 { // claims come and go around it too
+			o := claim(t, st, s.key(), time.Hour, dedupe.Claimed)
+			if err := st.Release(ctx, o); err != nil {
+				t.Fatalf("Release of a passing claim: %v", err)
+			}
+		}
+	}
+	claim(t, st, c.Key, time.Hour, dedupe.InFlight)
+	if err := st.Extend(ctx, c, time.Hour); err != nil {
+		t.Fatalf("Extend after %d marks: %v", flood, err)
+	}
+	if err := st.Release(ctx, c); err != nil {
+		t.Fatalf("Release after %d marks: %v", flood, err)
+	}
+	c = claim(t, st, c.Key, time.Hour, dedupe.Claimed)
+	mark(t, st, c.Key, time.Hour)
+	wantExists(t, st, c.Key, true, "after its owner's Mark")
+}
+
+// Claims made with deadlines so short that many fail, some after the store
+// took them: releasing each failed claim by its token leaves every key free or
+// held by a claim whose caller knows it.
+func testNothingStranded(t *testing.T, s *suite) {
+	st := s.open(t, Options{})
+	const n = 200
+	type try struct {
+		c      dedupe.Claim
+		status dedupe.Status
+		err    error
+	}
+	tries := make([]try, n)
+	var wg sync.WaitGroup
+	for i := range tries {
+		tries[i].c = dedupe.NewClaim(s.key())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%6)*time.Millisecond)
+			defer cancel()
+			tries[i].status, tries[i].err = st.Claim(ctx, tries[i].c, time.Hour)
+		}()
+	}
+	wg.Wait()
+	failed := 0
+	for _, tr := range tries {
+		if tr.err == nil {
+			if tr.status != dedupe.Claimed {
+				t.Fatalf("Claim(%s) of a new key = %v", tr.c.Key, tr.status)
+			}
+			continue
+		}
+		failed++
+		err := st.Release(context.Background(), tr.c)
+		if err != nil && !errors.Is(err, dedupe.ErrNotOwner) {
+			t.Fatalf("Release after a failed Claim(%s): %v", tr.c.Key, err)
+		}
+		// The key is free at once, for a new claim, not after a lease.
+		claim(t, st, tr.c.Key, time.Hour, dedupe.Claimed)
+	}
+	t.Logf("%d of %d claims failed; none stranded", failed, n)
 }

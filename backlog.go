@@ -1,0 +1,139 @@
+package dedupe
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// job is work a store failed to take at first: a release after an ambiguous
+// Claim, or a mark made while the fallback served. do returns nil once the
+// work is done or no longer needed; it is retried until until.
+type job struct {
+	until time.Time
+	do    func(context.Context) error
+	done  func() // after do succeeded; may be nil
+}
+
+// backlog runs jobs in order on one goroutine, retrying with a backoff while
+// the primary store fails. The goroutine starts with the first job and ends
+// when the queue is empty or the backlog is closed.
+type backlog struct {
+	mu      sync.Mutex
+	jobs    []job
+	running bool
+	closed  bool
+	ctx     context.Context // cancelled by close
+	cancel  context.CancelFunc
+	exited  chan struct{} // closed when the running goroutine returns
+}
+
+// Bounds of the backoff between attempts of a failing job, and of one attempt.
+const (
+	minBacklogBackoff = 50 * time.Millisecond
+	maxBacklogBackoff = 2 * time.Second
+	backlogTimeout    = 5 * time.Second
+)
+
+// add queues j, or drops and counts it if the queue is full or closed.
+func (b *backlog) add(d *Deduper, j job) {
+	b.mu.Lock()
+	if b.closed || len(b.jobs) >= d.queue {
+		b.mu.Unlock()
+		d.shared.counters.dropped.Add(1)
+		d.logger.LogAttrs(context.Background(), slog.LevelWarn, "dedupe: backlog full or closed, work dropped",
+			slog.Int("queue", d.queue))
+		return
+	}
+	b.jobs = append(b.jobs, j)
+	if !b.running {
+		b.running = true
+		if b.ctx == nil {
+			b.ctx, b.cancel = context.WithCancel(context.Background())
+		}
+		b.exited = make(chan struct{})
+		go b.work(d, b.exited)
+	}
+	b.mu.Unlock()
+}
+
+// work runs the queued jobs until none is left.
+func (b *backlog) work(d *Deduper, exited chan struct{}) {
+	defer close(exited)
+	backoff := minBacklogBackoff
+	for {
+		b.mu.Lock()
+		jobs := b.jobs
+		b.jobs = nil
+		if len(jobs) == 0 || b.closed {
+			b.jobs = append(jobs, b.jobs...) // close counts what is left
+			b.running = false
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+
+		left := b.runJobs(d, jobs)
+		if len(left) == 0 {
+			backoff = minBacklogBackoff
+			continue
+		}
+		b.mu.Lock()
+		b.jobs = append(left, b.jobs...)
+		b.mu.Unlock()
+		select {
+		case <-b.ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxBacklogBackoff)
+	}
+}
+
+// runJobs runs jobs in order and returns those left when one fails: the store
+// is failing, so the rest waits for the next attempt.
+func (b *backlog) runJobs(d *Deduper, jobs []job) []job {
+	for i, j := range jobs {
+		if d.now().After(j.until) {
+			continue // a lease or TTL ran out meanwhile: nothing left to do
+		}
+		ctx, cancel := context.WithTimeout(b.ctx, backlogTimeout)
+		err := j.do(ctx)
+		cancel()
+		switch {
+		case err == nil:
+			if j.done != nil {
+				j.done()
+			}
+		case !ambiguous(err):
+			d.shared.counters.dropped.Add(1) // refused for good: closed store, invalid key
+			d.logger.LogAttrs(ctx, slog.LevelWarn, "dedupe: backlog work refused by the store", slog.Any("error", err))
+		default:
+			return jobs[i:]
+		}
+	}
+	return nil
+}
+
+// close stops the goroutine, waits for it, and counts the jobs left as
+// dropped. It is idempotent.
+func (b *backlog) close(cs *counters) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.closed = true
+	if b.cancel != nil {
+		b.cancel()
+	}
+	exited := b.exited
+	b.mu.Unlock()
+	if exited != nil {
+		<-exited
+	}
+	b.mu.Lock()
+	cs.dropped.Add(uint64(len(b.jobs)))
+	b.jobs = nil
+	b.mu.Unlock()
+}
