@@ -182,3 +182,19 @@ func FuzzParseKey(f *testing.F) {
 		}
 	})
 }
+
+func TestNewClaimTokens(t *testing.T) {
+	seen := map[string]bool{}
+	for range 3 * 256 { // several slabs
+		c := dedupe.NewClaim(key1)
+		require.NoError(t, c.Validate())
+		require.Len(t, c.Token, 32)
+		for _, r := range c.Token {
+			require.Contains(t, "0123456789abcdef", string(r))
+		}
+		require.False(t, seen[c.Token], "token %s made twice", c.Token)
+		seen[c.Token] = true
+	}
+	allocs := testing.AllocsPerRun(1000, func() { _ = dedupe.NewClaim(key1) })
+	assert.Less(t, allocs, 0.1, "a token costs a share of a slab")
+}

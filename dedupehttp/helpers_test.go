@@ -88,18 +88,18 @@ func newBlockingStore() *blockingStore {
 		entered: make(chan struct{}, 1), ctxErr: make(chan error, 1)}
 }
 
-func (s *blockingStore) Claim(ctx context.Context, _ dedupe.Key, _ time.Duration) (dedupe.Claim, error) {
+func (s *blockingStore) Claim(ctx context.Context, _ dedupe.Claim, _ time.Duration) (dedupe.Status, error) {
 	s.entered <- struct{}{}
 	<-ctx.Done()
 	s.ctxErr <- ctx.Err()
-	return dedupe.Claim{}, ctx.Err()
+	return 0, ctx.Err()
 }
 
 // failingStore is a store in an outage.
 type failingStore struct{ dedupe.Store }
 
-func (failingStore) Claim(context.Context, dedupe.Key, time.Duration) (dedupe.Claim, error) {
-	return dedupe.Claim{}, fmt.Errorf("connection refused")
+func (failingStore) Claim(context.Context, dedupe.Claim, time.Duration) (dedupe.Status, error) {
+	return 0, fmt.Errorf("connection refused")
 }
 
 // logBuffer collects JSON log records.

@@ -57,12 +57,12 @@ func BenchmarkClaimMark(b *testing.B) {
 	b.Run("store", func(b *testing.B) {
 		parallel(b, func(ctx context.Context) error {
 			k := keys.next()
-			c, err := s.Claim(ctx, k, time.Minute)
+			_, cSt, err := claimNew(ctx, s, k, time.Minute)
 			if err != nil {
 				return err
 			}
-			if c.Status != dedupe.Claimed {
-				return errors.New("new key not claimed: " + c.Status.String())
+			if cSt != dedupe.Claimed {
+				return errors.New("new key not claimed: " + cSt.String())
 			}
 			return s.Mark(ctx, k, time.Hour)
 		})
@@ -148,9 +148,9 @@ func BenchmarkClaimDuplicate(b *testing.B) {
 	b.Run("store", func(b *testing.B) {
 		parallel(b, func(ctx context.Context) error {
 			k := keys[n.Add(1)%int64(len(keys))]
-			c, err := s.Claim(ctx, k, time.Minute)
-			if err == nil && c.Status != dedupe.Duplicate {
-				err = errors.New("marked key not a duplicate: " + c.Status.String())
+			_, cSt, err := claimNew(ctx, s, k, time.Minute)
+			if err == nil && cSt != dedupe.Duplicate {
+				err = errors.New("marked key not a duplicate: " + cSt.String())
 			}
 			return err
 		})

@@ -23,7 +23,7 @@ func seed(t *testing.T, pool *pgxpool.Pool, s *Store, prefix string, n int, offs
 	t.Helper()
 	var token *string
 	if claim {
-		tok := newToken()
+		tok := dedupe.NewClaim(dedupe.Key{Channel: "seed", MessageID: "x"}).Token
 		token = &tok
 	}
 	_, err := pool.Exec(context.Background(), `INSERT INTO `+s.table+` (key, token, expires_at)

@@ -62,11 +62,11 @@ func TestTerminateBackends(t *testing.T) {
 			// Each key is visited by four workers, so Duplicate and InFlight occur.
 			for j := range 4 * keys / workers {
 				i := (w*keys/workers + j) % keys
-				c, err := s.Claim(ctx, ks[i], time.Minute)
+				_, cSt, err := claimNew(ctx, s, ks[i], time.Minute)
 				if !count(err) {
 					continue
 				}
-				switch c.Status {
+				switch cSt {
 				case dedupe.Duplicate:
 					if !state[i].markTried.Load() {
 						t.Errorf("Claim(%s) = duplicate, but no Mark of it was ever called", ks[i])
@@ -140,11 +140,11 @@ func TestTerminateBackends(t *testing.T) {
 		case !state[i].markTried.Load() && ok:
 			t.Errorf("%s exists, but no Mark of it was ever called", k)
 		}
-		c, err := s.Claim(ctx, k, time.Minute)
+		_, cSt, err := claimNew(ctx, s, k, time.Minute)
 		if err != nil {
 			t.Fatalf("Claim(%s) after the faults: %v", k, err)
 		}
-		if c.Status == dedupe.Duplicate && !state[i].markTried.Load() {
+		if cSt == dedupe.Duplicate && !state[i].markTried.Load() {
 			t.Errorf("Claim(%s) after the faults = duplicate, but no Mark of it was ever called", k)
 		}
 	}
@@ -186,13 +186,14 @@ func TestCancelMidQuery(t *testing.T) {
 	claimCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type result struct {
-		c   dedupe.Claim
-		err error
+		c      dedupe.Claim
+		status dedupe.Status
+		err    error
 	}
 	res := make(chan result, 1)
 	go func() {
-		c, err := s.Claim(claimCtx, k, time.Hour)
-		res <- result{c, err}
+		c, status, err := claimNew(claimCtx, s, k, time.Hour)
+		res <- result{c, status, err}
 	}()
 	// Wait until the server reports the claim waiting on the lock.
 	for waiting := false; !waiting; {
@@ -217,7 +218,7 @@ WHERE application_name = $1 AND wait_event_type = 'Lock')`, app).Scan(&waiting)
 	if !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("cancelled Claim = %v, %v; want an error wrapping context.Canceled", r.c, r.err)
 	}
-	if r.c.Status == dedupe.Claimed {
+	if r.status == dedupe.Claimed {
 		t.Fatalf("cancelled Claim returned a claim: %+v", r.c)
 	}
 	if err := tx.Rollback(ctx); err != nil {
@@ -226,15 +227,15 @@ WHERE application_name = $1 AND wait_event_type = 'Lock')`, app).Scan(&waiting)
 
 	// The store works on, on the pool's remaining or replacement connections.
 	other := dedupe.Key{Channel: "cancel", MessageID: randomHex(t, 4)}
-	if c, err := s.Claim(ctx, other, time.Hour); err != nil || c.Status != dedupe.Claimed {
-		t.Fatalf("Claim after a cancelled one = %v, %v", c.Status, err)
+	if _, cSt, err := claimNew(ctx, s, other, time.Hour); err != nil || cSt != dedupe.Claimed {
+		t.Fatalf("Claim after a cancelled one = %v, %v", cSt, err)
 	}
 	// The server may still finish a statement whose client went away: the
 	// cancelled claim is then held until its lease runs out, which is InFlight,
 	// never Duplicate.
-	c, err := s.Claim(ctx, k, time.Hour)
-	if err != nil || c.Status == dedupe.Duplicate {
-		t.Fatalf("Claim of the key of the cancelled claim = %v, %v; want claimed or in flight", c.Status, err)
+	_, cSt, err := claimNew(ctx, s, k, time.Hour)
+	if err != nil || cSt == dedupe.Duplicate {
+		t.Fatalf("Claim of the key of the cancelled claim = %v, %v; want claimed or in flight", cSt, err)
 	}
-	t.Logf("after the cancelled claim, the key is %v", c.Status)
+	t.Logf("after the cancelled claim, the key is %v", cSt)
 }

@@ -124,3 +124,11 @@ func holdExclusively(t *testing.T, s dedupe.Store, c dedupe.Claim, holders, clai
 	}
 	return true
 }
+
+// claimNew claims key on st with a new token: the claim, its status and the
+// error.
+func claimNew(ctx context.Context, st dedupe.Store, key dedupe.Key, lease time.Duration) (dedupe.Claim, dedupe.Status, error) {
+	c := dedupe.NewClaim(key)
+	status, err := st.Claim(ctx, c, lease)
+	return c, status, err
+}

@@ -59,12 +59,12 @@ func TestMultiInstance(t *testing.T) {
 				<-start
 				for i := range keys {
 					i := (i + g + inst*racers) % keys // racers take the keys in different orders
-					c, err := s.Claim(ctx, ks[i], time.Minute)
+					_, cSt, err := claimNew(ctx, s, ks[i], time.Minute)
 					if err != nil {
 						t.Errorf("instance %d: Claim(%s): %v", inst, ks[i], err)
 						return
 					}
-					switch c.Status {
+					switch cSt {
 					case dedupe.Claimed:
 						claimed[i].Add(1)
 						if err := s.Mark(ctx, ks[i], time.Hour); err != nil {
@@ -102,8 +102,8 @@ func TestMultiInstance(t *testing.T) {
 			if ok, err := s.Exists(ctx, k); err != nil || !ok {
 				t.Fatalf("instance %d: Exists(%s) = %v, %v; want true", inst, k, ok, err)
 			}
-			if c, err := s.Claim(ctx, k, time.Minute); err != nil || c.Status != dedupe.Duplicate {
-				t.Fatalf("instance %d: Claim(%s) after the run = %v, %v; want duplicate", inst, k, c.Status, err)
+			if _, cSt, err := claimNew(ctx, s, k, time.Minute); err != nil || cSt != dedupe.Duplicate {
+				t.Fatalf("instance %d: Claim(%s) after the run = %v, %v; want duplicate", inst, k, cSt, err)
 			}
 		}
 	}
@@ -141,7 +141,7 @@ func TestRepeatableRead(t *testing.T) {
 	for range 16 {
 		wg.Go(func() {
 			for range 100 {
-				c, err := s.Claim(ctx, k, time.Minute)
+				c, cSt, err := claimNew(ctx, s, k, time.Minute)
 				var pgErr *pgconn.PgError
 				switch {
 				case errors.As(err, &pgErr) && pgErr.Code == "40001":
@@ -150,10 +150,10 @@ func TestRepeatableRead(t *testing.T) {
 				case err != nil:
 					t.Errorf("Claim: %v", err)
 					return
-				case c.Status == dedupe.InFlight:
+				case cSt == dedupe.InFlight:
 					continue
-				case c.Status != dedupe.Claimed:
-					t.Errorf("Claim = %v", c.Status)
+				case cSt != dedupe.Claimed:
+					t.Errorf("Claim = %v", cSt)
 					return
 				}
 				if !holdExclusively(t, s, c, &holders, &claims) {

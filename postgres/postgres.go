@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -105,7 +103,8 @@ func buildStatements(t string) statements {
 		mark: `INSERT INTO ` + t + ` AS d (key, token, expires_at) VALUES ($1, NULL, ` + fmt.Sprintf(after, "$2") + `)
 ON CONFLICT (key) DO UPDATE SET token = NULL, expires_at = excluded.expires_at`,
 
-		// cur reads the live row, if any, in the statement's snapshot. When there
+		// cur reads the live row, if any, in the statement's snapshot, unless it
+		// is the caller's own claim (a repeated Claim, which renews it). When there
 		// is one the insert is skipped: the outcome is Duplicate or InFlight and
 		// nothing is written or locked. Otherwise the insert takes the key, over an
 		// expired row if there is one. Its arbiter is the unique index on key,
@@ -113,13 +112,14 @@ ON CONFLICT (key) DO UPDATE SET token = NULL, expires_at = excluded.expires_at`,
 		// evaluated on that row under its lock: of racing claims exactly one
 		// inserts or updates, and the others return no row.
 		claim: `WITH cur AS (
-	SELECT token IS NULL AS marked FROM ` + t + ` WHERE key = $1::text AND expires_at > now()
+	SELECT token IS NULL AS marked FROM ` + t + `
+	WHERE key = $1::text AND expires_at > now() AND token IS DISTINCT FROM $2::text
 ), ins AS (
 	INSERT INTO ` + t + ` AS d (key, token, expires_at)
 	SELECT $1::text, $2::text, ` + fmt.Sprintf(after, "$3") + `
 	WHERE NOT EXISTS (SELECT 1 FROM cur)
 	ON CONFLICT (key) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at
-	WHERE d.expires_at <= now()
+	WHERE d.expires_at <= now() OR d.token = excluded.token
 	RETURNING 1
 )
 SELECT 1 FROM ins
@@ -257,41 +257,47 @@ func (s *Store) Mark(ctx context.Context, key dedupe.Key, ttl time.Duration) err
 	return nil
 }
 
-// Claim takes key for lease (lease <= 0: [Config.Lease]) unless a live mark
-// ([dedupe.Duplicate]) or a live claim ([dedupe.InFlight]) holds it; see
-// [dedupe.Store.Claim]. A claimed result carries a random 128-bit token.
-func (s *Store) Claim(ctx context.Context, key dedupe.Key, lease time.Duration) (dedupe.Claim, error) {
+// Claim takes c.Key for c.Token, for lease (lease <= 0: [Config.Lease]),
+// unless a live mark ([dedupe.Duplicate]) or a live claim with another token
+// ([dedupe.InFlight]) holds it; see [dedupe.Store.Claim]. A Claim that returns
+// an error may have committed all the same: Claim again with the same c, or
+// Release(c), to settle it; [dedupe.Deduper] does.
+func (s *Store) Claim(ctx context.Context, c dedupe.Claim, lease time.Duration) (dedupe.Status, error) {
+	key := c.Key
 	if err := s.check(ctx, "claim", key); err != nil {
-		return dedupe.Claim{}, err
+		return 0, err
+	}
+	if err := c.Validate(); err != nil {
+		return 0, err
 	}
 	if lease <= 0 {
 		lease = s.lease
 	}
-	k, token, us := key.String(), newToken(), micros(lease)
+	k, token, us := key.String(), c.Token, micros(lease)
 	for range maxClaimTrials {
 		var outcome int
 		err := s.pool.QueryRow(ctx, s.sql.claim, k, token, us).Scan(&outcome)
 		switch {
 		case err == nil && outcome == claimInserted:
-			return dedupe.Claim{Key: key, Status: dedupe.Claimed, Token: token}, nil
+			return dedupe.Claimed, nil
 		case err == nil && outcome == claimMarked:
-			return dedupe.Claim{Key: key, Status: dedupe.Duplicate}, nil
+			return dedupe.Duplicate, nil
 		case err == nil && outcome == claimHeld:
-			return dedupe.Claim{Key: key, Status: dedupe.InFlight}, nil
+			return dedupe.InFlight, nil
 		case err == nil:
-			return dedupe.Claim{}, fmt.Errorf("dedupe: postgres: claim %s: unexpected outcome %d", key, outcome)
+			return 0, fmt.Errorf("dedupe: postgres: claim %s: unexpected outcome %d", key, outcome)
 		case !isNoRows(err):
-			return dedupe.Claim{}, s.fail(ctx, "claim", key, err)
+			return 0, s.fail(ctx, "claim", key, err)
 		}
 		// No row: the insert met a live row committed after the statement's
 		// snapshot was taken. A new statement has a new snapshot that sees it,
 		// or, if it is gone again, takes the key.
 		s.retries.Add(1)
 		if err := ctx.Err(); err != nil {
-			return dedupe.Claim{}, s.fail(ctx, "claim", key, err)
+			return 0, s.fail(ctx, "claim", key, err)
 		}
 	}
-	return dedupe.Claim{}, fmt.Errorf("dedupe: postgres: claim %s: no stable outcome after %d attempts under concurrent writes", key, maxClaimTrials)
+	return 0, fmt.Errorf("dedupe: postgres: claim %s: no stable outcome after %d attempts under concurrent writes", key, maxClaimTrials)
 }
 
 // Extend renews c's lease to lease from the server's now (lease <= 0:
@@ -369,8 +375,8 @@ func (s *Store) checkClaim(ctx context.Context, op string, c dedupe.Claim) error
 	if err := s.check(ctx, op, c.Key); err != nil {
 		return err
 	}
-	if c.Status != dedupe.Claimed || !validToken(c.Token) {
-		return fmt.Errorf("%w: %s: not a claim this store made", dedupe.ErrNotOwner, c.Key)
+	if c.Validate() != nil {
+		return fmt.Errorf("%w: %s: not a claim token", dedupe.ErrNotOwner, c.Key)
 	}
 	return nil
 }
@@ -385,29 +391,6 @@ func (s *Store) fail(ctx context.Context, op string, key dedupe.Key, err error) 
 }
 
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
-
-const tokenBytes = 16
-
-// newToken returns 128 random bits in hex, in one allocation.
-func newToken() string {
-	var b [tokenBytes]byte
-	_, _ = rand.Read(b[:]) // never fails; see crypto/rand.Read
-	var h [2 * tokenBytes]byte
-	hex.Encode(h[:], b[:])
-	return string(h[:])
-}
-
-func validToken(t string) bool {
-	if len(t) != 2*tokenBytes {
-		return false
-	}
-	for i := 0; i < len(t); i++ {
-		if c := t[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
 
 // micros returns d in whole microseconds, rounded up so that a positive
 // duration never becomes zero.

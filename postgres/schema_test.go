@@ -141,15 +141,15 @@ CREATE INDEX `+table+`_exp ON `+table+` (expires_at, key)`); err != nil {
 	}
 	s := newTestStore(t, pool, Config{Table: table})
 	k := dedupe.Key{Channel: "migrated", MessageID: "1"}
-	c, err := s.Claim(ctx, k, time.Minute)
-	if err != nil || c.Status != dedupe.Claimed {
-		t.Fatalf("Claim = %v, %v", c.Status, err)
+	_, cSt, err := claimNew(ctx, s, k, time.Minute)
+	if err != nil || cSt != dedupe.Claimed {
+		t.Fatalf("Claim = %v, %v", cSt, err)
 	}
 	if err := s.Mark(ctx, k, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := s.Claim(ctx, k, time.Minute); err != nil || c.Status != dedupe.Duplicate {
-		t.Fatalf("Claim of a marked key = %v, %v", c.Status, err)
+	if _, cSt, err := claimNew(ctx, s, k, time.Minute); err != nil || cSt != dedupe.Duplicate {
+		t.Fatalf("Claim of a marked key = %v, %v", cSt, err)
 	}
 	var indexes int
 	if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE tablename = $1`, table).Scan(&indexes); err != nil {

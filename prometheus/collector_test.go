@@ -23,8 +23,8 @@ type failingStore struct{ dedupe.Store }
 
 var errOutage = errors.New("connection refused")
 
-func (failingStore) Claim(context.Context, dedupe.Key, time.Duration) (dedupe.Claim, error) {
-	return dedupe.Claim{}, errOutage
+func (failingStore) Claim(context.Context, dedupe.Claim, time.Duration) (dedupe.Status, error) {
+	return 0, errOutage
 }
 
 func key(id string) dedupe.Key { return dedupe.Key{Channel: "test", MessageID: id} }

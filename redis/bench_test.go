@@ -66,9 +66,9 @@ func BenchmarkClaimMark(b *testing.B) {
 		parallel(b, func(pb *testing.PB) {
 			for pb.Next() {
 				k := dedupe.Key{Channel: "bench", MessageID: strconv.FormatUint(n.Add(1), 10)}
-				c, err := st.Claim(ctx, k, 0)
-				if err != nil || c.Status != dedupe.Claimed {
-					b.Errorf("Claim(%s) = %v, %v", k, c.Status, err)
+				_, cSt, err := claimNew(ctx, st, k, 0)
+				if err != nil || cSt != dedupe.Claimed {
+					b.Errorf("Claim(%s) = %v, %v", k, cSt, err)
 					return
 				}
 				if err := st.Mark(ctx, k, 0); err != nil {

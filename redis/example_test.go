@@ -74,8 +74,13 @@ func ExampleStore_Claim() {
 	defer store.Close()
 	ctx := context.Background()
 	key := dedupe.Key{Channel: "slack", MessageID: "Ev0123"}
-	c, err := store.Claim(ctx, key, time.Minute)
-	if err != nil || c.Status != dedupe.Claimed {
+	c := dedupe.NewClaim(key)
+	status, err := store.Claim(ctx, c, time.Minute)
+	if err != nil {
+		_ = store.Release(ctx, c) // the claim may have been taken all the same
+		return
+	}
+	if status != dedupe.Claimed {
 		return // a store error, a duplicate or a copy in flight elsewhere
 	}
 	if err := process(ctx, key); err != nil {

@@ -35,6 +35,7 @@ func TestDeduperFailover(t *testing.T) {
 	t.Cleanup(func() { _ = local.Close() })
 	clock := dedupetest.NewClock(time.Now())
 	d := dedupe.New(st, dedupe.WithFallback(local), dedupe.WithFallbackRetry(time.Minute), dedupe.WithClock(clock.Now))
+	t.Cleanup(func() { _ = d.Close() })
 	up := dedupe.Key{Channel: "failover", MessageID: "up"}
 	if err := d.Do(ctx, up, func(context.Context) error { return nil }); err != nil {
 		t.Fatalf("Do with the server up: %v", err)
@@ -47,6 +48,7 @@ func TestDeduperFailover(t *testing.T) {
 
 	t.Run("FailClosed", func(t *testing.T) {
 		closed := dedupe.New(st)
+		defer closed.Close()
 		ran := false
 		err := closed.Do(ctx, dedupe.Key{Channel: "failover", MessageID: "closed"}, func(context.Context) error {
 			ran = true
@@ -107,8 +109,11 @@ func TestDeduperFailover(t *testing.T) {
 		if s.Processed != 1+keys {
 			t.Errorf("Processed = %d, want %d", s.Processed, 1+keys)
 		}
-		if s.Fallbacks != keys*copies+keys {
-			t.Errorf("Fallbacks = %d, want %d (every call during the outage)", s.Fallbacks, keys*copies+keys)
+		// Copies and redeliveries are answered by the local store's claims and
+		// marks, before the primary is asked: only the first copy of each key is
+		// served by the fallback alone.
+		if s.Fallbacks != keys {
+			t.Errorf("Fallbacks = %d, want %d (each message processed during the outage)", s.Fallbacks, keys)
 		}
 		if s.StoreErrors == 0 {
 			t.Error("StoreErrors = 0 during an outage")
@@ -138,9 +143,31 @@ func TestDeduperFailover(t *testing.T) {
 			clock.Advance(2 * time.Minute)
 			return false
 		})
-		if ok, err := local.Exists(ctx, back); ok || err != nil {
-			t.Errorf("a message processed on Redis is in the local store too: %v, %v", ok, err)
+		if ok, err := local.Exists(ctx, back); !ok || err != nil {
+			t.Errorf("a message processed on Redis is not in the local store too: %v, %v", ok, err)
 		}
 		t.Logf("fallbacks after the restart: %d more", d.Stats().Fallbacks-before)
+		// The marks made during the outage reach Redis from the backlog, so a
+		// copy that reaches another gateway instance now is a duplicate there.
+		waitFor(t, "the outage's marks written to Redis", 20*time.Second, func() bool {
+			for i := range 16 {
+				if ok, _ := st.Exists(ctx, dedupe.Key{Channel: "failover", MessageID: fmt.Sprint(i)}); !ok {
+					return false
+				}
+			}
+			return true
+		})
+		s := d.Stats()
+		t.Logf("backlog: deferred %d, replayed %d, dropped %d", s.Deferred, s.Replayed, s.Dropped)
+		if s.Dropped != 0 {
+			t.Errorf("Dropped = %d", s.Dropped)
+		}
+		other := dedupe.New(st)
+		for i := range 16 {
+			k := dedupe.Key{Channel: "failover", MessageID: fmt.Sprint(i)}
+			if err := other.Do(ctx, k, func(context.Context) error { return nil }); !errors.Is(err, dedupe.ErrDuplicate) {
+				t.Errorf("another instance's Do(%s) after recovery = %v, want ErrDuplicate", k, err)
+			}
+		}
 	})
 }

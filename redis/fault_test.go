@@ -57,12 +57,12 @@ func (w *workload) run(id string) {
 		default:
 		}
 		k := dedupe.Key{Channel: "fault", MessageID: fmt.Sprintf("%s-%d", id, n)}
-		c, err := w.st.Claim(ctx, k, time.Minute)
+		c, cSt, err := claimNew(ctx, w.st, k, time.Minute)
 		if err != nil {
 			w.fail(err, k, false)
 			continue
 		}
-		switch c.Status {
+		switch cSt {
 		case dedupe.Duplicate:
 			w.falseDup.Add(1)
 			continue
@@ -154,8 +154,8 @@ func (w *workload) check(t *testing.T) {
 		if ok, err := w.st.Exists(ctx, k); ok || err != nil {
 			t.Errorf("%s was never marked but Exists = %v, %v", k, ok, err)
 		}
-		if c, err := w.st.Claim(ctx, k, time.Minute); c.Status == dedupe.Duplicate || err != nil {
-			t.Errorf("%s was never marked but Claim = %v, %v", k, c.Status, err)
+		if _, cSt, err := claimNew(ctx, w.st, k, time.Minute); cSt == dedupe.Duplicate || err != nil {
+			t.Errorf("%s was never marked but Claim = %v, %v", k, cSt, err)
 		}
 	}
 }

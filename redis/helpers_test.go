@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewaykit/dedupe"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/gatewaykit/dedupe/redis"
@@ -220,4 +221,12 @@ func startCluster(t testing.TB) *server {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// claimNew claims key on st with a new token: the claim, its status and the
+// error.
+func claimNew(ctx context.Context, st dedupe.Store, key dedupe.Key, lease time.Duration) (dedupe.Claim, dedupe.Status, error) {
+	c := dedupe.NewClaim(key)
+	status, err := st.Claim(ctx, c, lease)
+	return c, status, err
 }

@@ -43,13 +43,13 @@ func TestMultiInstance(t *testing.T) {
 				<-start
 				for j := range keys {
 					k := (j + g + i*racers/instances) % keys // racers meet keys in different orders
-					c, err := st.Claim(ctx, ks[k], 0)
+					_, cSt, err := claimNew(ctx, st, ks[k], 0)
 					if err != nil {
 						errs <- fmt.Errorf("store %d: Claim(%s): %w", i, ks[k], err)
 						return
 					}
-					statuses[c.Status].Add(1)
-					if c.Status != dedupe.Claimed {
+					statuses[cSt].Add(1)
+					if cSt != dedupe.Claimed {
 						continue
 					}
 					claimed[k].Add(1)
@@ -83,8 +83,8 @@ func TestMultiInstance(t *testing.T) {
 			if ok, err := st.Exists(ctx, k); !ok || err != nil {
 				t.Errorf("store %d: Exists(%s) = %v, %v after the race", i, k, ok, err)
 			}
-			if c, err := st.Claim(ctx, k, 0); c.Status != dedupe.Duplicate || err != nil {
-				t.Errorf("store %d: Claim(%s) = %v, %v after the race, want duplicate", i, k, c.Status, err)
+			if _, cSt, err := claimNew(ctx, st, k, 0); cSt != dedupe.Duplicate || err != nil {
+				t.Errorf("store %d: Claim(%s) = %v, %v after the race, want duplicate", i, k, cSt, err)
 			}
 		}
 	}

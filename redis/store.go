@@ -2,8 +2,6 @@ package redis
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -17,27 +15,29 @@ import (
 const DefaultPrefix = "dedupe:"
 
 // Values stored under a message key. A mark is the single byte "m"; a claim is
-// "c:" followed by its token, 32 lowercase hex digits (128 random bits). The two
-// can never be equal, and any other value found under a key is treated as a
-// claim held by someone else.
+// "c:" followed by its token (see [dedupe.Claim]). The two can never be
+// equal, and any other value found under a key is treated as a claim held by
+// someone else.
 const (
 	markValue   = "m"
 	claimPrefix = "c:"
-	tokenLen    = 32
 )
 
 // claimScript takes KEYS[1] for ARGV[2] milliseconds with the claim value
-// ARGV[1] unless the key holds a value. It returns the key's value after the
-// call, which is ARGV[1] exactly when this call holds the claim: a claim the
-// client retried after a lost reply finds its own value and still wins,
-// instead of locking itself out as in flight. (SET NX PX GET would do the same
-// without Lua, but needs Redis 7.0, and its nil reply on success costs
-// go-redis more allocations than the script saves.)
+// ARGV[1] unless the key holds a value; if it holds ARGV[1] itself, the claim
+// is the caller's already and its expiry is set anew. It returns the key's
+// value after the call, which is ARGV[1] exactly when the caller holds the
+// claim: a claim retried after a lost reply finds its own value and still
+// wins, instead of locking itself out as in flight.
 var claimScript = goredis.NewScript(`
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 	return ARGV[1]
 end
-return redis.call('GET', KEYS[1])
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then
+	redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return v
 `)
 
 // releaseScript deletes KEYS[1] if it holds the claim value ARGV[1].
@@ -227,37 +227,36 @@ func (s *Store) Mark(ctx context.Context, key dedupe.Key, ttl time.Duration) err
 	return nil
 }
 
-// Claim takes key for lease (lease <= 0: the configured lease) unless it is
-// marked or claimed; see [dedupe.Store]. It is one Lua script call (EVALSHA)
-// that sets the claim with PX if the key is absent and otherwise returns the
-// value it holds, so a duplicate is told apart from a claim in flight in the
-// same atomic step.
+// Claim takes c.Key for c.Token, for lease (lease <= 0: the configured
+// lease), unless it is marked or claimed by another token; see
+// [dedupe.Store.Claim]. It is one Lua script call (EVALSHA) that sets the
+// claim with PX if the key is absent and otherwise returns the value it holds,
+// so a duplicate is told apart from a claim in flight in the same atomic step.
 //
-// A Claim that returns an error may still have taken the key on the server;
-// the key is then in flight until the lease runs out. A Claim the client
-// retried after a lost reply finds its own token and is still [dedupe.Claimed].
-func (s *Store) Claim(ctx context.Context, key dedupe.Key, lease time.Duration) (dedupe.Claim, error) {
-	if err := s.check(ctx, key); err != nil {
-		return dedupe.Claim{}, err
+// A Claim that returns an error may still have taken the key on the server.
+// Claim again with the same c, or Release(c), to settle it; [dedupe.Deduper]
+// does.
+func (s *Store) Claim(ctx context.Context, c dedupe.Claim, lease time.Duration) (dedupe.Status, error) {
+	if err := s.check(ctx, c.Key); err != nil {
+		return 0, err
+	}
+	if err := c.Validate(); err != nil {
+		return 0, err
 	}
 	if lease <= 0 {
 		lease = s.lease
 	}
-	return s.claim(ctx, key, newClaimValue(), lease)
-}
-
-// claim is Claim with the claim value val.
-func (s *Store) claim(ctx context.Context, key dedupe.Key, val string, lease time.Duration) (dedupe.Claim, error) {
-	got, err := claimScript.Run(ctx, s.client, []string{s.key(key)}, val, ms(lease)).Text()
+	val := claimPrefix + c.Token
+	got, err := claimScript.Run(ctx, s.client, []string{s.key(c.Key)}, val, ms(lease)).Text()
 	switch {
 	case err != nil:
-		return dedupe.Claim{}, s.fail(ctx, "claim", key, err)
+		return 0, s.fail(ctx, "claim", c.Key, err)
 	case got == val:
-		return dedupe.Claim{Key: key, Status: dedupe.Claimed, Token: val[len(claimPrefix):]}, nil
+		return dedupe.Claimed, nil
 	case got == markValue:
-		return dedupe.Claim{Key: key, Status: dedupe.Duplicate}, nil
+		return dedupe.Duplicate, nil
 	}
-	return dedupe.Claim{Key: key, Status: dedupe.InFlight}, nil
+	return dedupe.InFlight, nil
 }
 
 // Extend renews c's lease to lease from now (lease <= 0: the configured lease)
@@ -287,8 +286,8 @@ func (s *Store) update(ctx context.Context, op string, script *goredis.Script, c
 	if err := s.check(ctx, c.Key); err != nil {
 		return err
 	}
-	if c.Status != dedupe.Claimed || !validToken(c.Token) {
-		return fmt.Errorf("%w: %s: not a claim this store made", dedupe.ErrNotOwner, c.Key)
+	if c.Validate() != nil {
+		return fmt.Errorf("%w: %s: not a claim token", dedupe.ErrNotOwner, c.Key)
 	}
 	argv := make([]any, 0, 1+len(args))
 	argv = append(argv, claimPrefix+c.Token)
@@ -335,30 +334,6 @@ func (s *Store) Close() error {
 		}
 	}
 	return nil
-}
-
-// newClaimValue returns "c:" and 128 random bits in hex.
-func newClaimValue() string {
-	var r [tokenLen / 2]byte
-	_, _ = rand.Read(r[:]) // crypto/rand.Read never returns an error
-	var b [len(claimPrefix) + tokenLen]byte
-	copy(b[:], claimPrefix)
-	hex.Encode(b[len(claimPrefix):], r[:])
-	return string(b[:])
-}
-
-// validToken reports whether tok has the form of a token made by this store.
-func validToken(tok string) bool {
-	if len(tok) != tokenLen {
-		return false
-	}
-	for i := 0; i < len(tok); i++ {
-		c := tok[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // ms returns d in whole milliseconds, rounded up, and at least 1: PX takes
