@@ -13,6 +13,7 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
+	"github.com/gatewaykit/dedupe/platform"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -104,7 +105,7 @@ func TestAsyncBurstLargerThanQueue(t *testing.T) {
 	processed := map[string]int{}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		<-gate
-		k, err := dedupe.Telegram.Extract(mustBody(r), r.Header)
+		k, err := platform.Telegram.Extract(mustBody(r), r.Header)
 		assert.NoError(t, err)
 		mu.Lock()
 		processed[k.MessageID]++
@@ -335,7 +336,7 @@ func TestAsyncPassThroughIsSynchronous(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "challenge-accepted")
 	})
-	a := dedupehttp.NewAsync(dedupe.New(nil), dedupehttp.FromPreset(dedupe.Slack), h, dedupehttp.AsyncConfig{})
+	a := dedupehttp.NewAsync(dedupe.New(nil), dedupehttp.FromPreset(platform.Slack), h, dedupehttp.AsyncConfig{})
 	defer a.Close(t.Context())
 	w := record(a, t.Context(), []byte(`{"type":"url_verification","challenge":"c"}`))
 	assert.Equal(t, http.StatusOK, w.Code)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/platform"
 )
 
 // Headers set on the answers that the middleware gives itself, without the
@@ -63,8 +64,8 @@ var (
 type Extractor func(r *http.Request) (dedupe.Key, error)
 
 // FromPreset returns an [Extractor] that extracts keys with the platform
-// preset p from the request's body and headers, using [dedupe.Preset.Extract].
-func FromPreset(p dedupe.Preset) Extractor {
+// preset p from the request's body and headers, using [platform.Preset.Extract].
+func FromPreset(p platform.Preset) Extractor {
 	return func(r *http.Request) (dedupe.Key, error) {
 		b, err := Body(r)
 		if err != nil {
@@ -229,7 +230,7 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // DefaultExtractError is the default policy of [WithExtractError]:
-//   - An error wrapping [dedupe.ErrNoMessageID] (and so [dedupe.ErrNotAMessage])
+//   - An error wrapping [dedupe.ErrNoMessageID] (and so [platform.ErrNotAMessage])
 //     means a request that carries no message, such as a Slack or Feishu
 //     url_verification challenge, a Discord PING or a OneBot heartbeat: it
 //     passes to the handler without deduplication, and the handler answers

@@ -1,11 +1,15 @@
-package dedupe
+package platform
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/gatewaykit/dedupe"
 )
 
 // ErrNotAMessage reports a delivery that is part of a platform's protocol rather
@@ -13,25 +17,25 @@ import (
 // Discord PING, a OneBot heartbeat, a Slack rate-limit notice. It needs no
 // deduplication and must reach the handler, which answers it.
 //
-// ErrNotAMessage matches [ErrNoMessageID] too, so code that passes deliveries
+// ErrNotAMessage matches [dedupe.ErrNoMessageID] too, so code that passes deliveries
 // without a message id through to the handler treats these the same way; test
 // for ErrNotAMessage first when the two must be told apart.
 var ErrNotAMessage error = notAMessageError{}
 
 type notAMessageError struct{}
 
-func (notAMessageError) Error() string { return "dedupe: not a message" }
+func (notAMessageError) Error() string { return "dedupe: platform: not a message" }
 
-// Is makes [ErrNotAMessage] match [ErrNoMessageID].
-func (notAMessageError) Is(target error) bool { return target == ErrNoMessageID }
+// Is makes [ErrNotAMessage] match [dedupe.ErrNoMessageID].
+func (notAMessageError) Is(target error) bool { return target == dedupe.ErrNoMessageID }
 
 // Preset is what this library knows about one chat platform's webhooks: the key
 // channel, which field of the delivery identifies a message across the
 // platform's redeliveries, and a TTL that outlasts its redelivery window. A
 // Preset is plain data: copy one and change a field to adapt it, for example a
-// Name per bot when several bots of one platform share a [Store]:
+// Name per bot when several bots of one platform share a [dedupe.Store]:
 //
-//	bot2 := dedupe.Telegram
+//	bot2 := platform.Telegram
 //	bot2.Name = "telegram-bot2"
 //
 // The presets are [Telegram], [Slack], [Feishu], [Discord], [OneBot] and [QQ];
@@ -42,34 +46,34 @@ type Preset struct {
 	Name string
 
 	// TTL is how long to remember a processed message: longer than the
-	// platform redelivers a message. Pass it to [Store.Mark] or configure the
-	// [Deduper] with it.
+	// platform redelivers a message. Pass it to [dedupe.Store.Mark] or configure the
+	// [dedupe.Deduper] with it.
 	TTL time.Duration
 
 	// MessageID finds the message id in a delivery's raw body and headers. It
 	// returns an error wrapping [ErrNotAMessage] for protocol requests,
-	// [ErrNoMessageID] for a delivery without a usable id (a body that is not
-	// the expected JSON included), and [ErrInvalidKey] for an id that is not a
+	// [dedupe.ErrNoMessageID] for a delivery without a usable id (a body that is not
+	// the expected JSON included), and [dedupe.ErrInvalidKey] for an id that is not a
 	// string or an integer.
 	MessageID func(body []byte, header http.Header) (string, error)
 }
 
 // Extract returns the key of a delivery: Channel is p.Name and MessageID what
 // p.MessageID finds in body and header. The key is validated, so an error
-// wraps [ErrNotAMessage], [ErrNoMessageID] or [ErrInvalidKey]. Extract never
+// wraps [ErrNotAMessage], [dedupe.ErrNoMessageID] or [dedupe.ErrInvalidKey]. Extract never
 // decodes a number through float64: ids of any length are kept exactly as the
 // platform wrote them.
-func (p Preset) Extract(body []byte, header http.Header) (Key, error) {
+func (p Preset) Extract(body []byte, header http.Header) (dedupe.Key, error) {
 	if p.MessageID == nil {
-		return Key{}, fmt.Errorf("%w: preset %q has no MessageID func", ErrNoMessageID, p.Name)
+		return dedupe.Key{}, fmt.Errorf("%w: preset %q has no MessageID func", dedupe.ErrNoMessageID, p.Name)
 	}
 	id, err := p.MessageID(body, header)
 	if err != nil {
-		return Key{}, err
+		return dedupe.Key{}, err
 	}
-	k := Key{Channel: p.Name, MessageID: id}
+	k := dedupe.Key{Channel: p.Name, MessageID: id}
 	if err := k.Validate(); err != nil {
-		return Key{}, err
+		return dedupe.Key{}, err
 	}
 	return k, nil
 }
@@ -95,7 +99,7 @@ func Presets() []Preset {
 // update_id is counted per bot ("Update identifiers start from a certain
 // positive number and increase sequentially", Bot API, Update), so give each
 // bot its own Name when several bots share a store. Being sequential, it also
-// suits a [Sequencer].
+// suits the Sequencer of package sequence.
 var Telegram = Preset{
 	Name:      "telegram",
 	TTL:       24 * time.Hour,
@@ -169,7 +173,7 @@ func slackMessageID(body []byte, _ http.Header) (string, error) {
 //
 // A url_verification challenge returns [ErrNotAMessage]. A body encrypted with
 // the app's Encrypt Key ({"encrypt": "…"}) must be decrypted before Extract;
-// as it stands it returns an error wrapping [ErrNoMessageID].
+// as it stands it returns an error wrapping [dedupe.ErrNoMessageID].
 var Feishu = Preset{
 	Name:      "feishu",
 	TTL:       12 * time.Hour,
@@ -203,7 +207,7 @@ func feishuMessageID(body []byte, _ http.Header) (string, error) {
 	case e.Type == "url_verification":
 		return "", fmt.Errorf("%w: feishu url_verification", ErrNotAMessage)
 	case e.Encrypt != "":
-		return "", fmt.Errorf("%w: feishu body is encrypted: decrypt it with the app's Encrypt Key first", ErrNoMessageID)
+		return "", fmt.Errorf("%w: feishu body is encrypted: decrypt it with the app's Encrypt Key first", dedupe.ErrNoMessageID)
 	case e.Header.EventType == "im.message.receive_v1":
 		return e.Event.Message.MessageID.require("feishu im.message.receive_v1", "event.message.message_id")
 	case e.Schema == "" && e.Event.Type == "message":
@@ -261,7 +265,7 @@ func discordMessageID(body []byte, _ http.Header) (string, error) {
 // Only message events (post_type "message" and "message_sent") have a key: a
 // notice such as group_recall carries the message_id of the message it is
 // about, so keying it would drop it as a copy of that message. Notices and
-// requests return [ErrNoMessageID]; meta events (heartbeat, lifecycle) return
+// requests return [dedupe.ErrNoMessageID]; meta events (heartbeat, lifecycle) return
 // [ErrNotAMessage].
 //
 // TTL 10 min: OneBot v11 defines no redelivery; copies come from a bot
@@ -292,7 +296,7 @@ func oneBotMessageID(body []byte, _ http.Header) (string, error) {
 	case "meta_event":
 		return "", fmt.Errorf("%w: onebot meta_event", ErrNotAMessage)
 	default:
-		return "", fmt.Errorf("%w: onebot %q event is not a message", ErrNoMessageID, e.PostType)
+		return "", fmt.Errorf("%w: onebot %q event is not a message", dedupe.ErrNoMessageID, e.PostType)
 	}
 	self, err := e.SelfID.require("onebot event", "self_id")
 	if err != nil {
@@ -310,7 +314,7 @@ func oneBotMessageID(body []byte, _ http.Header) (string, error) {
 // such as GROUP_AT_MESSAGE_CREATE or C2C_MESSAGE_CREATE. Each event has its own
 // id, so a MESSAGE_DELETE is not taken for a copy of the message it deletes.
 //
-// TTL 24 h, the library's [DefaultTTL]: the QQ bot documentation asks for an
+// TTL 24 h, the library's [dedupe.DefaultTTL]: the QQ bot documentation asks for an
 // answer (op 12) to each callback but gives no redelivery schedule to size a
 // shorter TTL from, and the NekoBot gateway keeps QQ keys for 24 h.
 //
@@ -319,7 +323,7 @@ func oneBotMessageID(body []byte, _ http.Header) (string, error) {
 // this preset does not.
 var QQ = Preset{
 	Name:      "qq",
-	TTL:       DefaultTTL,
+	TTL:       dedupe.DefaultTTL,
 	MessageID: qqMessageID,
 }
 
@@ -341,9 +345,9 @@ func qqMessageID(body []byte, _ http.Header) (string, error) {
 
 // decodeBody decodes a platform's JSON body into v, a small struct of the
 // fields a preset needs; the rest of the body is skipped, not built.
-func decodeBody(platform string, body []byte, v any) error {
+func decodeBody(name string, body []byte, v any) error {
 	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("%w: %s body is not the expected JSON: %w", ErrNoMessageID, platform, err)
+		return fmt.Errorf("%w: %s body is not the expected JSON: %w", dedupe.ErrNoMessageID, name, err)
 	}
 	return nil
 }
@@ -387,9 +391,9 @@ func (j *jsonID) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// require returns the id as written, with the rules of [ExtractKey]: absent,
-// null, "", false and numeric zero are no id ([ErrNoMessageID]); a number must
-// be an integer; true, objects and arrays are [ErrInvalidKey]. what and field
+// require returns the id as written, with the rules of [dedupe.ExtractKey]: absent,
+// null, "", false and numeric zero are no id ([dedupe.ErrNoMessageID]); a number must
+// be an integer; true, objects and arrays are [dedupe.ErrInvalidKey]. what and field
 // name the id in errors.
 func (j jsonID) require(what, field string) (string, error) {
 	var (
@@ -401,17 +405,44 @@ func (j jsonID) require(what, field string) (string, error) {
 	case kindString:
 		id, ok = j.text, j.text != ""
 	case kindNumber:
-		if id, ok, err = idString(json.Number(j.text)); err != nil {
-			err = fmt.Errorf("%w: %s %s %s is not an integer", ErrInvalidKey, what, field, j.text)
+		var integer bool
+		if ok, integer = numberID(j.text); !integer {
+			err = fmt.Errorf("%w: %s %s %s is not an integer", dedupe.ErrInvalidKey, what, field, j.text)
 		}
+		id = j.text
 	case kindOther:
-		err = fmt.Errorf("%w: %s %s is not a string or a number", ErrInvalidKey, what, field)
+		err = fmt.Errorf("%w: %s %s is not a string or a number", dedupe.ErrInvalidKey, what, field)
 	}
 	switch {
 	case err != nil:
 		return "", err
 	case !ok:
-		return "", fmt.Errorf("%w: %s has no %s", ErrNoMessageID, what, field)
+		return "", fmt.Errorf("%w: %s has no %s", dedupe.ErrNoMessageID, what, field)
 	}
 	return id, nil
+}
+
+// numberID applies the rules [dedupe.ExtractKey] has for a [json.Number] to
+// the number literal s: a zero is no id (ok is false), and any other number
+// must be an integer, written with digits alone.
+func numberID(s string) (ok, integer bool) {
+	if f, err := strconv.ParseFloat(s, 64); err == nil && f == 0 {
+		return false, true
+	}
+	return true, isDigits(s)
+}
+
+// isDigits reports whether s is a decimal integer: digits with an optional
+// leading minus sign.
+func isDigits(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
