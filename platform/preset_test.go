@@ -141,73 +141,77 @@ func TestFeishuPushesShareMessageKey(t *testing.T) {
 	require.Equal(t, keys[0], keys[1], "pushes with event ids %q and %q must give one key", ids[0], ids[1])
 }
 
-// TestPresetBodies covers hand-written bodies: exact large ids, zero and
-// missing ids, ids of the wrong type, and bodies that are not JSON.
+// Error classes of bodyCases.
+const (
+	noID    = "no id"
+	invalid = "invalid"
+	control = "not a message"
+	badJSON = "bad json"
+)
+
+// bodyCases are hand-written bodies: exact large ids, zero and missing ids, ids
+// of the wrong type, and bodies that are not JSON.
+var bodyCases = []struct {
+	name   string
+	preset platform.Preset
+	body   string
+	want   string // the key's MessageID, or one of the error classes above
+}{
+	{"telegram min", platform.Telegram, `{"update_id":1}`, "1"},
+	{"telegram beyond 2^53", platform.Telegram, `{"update_id":9007199254740993}`, "9007199254740993"},
+	{"telegram beyond uint64", platform.Telegram, `{"update_id":123456789012345678901234}`, "123456789012345678901234"},
+	{"telegram as string", platform.Telegram, `{"update_id":"77"}`, "77"},
+	{"telegram zero", platform.Telegram, `{"update_id":0}`, noID},
+	{"telegram negative zero", platform.Telegram, `{"update_id":-0}`, noID},
+	{"telegram null", platform.Telegram, `{"update_id":null}`, noID},
+	{"telegram false", platform.Telegram, `{"update_id":false}`, noID},
+	{"telegram empty string", platform.Telegram, `{"update_id":""}`, noID},
+	{"telegram missing", platform.Telegram, `{"message":{"message_id":5}}`, noID},
+	{"telegram fraction", platform.Telegram, `{"update_id":1.5}`, invalid},
+	{"telegram exponent", platform.Telegram, `{"update_id":1e3}`, invalid},
+	{"telegram true", platform.Telegram, `{"update_id":true}`, invalid},
+	{"telegram object", platform.Telegram, `{"update_id":{"id":1}}`, invalid},
+	{"telegram array", platform.Telegram, `{"update_id":[1]}`, invalid},
+	{"telegram empty body", platform.Telegram, ``, badJSON},
+	{"telegram not json", platform.Telegram, `update_id=5`, badJSON},
+	{"telegram truncated", platform.Telegram, `{"update_id":5`, badJSON},
+	{"telegram trailing garbage", platform.Telegram, `{"update_id":5}x`, badJSON},
+	{"telegram array body", platform.Telegram, `[{"update_id":5}]`, badJSON},
+	{"telegram null body", platform.Telegram, `null`, noID},
+
+	{"slack escaped id", platform.Slack, `{"type":"event_callback","event_id":"Ev\u0030A"}`, "Ev0A"},
+	{"slack control char", platform.Slack, `{"type":"event_callback","event_id":"Ev\u0001"}`, invalid},
+	{"slack no event_id", platform.Slack, `{"type":"event_callback","event":{}}`, noID},
+	{"slack type not a string", platform.Slack, `{"type":5,"event_id":"Ev1"}`, badJSON},
+	{"slack form body", platform.Slack, `payload=%7B%22type%22%3A%22block_actions%22%7D`, badJSON},
+
+	{"feishu message without id", platform.Feishu, `{"schema":"2.0","header":{"event_id":"e1","event_type":"im.message.receive_v1"},"event":{"message":{}}}`, noID},
+	{"feishu other event", platform.Feishu, `{"schema":"2.0","header":{"event_id":"e1","event_type":"contact.user.created_v3"},"event":{}}`, "e1"},
+	{"feishu 1.0 non-message", platform.Feishu, `{"uuid":"u1","type":"event_callback","event":{"type":"add_bot"}}`, "u1"},
+	{"feishu empty object", platform.Feishu, `{}`, noID},
+
+	{"discord numeric snowflake", platform.Discord, `{"type":2,"id":1187654321098765432}`, "1187654321098765432"},
+	{"discord max snowflake", platform.Discord, `{"type":3,"id":"18446744073709551615"}`, "18446744073709551615"},
+	{"discord zero", platform.Discord, `{"type":2,"id":0}`, noID},
+	{"discord missing", platform.Discord, `{"type":2}`, noID},
+	{"discord ping by number only", platform.Discord, `{"type":"1","id":"5"}`, "5"},
+
+	{"onebot message_sent", platform.OneBot, `{"post_type":"message_sent","self_id":10001,"message_id":42}`, "10001:42"},
+	{"onebot string ids", platform.OneBot, `{"post_type":"message","self_id":"10001","message_id":"a:b"}`, "10001:a:b"},
+	{"onebot no self_id", platform.OneBot, `{"post_type":"message","message_id":42}`, noID},
+	{"onebot zero self_id", platform.OneBot, `{"post_type":"message","self_id":0,"message_id":42}`, noID},
+	{"onebot zero message_id", platform.OneBot, `{"post_type":"message","self_id":10001,"message_id":0}`, noID},
+	{"onebot request", platform.OneBot, `{"post_type":"request","request_type":"friend","self_id":10001,"flag":"f1"}`, noID},
+	{"onebot fraction", platform.OneBot, `{"post_type":"message","self_id":10001,"message_id":4.2}`, invalid},
+
+	{"qq no op", platform.QQ, `{"id":"E1","d":{}}`, "E1"},
+	{"qq op 12", platform.QQ, `{"op":12,"d":0}`, control},
+	{"qq dispatch without id", platform.QQ, `{"op":0,"t":"C2C_MESSAGE_CREATE","d":{"id":"m1"}}`, noID},
+}
+
+// TestPresetBodies runs the presets on bodyCases.
 func TestPresetBodies(t *testing.T) {
-	const (
-		noID    = "no id"
-		invalid = "invalid"
-		control = "not a message"
-		badJSON = "bad json"
-	)
-	tests := []struct {
-		name   string
-		preset platform.Preset
-		body   string
-		want   string // the key's MessageID, or one of the error classes above
-	}{
-		{"telegram min", platform.Telegram, `{"update_id":1}`, "1"},
-		{"telegram beyond 2^53", platform.Telegram, `{"update_id":9007199254740993}`, "9007199254740993"},
-		{"telegram beyond uint64", platform.Telegram, `{"update_id":123456789012345678901234}`, "123456789012345678901234"},
-		{"telegram as string", platform.Telegram, `{"update_id":"77"}`, "77"},
-		{"telegram zero", platform.Telegram, `{"update_id":0}`, noID},
-		{"telegram negative zero", platform.Telegram, `{"update_id":-0}`, noID},
-		{"telegram null", platform.Telegram, `{"update_id":null}`, noID},
-		{"telegram false", platform.Telegram, `{"update_id":false}`, noID},
-		{"telegram empty string", platform.Telegram, `{"update_id":""}`, noID},
-		{"telegram missing", platform.Telegram, `{"message":{"message_id":5}}`, noID},
-		{"telegram fraction", platform.Telegram, `{"update_id":1.5}`, invalid},
-		{"telegram exponent", platform.Telegram, `{"update_id":1e3}`, invalid},
-		{"telegram true", platform.Telegram, `{"update_id":true}`, invalid},
-		{"telegram object", platform.Telegram, `{"update_id":{"id":1}}`, invalid},
-		{"telegram array", platform.Telegram, `{"update_id":[1]}`, invalid},
-		{"telegram empty body", platform.Telegram, ``, badJSON},
-		{"telegram not json", platform.Telegram, `update_id=5`, badJSON},
-		{"telegram truncated", platform.Telegram, `{"update_id":5`, badJSON},
-		{"telegram trailing garbage", platform.Telegram, `{"update_id":5}x`, badJSON},
-		{"telegram array body", platform.Telegram, `[{"update_id":5}]`, badJSON},
-		{"telegram null body", platform.Telegram, `null`, noID},
-
-		{"slack escaped id", platform.Slack, `{"type":"event_callback","event_id":"Ev\u0030A"}`, "Ev0A"},
-		{"slack control char", platform.Slack, `{"type":"event_callback","event_id":"Ev\u0001"}`, invalid},
-		{"slack no event_id", platform.Slack, `{"type":"event_callback","event":{}}`, noID},
-		{"slack type not a string", platform.Slack, `{"type":5,"event_id":"Ev1"}`, badJSON},
-		{"slack form body", platform.Slack, `payload=%7B%22type%22%3A%22block_actions%22%7D`, badJSON},
-
-		{"feishu message without id", platform.Feishu, `{"schema":"2.0","header":{"event_id":"e1","event_type":"im.message.receive_v1"},"event":{"message":{}}}`, noID},
-		{"feishu other event", platform.Feishu, `{"schema":"2.0","header":{"event_id":"e1","event_type":"contact.user.created_v3"},"event":{}}`, "e1"},
-		{"feishu 1.0 non-message", platform.Feishu, `{"uuid":"u1","type":"event_callback","event":{"type":"add_bot"}}`, "u1"},
-		{"feishu empty object", platform.Feishu, `{}`, noID},
-
-		{"discord numeric snowflake", platform.Discord, `{"type":2,"id":1187654321098765432}`, "1187654321098765432"},
-		{"discord max snowflake", platform.Discord, `{"type":3,"id":"18446744073709551615"}`, "18446744073709551615"},
-		{"discord zero", platform.Discord, `{"type":2,"id":0}`, noID},
-		{"discord missing", platform.Discord, `{"type":2}`, noID},
-		{"discord ping by number only", platform.Discord, `{"type":"1","id":"5"}`, "5"},
-
-		{"onebot message_sent", platform.OneBot, `{"post_type":"message_sent","self_id":10001,"message_id":42}`, "10001:42"},
-		{"onebot string ids", platform.OneBot, `{"post_type":"message","self_id":"10001","message_id":"a:b"}`, "10001:a:b"},
-		{"onebot no self_id", platform.OneBot, `{"post_type":"message","message_id":42}`, noID},
-		{"onebot zero self_id", platform.OneBot, `{"post_type":"message","self_id":0,"message_id":42}`, noID},
-		{"onebot zero message_id", platform.OneBot, `{"post_type":"message","self_id":10001,"message_id":0}`, noID},
-		{"onebot request", platform.OneBot, `{"post_type":"request","request_type":"friend","self_id":10001,"flag":"f1"}`, noID},
-		{"onebot fraction", platform.OneBot, `{"post_type":"message","self_id":10001,"message_id":4.2}`, invalid},
-
-		{"qq no op", platform.QQ, `{"id":"E1","d":{}}`, "E1"},
-		{"qq op 12", platform.QQ, `{"op":12,"d":0}`, control},
-		{"qq dispatch without id", platform.QQ, `{"op":0,"t":"C2C_MESSAGE_CREATE","d":{"id":"m1"}}`, noID},
-	}
-	for _, tt := range tests {
+	for _, tt := range bodyCases {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := tt.preset.Extract([]byte(tt.body), nil)
 			switch tt.want {
