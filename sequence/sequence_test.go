@@ -1,4 +1,4 @@
-package dedupe_test
+package sequence_test
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/sequence"
 )
 
 // fakeClock is an injected clock that tests move by hand.
@@ -30,7 +30,7 @@ func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 // out is a compact form of what a Sequencer hands on: "3" for a value that
 // follows the previous one, "3(-2)" for one after two skipped numbers, with
 // the key when it is not "k".
-func out(items []dedupe.Sequenced[string]) []string {
+func out(items []sequence.Item[string]) []string {
 	var s []string
 	for _, it := range items {
 		v := strconv.FormatUint(it.Seq, 10)
@@ -70,19 +70,19 @@ type step struct {
 	seq     uint64
 	expire  bool // call Expire instead of Push
 	flush   bool // call Flush instead of Push
-	verdict dedupe.SeqVerdict
+	verdict sequence.Verdict
 	want    []string
 }
 
-func runSteps(t *testing.T, cfg dedupe.SequencerConfig, steps []step) {
+func runSteps(t *testing.T, cfg sequence.Config, steps []step) {
 	t.Helper()
 	clock := newFakeClock()
 	cfg.Now = clock.Now
-	s := dedupe.NewSequencer[string](cfg)
+	s := sequence.New[string](cfg)
 	for i, st := range steps {
 		clock.Advance(st.advance)
-		var got []dedupe.Sequenced[string]
-		var verdict dedupe.SeqVerdict
+		var got []sequence.Item[string]
+		var verdict sequence.Verdict
 		var what string
 		switch {
 		case st.expire:
@@ -113,13 +113,13 @@ func runSteps(t *testing.T, cfg dedupe.SequencerConfig, steps []step) {
 
 func TestSequencer(t *testing.T) {
 	const ms = time.Millisecond
-	ready, buffered, stale, dup := dedupe.SeqReady, dedupe.SeqBuffered, dedupe.SeqStale, dedupe.SeqDuplicate
+	ready, buffered, stale, dup := sequence.Ready, sequence.Buffered, sequence.Stale, sequence.Duplicate
 	tests := []struct {
 		name  string
-		cfg   dedupe.SequencerConfig
+		cfg   sequence.Config
 		steps []step
 	}{
-		{"in order", dedupe.SequencerConfig{}, []step{
+		{"in order", sequence.Config{}, []step{
 			{seq: 1, verdict: ready, want: []string{"1"}},
 			{seq: 2, verdict: ready, want: []string{"2"}},
 			{seq: 3, verdict: ready, want: []string{"3"}},
@@ -127,12 +127,12 @@ func TestSequencer(t *testing.T) {
 			{key: "other", seq: 71, verdict: ready, want: []string{"other:71"}},
 			{seq: 4, verdict: ready, want: []string{"4"}},
 		}},
-		{"first value starts the sequence", dedupe.SequencerConfig{}, []step{
+		{"first value starts the sequence", sequence.Config{}, []step{
 			{seq: 500, verdict: ready, want: []string{"500"}},
 			{seq: 499, verdict: stale},
 			{seq: 501, verdict: ready, want: []string{"501"}},
 		}},
-		{"duplicate", dedupe.SequencerConfig{}, []step{
+		{"duplicate", sequence.Config{}, []step{
 			{seq: 1, verdict: ready, want: []string{"1"}},
 			{seq: 2, verdict: ready, want: []string{"2"}},
 			{seq: 2, verdict: dup},
@@ -141,7 +141,7 @@ func TestSequencer(t *testing.T) {
 			{seq: 3, verdict: ready, want: []string{"3", "4"}},
 			{seq: 4, verdict: dup},
 		}},
-		{"stale", dedupe.SequencerConfig{}, []step{
+		{"stale", sequence.Config{}, []step{
 			{seq: 5, verdict: ready, want: []string{"5"}},
 			{seq: 6, verdict: ready, want: []string{"6"}},
 			{seq: 7, verdict: ready, want: []string{"7"}},
@@ -149,7 +149,7 @@ func TestSequencer(t *testing.T) {
 			{seq: 0, verdict: stale},
 			{seq: 8, verdict: ready, want: []string{"8"}},
 		}},
-		{"gap filled", dedupe.SequencerConfig{}, []step{
+		{"gap filled", sequence.Config{}, []step{
 			{seq: 1, verdict: ready, want: []string{"1"}},
 			{seq: 3, verdict: buffered},
 			{seq: 5, verdict: buffered},
@@ -158,7 +158,7 @@ func TestSequencer(t *testing.T) {
 			{seq: 2, verdict: ready, want: []string{"2", "3", "4", "5"}},
 			{seq: 6, verdict: ready, want: []string{"6"}},
 		}},
-		{"gap timed out by Expire", dedupe.SequencerConfig{}, []step{
+		{"gap timed out by Expire", sequence.Config{}, []step{
 			{seq: 1, verdict: ready, want: []string{"1"}},
 			{seq: 3, verdict: buffered},
 			{advance: 100 * ms, seq: 4, verdict: buffered},
@@ -172,21 +172,21 @@ func TestSequencer(t *testing.T) {
 			{key: "b", seq: 11, verdict: stale},
 			{seq: 5, verdict: ready, want: []string{"5"}},
 		}},
-		{"gap timed out on Push", dedupe.SequencerConfig{Timeout: 200 * ms}, []step{
+		{"gap timed out on Push", sequence.Config{Timeout: 200 * ms}, []step{
 			{seq: 1, verdict: ready, want: []string{"1"}},
 			{seq: 3, verdict: buffered},
 			{advance: 250 * ms, seq: 5, verdict: buffered, want: []string{"3(-1)"}},
 			{advance: 250 * ms, seq: 2, verdict: stale, want: []string{"5(-1)"}},
 			{seq: 6, verdict: ready, want: []string{"6"}},
 		}},
-		{"each value waits at most Timeout", dedupe.SequencerConfig{}, []step{
+		{"each value waits at most Timeout", sequence.Config{}, []step{
 			{seq: 1, verdict: ready, want: []string{"1"}},
 			{seq: 5, verdict: buffered},
 			{advance: 400 * ms, seq: 3, verdict: buffered},
 			// 5 has waited 500 ms: 2 and 4 are given up, 3 goes with it.
 			{advance: 100 * ms, expire: true, want: []string{"3(-1)", "5(-1)"}},
 		}},
-		{"later gap waits its own timeout", dedupe.SequencerConfig{}, []step{
+		{"later gap waits its own timeout", sequence.Config{}, []step{
 			{seq: 1, verdict: ready, want: []string{"1"}},
 			{seq: 3, verdict: buffered},
 			{advance: 300 * ms, seq: 6, verdict: buffered},
@@ -195,7 +195,7 @@ func TestSequencer(t *testing.T) {
 			{advance: 299 * ms, expire: true},
 			{advance: 1 * ms, expire: true, want: []string{"6(-1)"}},
 		}},
-		{"buffer full", dedupe.SequencerConfig{MaxBuffered: 3, MaxGap: 100}, []step{
+		{"buffer full", sequence.Config{MaxBuffered: 3, MaxGap: 100}, []step{
 			{seq: 1, verdict: ready, want: []string{"1"}},
 			{seq: 3, verdict: buffered},
 			{seq: 4, verdict: buffered},
@@ -205,14 +205,14 @@ func TestSequencer(t *testing.T) {
 			{seq: 5, verdict: ready, want: []string{"5", "6"}},
 			{seq: 7, verdict: ready, want: []string{"7", "8"}},
 		}},
-		{"buffer full releases the new value", dedupe.SequencerConfig{MaxBuffered: 2}, []step{
+		{"buffer full releases the new value", sequence.Config{MaxBuffered: 2}, []step{
 			{seq: 1, verdict: ready, want: []string{"1"}},
 			{seq: 5, verdict: buffered},
 			{seq: 6, verdict: buffered},
 			{seq: 3, verdict: ready, want: []string{"3(-1)"}},
 			{seq: 4, verdict: ready, want: []string{"4", "5", "6"}},
 		}},
-		{"max gap exceeded", dedupe.SequencerConfig{}, []step{
+		{"max gap exceeded", sequence.Config{}, []step{
 			{seq: 1, verdict: ready, want: []string{"1"}},
 			{seq: 3, verdict: buffered},
 			{seq: 5, verdict: buffered},
@@ -222,19 +222,19 @@ func TestSequencer(t *testing.T) {
 			{seq: 21, verdict: ready, want: []string{"21"}},
 			{seq: 33, verdict: ready, want: []string{"33(-11)"}},
 		}},
-		{"max gap counts missing numbers, not distance", dedupe.SequencerConfig{}, []step{
+		{"max gap counts missing numbers, not distance", sequence.Config{}, []step{
 			{seq: 1, verdict: ready, want: []string{"1"}},
 			{seq: 12, verdict: buffered}, // 2-11 missing: 10, the most allowed
 			{seq: 13, verdict: buffered}, // still 10 missing
 			{seq: 14, verdict: buffered},
 			{seq: 16, verdict: ready, want: []string{"12(-10)", "13", "14", "16(-1)"}}, // 11 missing
 		}},
-		{"max gap 1", dedupe.SequencerConfig{MaxGap: 1}, []step{
+		{"max gap 1", sequence.Config{MaxGap: 1}, []step{
 			{seq: 1, verdict: ready, want: []string{"1"}},
 			{seq: 3, verdict: buffered},
 			{seq: 5, verdict: ready, want: []string{"3(-1)", "5(-1)"}},
 		}},
-		{"first seq", dedupe.SequencerConfig{FirstSeq: 1}, []step{
+		{"first seq", sequence.Config{FirstSeq: 1}, []step{
 			{seq: 3, verdict: buffered},
 			{seq: 1, verdict: ready, want: []string{"1"}},
 			{seq: 2, verdict: ready, want: []string{"2", "3"}},
@@ -244,7 +244,7 @@ func TestSequencer(t *testing.T) {
 			{advance: 500 * ms, expire: true, want: []string{"c:2(-1)"}},
 			{key: "d", seq: 40, verdict: ready, want: []string{"d:40(-39)"}},
 		}},
-		{"flush", dedupe.SequencerConfig{}, []step{
+		{"flush", sequence.Config{}, []step{
 			{seq: 1, verdict: ready, want: []string{"1"}},
 			{seq: 3, verdict: buffered},
 			{seq: 4, verdict: buffered},
@@ -257,7 +257,7 @@ func TestSequencer(t *testing.T) {
 			{seq: 6, verdict: stale},
 			{seq: 8, verdict: ready, want: []string{"8"}},
 		}},
-		{"least recently used key forgotten", dedupe.SequencerConfig{MaxKeys: 2}, []step{
+		{"least recently used key forgotten", sequence.Config{MaxKeys: 2}, []step{
 			{key: "a", seq: 1, verdict: ready, want: []string{"a:1"}},
 			{key: "b", seq: 1, verdict: ready, want: []string{"b:1"}},
 			{key: "c", seq: 1, verdict: ready, want: []string{"c:1"}}, // forgets a
@@ -266,7 +266,7 @@ func TestSequencer(t *testing.T) {
 			{key: "b", seq: 1, verdict: dup},
 			{key: "c", seq: 1, verdict: ready, want: []string{"c:1"}},
 		}},
-		{"keys with buffered values are kept", dedupe.SequencerConfig{MaxKeys: 2}, []step{
+		{"keys with buffered values are kept", sequence.Config{MaxKeys: 2}, []step{
 			{key: "a", seq: 1, verdict: ready, want: []string{"a:1"}},
 			{key: "a", seq: 3, verdict: buffered},
 			{key: "b", seq: 1, verdict: ready, want: []string{"b:1"}},
@@ -285,9 +285,9 @@ func TestSequencer(t *testing.T) {
 }
 
 func TestSeqVerdictString(t *testing.T) {
-	for v, want := range map[dedupe.SeqVerdict]string{
-		dedupe.SeqReady: "ready", dedupe.SeqBuffered: "buffered", dedupe.SeqStale: "stale",
-		dedupe.SeqDuplicate: "duplicate", 0: "unknown",
+	for v, want := range map[sequence.Verdict]string{
+		sequence.Ready: "ready", sequence.Buffered: "buffered", sequence.Stale: "stale",
+		sequence.Duplicate: "duplicate", 0: "unknown",
 	} {
 		if got := v.String(); got != want {
 			t.Errorf("SeqVerdict(%d).String() = %q, want %q", int(v), got, want)
@@ -296,7 +296,7 @@ func TestSeqVerdictString(t *testing.T) {
 }
 
 func TestSequencerValues(t *testing.T) {
-	s := dedupe.NewSequencer[*int](dedupe.SequencerConfig{})
+	s := sequence.New[*int](sequence.Config{})
 	one, two := 1, 2
 	s.Push("k", 1, &one)
 	s.Push("k", 3, nil)
@@ -325,12 +325,12 @@ func TestSequencerWorkers(t *testing.T) {
 	for w := range workers {
 		ins[w] = make(chan msg, 64)
 		wg.Go(func() {
-			s := dedupe.NewSequencer[msg](dedupe.SequencerConfig{Now: clock.Now})
-			handle := func(items []dedupe.Sequenced[msg]) {
+			s := sequence.New[msg](sequence.Config{Now: clock.Now})
+			handle := func(items []sequence.Item[msg]) {
 				mu.Lock()
 				defer mu.Unlock()
 				for _, it := range items {
-					if dedupe.Shard(it.Key, workers) != w {
+					if sequence.Shard(it.Key, workers) != w {
 						t.Errorf("worker %d handed on key %s", w, it.Key)
 					}
 					handled[it.Key] = append(handled[it.Key], it.Value.seq)
@@ -362,7 +362,7 @@ func TestSequencerWorkers(t *testing.T) {
 		}
 		key := "chat-" + strconv.Itoa(k)
 		for _, seq := range batch {
-			ins[dedupe.Shard(key, workers)] <- msg{key, seq}
+			ins[sequence.Shard(key, workers)] <- msg{key, seq}
 		}
 		n += len(batch)
 	}
@@ -389,7 +389,7 @@ func TestSequencerWorkers(t *testing.T) {
 func TestSequencerConcurrent(t *testing.T) {
 	const goroutines, pushes = 8, 2000
 	clock := newFakeClock()
-	s := dedupe.NewSequencer[int](dedupe.SequencerConfig{Now: clock.Now, MaxBuffered: 8, MaxKeys: 16, MaxGap: 4})
+	s := sequence.New[int](sequence.Config{Now: clock.Now, MaxBuffered: 8, MaxKeys: 16, MaxGap: 4})
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -399,7 +399,7 @@ func TestSequencerConcurrent(t *testing.T) {
 		stop     = make(chan struct{})
 		expirers sync.WaitGroup
 	)
-	record := func(items []dedupe.Sequenced[int]) {
+	record := func(items []sequence.Item[int]) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, it := range items {
@@ -428,9 +428,9 @@ func TestSequencerConcurrent(t *testing.T) {
 				got, verdict := s.Push(key, uint64(rng.IntN(400)), g*pushes+i)
 				record(got)
 				switch verdict {
-				case dedupe.SeqStale, dedupe.SeqDuplicate:
+				case sequence.Stale, sequence.Duplicate:
 					dropped.Add(1)
-				case dedupe.SeqReady, dedupe.SeqBuffered:
+				case sequence.Ready, sequence.Buffered:
 				default:
 					t.Errorf("verdict %v", verdict)
 				}
@@ -450,11 +450,11 @@ func TestSequencerConcurrent(t *testing.T) {
 }
 
 func TestSequencerPushAllocs(t *testing.T) {
-	s := dedupe.NewSequencer[int](dedupe.SequencerConfig{})
+	s := sequence.New[int](sequence.Config{})
 	seq := uint64(0)
 	allocs := testing.AllocsPerRun(1000, func() {
 		seq++
-		if _, v := s.Push("chat-1", seq, 1); v != dedupe.SeqReady {
+		if _, v := s.Push("chat-1", seq, 1); v != sequence.Ready {
 			t.Fatal(v)
 		}
 	})
@@ -495,7 +495,7 @@ func TestShard(t *testing.T) {
 		h := fnv.New64a()
 		h.Write([]byte(key))
 		for _, n := range []int{1, 2, 3, 8, 100, 1 << 20} {
-			if got, want := dedupe.Shard(key, n), int(jumpReference(h.Sum64(), int32(n))); got != want {
+			if got, want := sequence.Shard(key, n), int(jumpReference(h.Sum64(), int32(n))); got != want {
 				t.Fatalf("Shard(%q, %d) = %d, reference %d", key, n, got, want)
 			}
 		}
@@ -509,7 +509,7 @@ func TestShard(t *testing.T) {
 	}{
 		{"", 16, 13}, {"telegram:912345678", 4, 2}, {"chat-1", 8, 0}, {"oc_5ce6d572455d361153b7xx51da133945", 10, 7},
 	} {
-		if got := dedupe.Shard(v.key, v.n); got != v.want {
+		if got := sequence.Shard(v.key, v.n); got != v.want {
 			t.Errorf("Shard(%q, %d) = %d, pinned %d", v.key, v.n, got, v.want)
 		}
 	}
@@ -522,12 +522,12 @@ func TestShardSpreadAndMoves(t *testing.T) {
 		moved := 0
 		for i := range keys {
 			key := "conversation/" + strconv.Itoa(i)
-			sh := dedupe.Shard(key, n)
+			sh := sequence.Shard(key, n)
 			if sh < 0 || sh >= n {
 				t.Fatalf("Shard(%q, %d) = %d, out of range", key, n, sh)
 			}
 			counts[sh]++
-			if grown := dedupe.Shard(key, n+1); grown != sh {
+			if grown := sequence.Shard(key, n+1); grown != sh {
 				if grown != n {
 					t.Fatalf("Shard(%q): from %d to %d workers, moved from %d to %d, not to the new worker", key, n, n+1, sh, grown)
 				}
@@ -553,10 +553,10 @@ func TestShardPanicsOnNoWorkers(t *testing.T) {
 					t.Errorf("Shard(key, %d) did not panic", n)
 				}
 			}()
-			dedupe.Shard("key", n)
+			sequence.Shard("key", n)
 		}()
 	}
-	if allocs := testing.AllocsPerRun(100, func() { dedupe.Shard("telegram:912345678", 8) }); allocs != 0 {
+	if allocs := testing.AllocsPerRun(100, func() { sequence.Shard("telegram:912345678", 8) }); allocs != 0 {
 		t.Errorf("Shard: %v allocs, want 0", allocs)
 	}
 }
@@ -569,10 +569,10 @@ func BenchmarkSequencerPush(b *testing.B) {
 	}
 	b.Run("in-order/sequencer", func(b *testing.B) {
 		b.ReportAllocs()
-		s := dedupe.NewSequencer[int](dedupe.SequencerConfig{})
+		s := sequence.New[int](sequence.Config{})
 		i := 0
 		for b.Loop() {
-			if _, v := s.Push(names[i%keys], uint64(i/keys), i); v != dedupe.SeqReady {
+			if _, v := s.Push(names[i%keys], uint64(i/keys), i); v != sequence.Ready {
 				b.Fatal(v)
 			}
 			i++

@@ -1,17 +1,17 @@
-package dedupe_test
+package sequence_test
 
 import (
 	"fmt"
 	"time"
 
-	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/sequence"
 )
 
 // A cancel overtook the payment it cancels: the Sequencer holds it until the
 // payment arrives, then hands on both in order. A late copy of the payment is
 // stale.
 func ExampleSequencer() {
-	s := dedupe.NewSequencer[string](dedupe.SequencerConfig{})
+	s := sequence.New[string](sequence.Config{})
 
 	for _, m := range []struct {
 		seq  uint64
@@ -35,7 +35,7 @@ func ExampleSequencer() {
 // reported with the first value handed on past it.
 func ExampleSequencer_Expire() {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	s := dedupe.NewSequencer[string](dedupe.SequencerConfig{
+	s := sequence.New[string](sequence.Config{
 		Timeout: 500 * time.Millisecond,
 		Now:     func() time.Time { return now },
 	})
@@ -59,7 +59,7 @@ func ExampleSequencer_Expire() {
 func ExampleShard() {
 	const workers = 4
 	for _, chat := range []string{"chat-1", "chat-2", "chat-1"} {
-		fmt.Println(chat, "-> worker", dedupe.Shard(chat, workers))
+		fmt.Println(chat, "-> worker", sequence.Shard(chat, workers))
 	}
 	// Output:
 	// chat-1 -> worker 0
