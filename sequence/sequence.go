@@ -9,10 +9,14 @@ import (
 
 // Defaults of [Config], used for fields left zero.
 const (
-	DefaultMaxGap      = 10
-	DefaultTimeout     = 500 * time.Millisecond
+	// DefaultMaxGap is the default [Config].MaxGap.
+	DefaultMaxGap = 10
+	// DefaultTimeout is the default [Config].Timeout.
+	DefaultTimeout = 500 * time.Millisecond
+	// DefaultMaxBuffered is the default [Config].MaxBuffered.
 	DefaultMaxBuffered = 100
-	DefaultMaxKeys     = 10000
+	// DefaultMaxKeys is the default [Config].MaxKeys.
+	DefaultMaxKeys = 10000
 )
 
 // Config configures a [Sequencer]. The zero value means the defaults.
@@ -92,8 +96,11 @@ func (v Verdict) String() string {
 // Item is a value a [Sequencer] hands on, with its key and sequence
 // number.
 type Item[T any] struct {
-	Key   string
-	Seq   uint64
+	// Key is the key the value was pushed with.
+	Key string
+	// Seq is the value's sequence number.
+	Seq uint64
+	// Value is the value pushed.
 	Value T
 	// Skipped reports a gap given up just before this value: the numbers
 	// Seq-Skipped through Seq-1 never arrived (in time), and processing went
@@ -162,36 +169,33 @@ type seqEntry[T any] struct {
 	at  time.Time // when it was buffered
 }
 
-// New returns a Sequencer configured by cfg, whose zero fields mean
-// the defaults.
+// New returns a [Sequencer] of values of type T, configured by cfg, whose
+// zero fields mean the defaults.
 func New[T any](cfg Config) *Sequencer[T] {
 	s := &Sequencer[T]{
-		maxGap:      uint64(DefaultMaxGap),
-		timeout:     DefaultTimeout,
-		maxBuffered: DefaultMaxBuffered,
-		maxKeys:     DefaultMaxKeys,
+		maxGap:      uint64(orDefault(cfg.MaxGap, DefaultMaxGap)),
+		timeout:     orDefault(cfg.Timeout, DefaultTimeout),
+		maxBuffered: orDefault(cfg.MaxBuffered, DefaultMaxBuffered),
+		maxKeys:     orDefault(cfg.MaxKeys, DefaultMaxKeys),
 		firstSeq:    cfg.FirstSeq,
 		now:         cfg.Now,
 		keys:        make(map[string]*seqKey[T]),
 		pending:     make(map[*seqKey[T]]struct{}),
-	}
-	if cfg.MaxGap > 0 {
-		s.maxGap = uint64(cfg.MaxGap)
-	}
-	if cfg.Timeout > 0 {
-		s.timeout = cfg.Timeout
-	}
-	if cfg.MaxBuffered > 0 {
-		s.maxBuffered = cfg.MaxBuffered
-	}
-	if cfg.MaxKeys > 0 {
-		s.maxKeys = cfg.MaxKeys
 	}
 	if s.now == nil {
 		s.now = time.Now
 	}
 	s.idle.prev, s.idle.next = &s.idle, &s.idle
 	return s
+}
+
+// orDefault returns v, or def when v is zero or less: the rule of every
+// numeric field of [Config].
+func orDefault[N int | time.Duration](v, def N) N {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 // Push takes value v numbered seq for key and returns the values of key that
@@ -230,7 +234,7 @@ func (s *Sequencer[T]) Push(key string, seq uint64, v T) ([]Item[T], Verdict) {
 		now = s.now()
 		out = s.expireKey(k, now, out)
 	}
-	verdict := Buffered
+	var verdict Verdict
 	switch {
 	case seq == k.last:
 		verdict = Duplicate
@@ -242,35 +246,43 @@ func (s *Sequencer[T]) Push(key string, seq uint64, v T) ([]Item[T], Verdict) {
 		out = k.release(k.ready(), out)
 		verdict = Ready
 	default:
-		i, found := slices.BinarySearchFunc(k.buf, seq, func(e seqEntry[T], seq uint64) int {
-			return cmp.Compare(e.seq, seq)
-		})
-		if found {
-			verdict = Duplicate
-			break
-		}
-		// The numbers between last and seq that are not buffered.
-		if missing := seq - k.last - 1 - uint64(i); missing > s.maxGap {
-			out = k.release(len(k.buf), out)
-			out = append(out, Item[T]{Key: key, Seq: seq, Value: v, Skipped: seq - k.last - 1})
-			k.last = seq
-			verdict = Ready
-			break
-		}
-		if now.IsZero() {
-			now = s.now()
-		}
-		k.buf = slices.Insert(k.buf, i, seqEntry[T]{seq: seq, v: v, at: now})
-		for len(k.buf) > s.maxBuffered {
-			// Give up the first gap: release the run that follows it.
-			out = k.release(k.run(), out)
-		}
-		if seq <= k.last {
-			verdict = Ready
-		}
+		out, verdict = s.place(k, seq, v, now, out)
 	}
 	s.settle(k)
 	return out, verdict
+}
+
+// place takes value v numbered seq for k, above the number k expects next: a
+// copy of a buffered value is a [Duplicate]; a value past MaxGap missing
+// numbers is handed on with everything buffered; any other is buffered, and
+// may then be handed on if the buffer overflows. now is the time Push read,
+// or zero if Push has not read the clock.
+func (s *Sequencer[T]) place(k *seqKey[T], seq uint64, v T, now time.Time, out []Item[T]) ([]Item[T], Verdict) {
+	i, found := slices.BinarySearchFunc(k.buf, seq, func(e seqEntry[T], seq uint64) int {
+		return cmp.Compare(e.seq, seq)
+	})
+	if found {
+		return out, Duplicate
+	}
+	// The numbers between last and seq that are not buffered.
+	if missing := seq - k.last - 1 - uint64(i); missing > s.maxGap {
+		out = k.release(len(k.buf), out)
+		out = append(out, Item[T]{Key: k.key, Seq: seq, Value: v, Skipped: seq - k.last - 1})
+		k.last = seq
+		return out, Ready
+	}
+	if now.IsZero() {
+		now = s.now()
+	}
+	k.buf = slices.Insert(k.buf, i, seqEntry[T]{seq: seq, v: v, at: now})
+	for len(k.buf) > s.maxBuffered {
+		// Give up the first gap: release the run that follows it.
+		out = k.release(k.run(), out)
+	}
+	if seq <= k.last {
+		return out, Ready
+	}
+	return out, Buffered
 }
 
 // Expire gives up the gaps whose Timeout has passed, in every key, and returns
@@ -396,37 +408,4 @@ func (k *seqKey[T]) release(n int, out []Item[T]) []Item[T] {
 func (k *seqKey[T]) unlink() {
 	k.prev.next, k.next.prev = k.next, k.prev
 	k.prev, k.next = nil, nil
-}
-
-// Shard returns the worker, in [0, n), that key is routed to, so that all
-// values of a key reach one worker and keep their order (see [Sequencer]). It
-// panics if n <= 0.
-//
-// The mapping is fixed, the same in every process, on every platform and in
-// every release of this module: the key's bytes are hashed with 64-bit FNV-1a,
-// and the hash is mapped to a shard by Lamping and Veach's jump consistent hash
-// ("A Fast, Minimal Memory, Consistent Hash Algorithm", 2014), as written in
-// the paper. Any implementation of those two steps routes keys the same way.
-// Jump hashing moves few keys when n changes: going from n to n+1 workers,
-// only about 1/(n+1) of the keys move, all to the new worker. (A [hash/maphash]
-// seed differs per process, so it could not route keys across processes.)
-// Shard does not allocate.
-func Shard(key string, n int) int {
-	if n <= 0 {
-		panic("dedupe: sequence: Shard with n <= 0")
-	}
-	// FNV-1a, 64-bit.
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(key); i++ {
-		h ^= uint64(key[i])
-		h *= 1099511628211
-	}
-	// Jump consistent hash.
-	b, j := int64(-1), int64(0)
-	for j < int64(n) {
-		b = j
-		h = h*2862933555777941757 + 1
-		j = int64(float64(b+1) * (float64(int64(1)<<31) / float64((h>>33)+1)))
-	}
-	return int(b)
 }
