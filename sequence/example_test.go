@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gatewaykit/dedupe/dedupetest"
 	"github.com/gatewaykit/dedupe/sequence"
 )
 
@@ -34,18 +35,18 @@ func ExampleSequencer() {
 // A number that never arrives is given up after the timeout, and the skip is
 // reported with the first value handed on past it.
 func ExampleSequencer_Expire() {
-	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	clock := dedupetest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	s := sequence.New[string](sequence.Config{
 		Timeout: 500 * time.Millisecond,
-		Now:     func() time.Time { return now },
+		Now:     clock.Now,
 	})
 	s.Push("chat-7", 1, "hello")
 	s.Push("chat-7", 3, "are you there?") // 2 is missing
 
-	now = now.Add(200 * time.Millisecond)
+	clock.Advance(200 * time.Millisecond)
 	fmt.Println("after 200 ms:", len(s.Expire()), "ready")
 
-	now = now.Add(300 * time.Millisecond)
+	clock.Advance(300 * time.Millisecond)
 	for _, r := range s.Expire() {
 		fmt.Printf("after 500 ms: %d %q, skipped %d before it\n", r.Seq, r.Value, r.Skipped)
 	}

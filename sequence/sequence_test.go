@@ -2,7 +2,6 @@ package sequence_test
 
 import (
 	"fmt"
-	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -12,20 +11,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gatewaykit/dedupe/dedupetest"
 	"github.com/gatewaykit/dedupe/sequence"
 )
 
-// fakeClock is an injected clock that tests move by hand.
-type fakeClock struct{ ns atomic.Int64 }
-
-func newFakeClock() *fakeClock {
-	c := &fakeClock{}
-	c.ns.Store(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).UnixNano())
-	return c
+// newClock returns the injected clock the tests move by hand.
+func newClock() *dedupetest.Clock {
+	return dedupetest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 }
-
-func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // out is a compact form of what a Sequencer hands on: "3" for a value that
 // follows the previous one, "3(-2)" for one after two skipped numbers, with
@@ -76,7 +72,7 @@ type step struct {
 
 func runSteps(t *testing.T, cfg sequence.Config, steps []step) {
 	t.Helper()
-	clock := newFakeClock()
+	clock := newClock()
 	cfg.Now = clock.Now
 	s := sequence.New[string](cfg)
 	for i, st := range steps {
@@ -96,202 +92,206 @@ func runSteps(t *testing.T, cfg sequence.Config, steps []step) {
 			}
 			got, verdict = s.Push(key, st.seq, "v"+strconv.FormatUint(st.seq, 10))
 			what = fmt.Sprintf("Push(%s, %d)", key, st.seq)
-			if verdict != st.verdict {
-				t.Errorf("step %d: %s verdict %v, want %v", i, what, verdict, st.verdict)
-			}
+			assert.Equal(t, st.verdict, verdict, "step %d: %s verdict", i, what)
 		}
 		g, w := out(got), st.want
 		if st.expire || st.flush {
 			// Keys come in no particular order: compare each key's values in order.
 			g, w = byKey(g), byKey(w)
 		}
-		if !slices.Equal(g, w) {
-			t.Errorf("step %d: %s handed on %v, want %v", i, what, out(got), st.want)
-		}
+		assert.Equal(t, w, g, "step %d: %s handed on %v", i, what, out(got))
 	}
 }
 
+// Short names for the verdicts and the clock's unit in sequencerCases.
+const (
+	ready    = sequence.Ready
+	buffered = sequence.Buffered
+	stale    = sequence.Stale
+	dup      = sequence.Duplicate
+	ms       = time.Millisecond
+)
+
+// sequencerCases are the scenarios of TestSequencer: each a Config and the
+// steps run on a new Sequencer.
+var sequencerCases = []struct {
+	name  string
+	cfg   sequence.Config
+	steps []step
+}{
+	{"in order", sequence.Config{}, []step{
+		{seq: 1, verdict: ready, want: []string{"1"}},
+		{seq: 2, verdict: ready, want: []string{"2"}},
+		{seq: 3, verdict: ready, want: []string{"3"}},
+		{key: "other", seq: 70, verdict: ready, want: []string{"other:70"}},
+		{key: "other", seq: 71, verdict: ready, want: []string{"other:71"}},
+		{seq: 4, verdict: ready, want: []string{"4"}},
+	}},
+	{"first value starts the sequence", sequence.Config{}, []step{
+		{seq: 500, verdict: ready, want: []string{"500"}},
+		{seq: 499, verdict: stale},
+		{seq: 501, verdict: ready, want: []string{"501"}},
+	}},
+	{"duplicate", sequence.Config{}, []step{
+		{seq: 1, verdict: ready, want: []string{"1"}},
+		{seq: 2, verdict: ready, want: []string{"2"}},
+		{seq: 2, verdict: dup},
+		{seq: 4, verdict: buffered},
+		{seq: 4, verdict: dup},
+		{seq: 3, verdict: ready, want: []string{"3", "4"}},
+		{seq: 4, verdict: dup},
+	}},
+	{"stale", sequence.Config{}, []step{
+		{seq: 5, verdict: ready, want: []string{"5"}},
+		{seq: 6, verdict: ready, want: []string{"6"}},
+		{seq: 7, verdict: ready, want: []string{"7"}},
+		{seq: 5, verdict: stale},
+		{seq: 0, verdict: stale},
+		{seq: 8, verdict: ready, want: []string{"8"}},
+	}},
+	{"gap filled", sequence.Config{}, []step{
+		{seq: 1, verdict: ready, want: []string{"1"}},
+		{seq: 3, verdict: buffered},
+		{seq: 5, verdict: buffered},
+		{seq: 4, verdict: buffered},
+		{advance: 499 * ms, expire: true},
+		{seq: 2, verdict: ready, want: []string{"2", "3", "4", "5"}},
+		{seq: 6, verdict: ready, want: []string{"6"}},
+	}},
+	{"gap timed out by Expire", sequence.Config{}, []step{
+		{seq: 1, verdict: ready, want: []string{"1"}},
+		{seq: 3, verdict: buffered},
+		{advance: 100 * ms, seq: 4, verdict: buffered},
+		{key: "b", seq: 10, verdict: ready, want: []string{"b:10"}},
+		{key: "b", seq: 12, verdict: buffered},
+		{advance: 399 * ms, expire: true},
+		{advance: 1 * ms, expire: true, want: []string{"3(-1)", "4"}},
+		{expire: true},
+		{advance: 100 * ms, expire: true, want: []string{"b:12(-1)"}},
+		{seq: 2, verdict: stale},
+		{key: "b", seq: 11, verdict: stale},
+		{seq: 5, verdict: ready, want: []string{"5"}},
+	}},
+	{"gap timed out on Push", sequence.Config{Timeout: 200 * ms}, []step{
+		{seq: 1, verdict: ready, want: []string{"1"}},
+		{seq: 3, verdict: buffered},
+		{advance: 250 * ms, seq: 5, verdict: buffered, want: []string{"3(-1)"}},
+		{advance: 250 * ms, seq: 2, verdict: stale, want: []string{"5(-1)"}},
+		{seq: 6, verdict: ready, want: []string{"6"}},
+	}},
+	{"each value waits at most Timeout", sequence.Config{}, []step{
+		{seq: 1, verdict: ready, want: []string{"1"}},
+		{seq: 5, verdict: buffered},
+		{advance: 400 * ms, seq: 3, verdict: buffered},
+		// 5 has waited 500 ms: 2 and 4 are given up, 3 goes with it.
+		{advance: 100 * ms, expire: true, want: []string{"3(-1)", "5(-1)"}},
+	}},
+	{"later gap waits its own timeout", sequence.Config{}, []step{
+		{seq: 1, verdict: ready, want: []string{"1"}},
+		{seq: 3, verdict: buffered},
+		{advance: 300 * ms, seq: 6, verdict: buffered},
+		{advance: 200 * ms, expire: true, want: []string{"3(-1)"}},
+		{seq: 4, verdict: ready, want: []string{"4"}},
+		{advance: 299 * ms, expire: true},
+		{advance: 1 * ms, expire: true, want: []string{"6(-1)"}},
+	}},
+	{"buffer full", sequence.Config{MaxBuffered: 3, MaxGap: 100}, []step{
+		{seq: 1, verdict: ready, want: []string{"1"}},
+		{seq: 3, verdict: buffered},
+		{seq: 4, verdict: buffered},
+		{seq: 6, verdict: buffered},
+		// A fourth value: the first gap (2) is given up early.
+		{seq: 8, verdict: buffered, want: []string{"3(-1)", "4"}},
+		{seq: 5, verdict: ready, want: []string{"5", "6"}},
+		{seq: 7, verdict: ready, want: []string{"7", "8"}},
+	}},
+	{"buffer full releases the new value", sequence.Config{MaxBuffered: 2}, []step{
+		{seq: 1, verdict: ready, want: []string{"1"}},
+		{seq: 5, verdict: buffered},
+		{seq: 6, verdict: buffered},
+		{seq: 3, verdict: ready, want: []string{"3(-1)"}},
+		{seq: 4, verdict: ready, want: []string{"4", "5", "6"}},
+	}},
+	{"max gap exceeded", sequence.Config{}, []step{
+		{seq: 1, verdict: ready, want: []string{"1"}},
+		{seq: 3, verdict: buffered},
+		{seq: 5, verdict: buffered},
+		// 2, 4 and 6-19 missing: 16 > 10, the sequence jumped.
+		{seq: 20, verdict: ready, want: []string{"3(-1)", "5(-1)", "20(-14)"}},
+		{seq: 4, verdict: stale},
+		{seq: 21, verdict: ready, want: []string{"21"}},
+		{seq: 33, verdict: ready, want: []string{"33(-11)"}},
+	}},
+	{"max gap counts missing numbers, not distance", sequence.Config{}, []step{
+		{seq: 1, verdict: ready, want: []string{"1"}},
+		{seq: 12, verdict: buffered}, // 2-11 missing: 10, the most allowed
+		{seq: 13, verdict: buffered}, // still 10 missing
+		{seq: 14, verdict: buffered},
+		{seq: 16, verdict: ready, want: []string{"12(-10)", "13", "14", "16(-1)"}}, // 11 missing
+	}},
+	{"max gap 1", sequence.Config{MaxGap: 1}, []step{
+		{seq: 1, verdict: ready, want: []string{"1"}},
+		{seq: 3, verdict: buffered},
+		{seq: 5, verdict: ready, want: []string{"3(-1)", "5(-1)"}},
+	}},
+	{"first seq", sequence.Config{FirstSeq: 1}, []step{
+		{seq: 3, verdict: buffered},
+		{seq: 1, verdict: ready, want: []string{"1"}},
+		{seq: 2, verdict: ready, want: []string{"2", "3"}},
+		{key: "b", seq: 0, verdict: stale},
+		{key: "b", seq: 1, verdict: ready, want: []string{"b:1"}},
+		{key: "c", seq: 2, verdict: buffered},
+		{advance: 500 * ms, expire: true, want: []string{"c:2(-1)"}},
+		{key: "d", seq: 40, verdict: ready, want: []string{"d:40(-39)"}},
+	}},
+	{"flush", sequence.Config{}, []step{
+		{seq: 1, verdict: ready, want: []string{"1"}},
+		{seq: 3, verdict: buffered},
+		{seq: 4, verdict: buffered},
+		{seq: 7, verdict: buffered},
+		{key: "b", seq: 1, verdict: ready, want: []string{"b:1"}},
+		{key: "b", seq: 5, verdict: buffered},
+		{flush: true, want: []string{"3(-1)", "4", "7(-2)", "b:5(-3)"}},
+		{flush: true},
+		{advance: time.Hour, expire: true},
+		{seq: 6, verdict: stale},
+		{seq: 8, verdict: ready, want: []string{"8"}},
+	}},
+	{"least recently used key forgotten", sequence.Config{MaxKeys: 2}, []step{
+		{key: "a", seq: 1, verdict: ready, want: []string{"a:1"}},
+		{key: "b", seq: 1, verdict: ready, want: []string{"b:1"}},
+		{key: "c", seq: 1, verdict: ready, want: []string{"c:1"}}, // forgets a
+		{key: "b", seq: 1, verdict: dup},                          // b is kept and used
+		{key: "a", seq: 1, verdict: ready, want: []string{"a:1"}}, // forgets c
+		{key: "b", seq: 1, verdict: dup},
+		{key: "c", seq: 1, verdict: ready, want: []string{"c:1"}},
+	}},
+	{"keys with buffered values are kept", sequence.Config{MaxKeys: 2}, []step{
+		{key: "a", seq: 1, verdict: ready, want: []string{"a:1"}},
+		{key: "a", seq: 3, verdict: buffered},
+		{key: "b", seq: 1, verdict: ready, want: []string{"b:1"}},
+		{key: "b", seq: 3, verdict: buffered},
+		{key: "c", seq: 1, verdict: ready, want: []string{"c:1"}}, // untracked
+		{key: "c", seq: 1, verdict: ready, want: []string{"c:1"}}, // still untracked
+		{key: "a", seq: 2, verdict: ready, want: []string{"a:2", "a:3"}},
+		{key: "c", seq: 1, verdict: ready, want: []string{"c:1"}}, // forgets a: b is pending, a idle
+		{key: "b", seq: 2, verdict: ready, want: []string{"b:2", "b:3"}},
+		{key: "c", seq: 1, verdict: dup},
+	}},
+}
+
 func TestSequencer(t *testing.T) {
-	const ms = time.Millisecond
-	ready, buffered, stale, dup := sequence.Ready, sequence.Buffered, sequence.Stale, sequence.Duplicate
-	tests := []struct {
-		name  string
-		cfg   sequence.Config
-		steps []step
-	}{
-		{"in order", sequence.Config{}, []step{
-			{seq: 1, verdict: ready, want: []string{"1"}},
-			{seq: 2, verdict: ready, want: []string{"2"}},
-			{seq: 3, verdict: ready, want: []string{"3"}},
-			{key: "other", seq: 70, verdict: ready, want: []string{"other:70"}},
-			{key: "other", seq: 71, verdict: ready, want: []string{"other:71"}},
-			{seq: 4, verdict: ready, want: []string{"4"}},
-		}},
-		{"first value starts the sequence", sequence.Config{}, []step{
-			{seq: 500, verdict: ready, want: []string{"500"}},
-			{seq: 499, verdict: stale},
-			{seq: 501, verdict: ready, want: []string{"501"}},
-		}},
-		{"duplicate", sequence.Config{}, []step{
-			{seq: 1, verdict: ready, want: []string{"1"}},
-			{seq: 2, verdict: ready, want: []string{"2"}},
-			{seq: 2, verdict: dup},
-			{seq: 4, verdict: buffered},
-			{seq: 4, verdict: dup},
-			{seq: 3, verdict: ready, want: []string{"3", "4"}},
-			{seq: 4, verdict: dup},
-		}},
-		{"stale", sequence.Config{}, []step{
-			{seq: 5, verdict: ready, want: []string{"5"}},
-			{seq: 6, verdict: ready, want: []string{"6"}},
-			{seq: 7, verdict: ready, want: []string{"7"}},
-			{seq: 5, verdict: stale},
-			{seq: 0, verdict: stale},
-			{seq: 8, verdict: ready, want: []string{"8"}},
-		}},
-		{"gap filled", sequence.Config{}, []step{
-			{seq: 1, verdict: ready, want: []string{"1"}},
-			{seq: 3, verdict: buffered},
-			{seq: 5, verdict: buffered},
-			{seq: 4, verdict: buffered},
-			{advance: 499 * ms, expire: true},
-			{seq: 2, verdict: ready, want: []string{"2", "3", "4", "5"}},
-			{seq: 6, verdict: ready, want: []string{"6"}},
-		}},
-		{"gap timed out by Expire", sequence.Config{}, []step{
-			{seq: 1, verdict: ready, want: []string{"1"}},
-			{seq: 3, verdict: buffered},
-			{advance: 100 * ms, seq: 4, verdict: buffered},
-			{key: "b", seq: 10, verdict: ready, want: []string{"b:10"}},
-			{key: "b", seq: 12, verdict: buffered},
-			{advance: 399 * ms, expire: true},
-			{advance: 1 * ms, expire: true, want: []string{"3(-1)", "4"}},
-			{expire: true},
-			{advance: 100 * ms, expire: true, want: []string{"b:12(-1)"}},
-			{seq: 2, verdict: stale},
-			{key: "b", seq: 11, verdict: stale},
-			{seq: 5, verdict: ready, want: []string{"5"}},
-		}},
-		{"gap timed out on Push", sequence.Config{Timeout: 200 * ms}, []step{
-			{seq: 1, verdict: ready, want: []string{"1"}},
-			{seq: 3, verdict: buffered},
-			{advance: 250 * ms, seq: 5, verdict: buffered, want: []string{"3(-1)"}},
-			{advance: 250 * ms, seq: 2, verdict: stale, want: []string{"5(-1)"}},
-			{seq: 6, verdict: ready, want: []string{"6"}},
-		}},
-		{"each value waits at most Timeout", sequence.Config{}, []step{
-			{seq: 1, verdict: ready, want: []string{"1"}},
-			{seq: 5, verdict: buffered},
-			{advance: 400 * ms, seq: 3, verdict: buffered},
-			// 5 has waited 500 ms: 2 and 4 are given up, 3 goes with it.
-			{advance: 100 * ms, expire: true, want: []string{"3(-1)", "5(-1)"}},
-		}},
-		{"later gap waits its own timeout", sequence.Config{}, []step{
-			{seq: 1, verdict: ready, want: []string{"1"}},
-			{seq: 3, verdict: buffered},
-			{advance: 300 * ms, seq: 6, verdict: buffered},
-			{advance: 200 * ms, expire: true, want: []string{"3(-1)"}},
-			{seq: 4, verdict: ready, want: []string{"4"}},
-			{advance: 299 * ms, expire: true},
-			{advance: 1 * ms, expire: true, want: []string{"6(-1)"}},
-		}},
-		{"buffer full", sequence.Config{MaxBuffered: 3, MaxGap: 100}, []step{
-			{seq: 1, verdict: ready, want: []string{"1"}},
-			{seq: 3, verdict: buffered},
-			{seq: 4, verdict: buffered},
-			{seq: 6, verdict: buffered},
-			// A fourth value: the first gap (2) is given up early.
-			{seq: 8, verdict: buffered, want: []string{"3(-1)", "4"}},
-			{seq: 5, verdict: ready, want: []string{"5", "6"}},
-			{seq: 7, verdict: ready, want: []string{"7", "8"}},
-		}},
-		{"buffer full releases the new value", sequence.Config{MaxBuffered: 2}, []step{
-			{seq: 1, verdict: ready, want: []string{"1"}},
-			{seq: 5, verdict: buffered},
-			{seq: 6, verdict: buffered},
-			{seq: 3, verdict: ready, want: []string{"3(-1)"}},
-			{seq: 4, verdict: ready, want: []string{"4", "5", "6"}},
-		}},
-		{"max gap exceeded", sequence.Config{}, []step{
-			{seq: 1, verdict: ready, want: []string{"1"}},
-			{seq: 3, verdict: buffered},
-			{seq: 5, verdict: buffered},
-			// 2, 4 and 6-19 missing: 16 > 10, the sequence jumped.
-			{seq: 20, verdict: ready, want: []string{"3(-1)", "5(-1)", "20(-14)"}},
-			{seq: 4, verdict: stale},
-			{seq: 21, verdict: ready, want: []string{"21"}},
-			{seq: 33, verdict: ready, want: []string{"33(-11)"}},
-		}},
-		{"max gap counts missing numbers, not distance", sequence.Config{}, []step{
-			{seq: 1, verdict: ready, want: []string{"1"}},
-			{seq: 12, verdict: buffered}, // 2-11 missing: 10, the most allowed
-			{seq: 13, verdict: buffered}, // still 10 missing
-			{seq: 14, verdict: buffered},
-			{seq: 16, verdict: ready, want: []string{"12(-10)", "13", "14", "16(-1)"}}, // 11 missing
-		}},
-		{"max gap 1", sequence.Config{MaxGap: 1}, []step{
-			{seq: 1, verdict: ready, want: []string{"1"}},
-			{seq: 3, verdict: buffered},
-			{seq: 5, verdict: ready, want: []string{"3(-1)", "5(-1)"}},
-		}},
-		{"first seq", sequence.Config{FirstSeq: 1}, []step{
-			{seq: 3, verdict: buffered},
-			{seq: 1, verdict: ready, want: []string{"1"}},
-			{seq: 2, verdict: ready, want: []string{"2", "3"}},
-			{key: "b", seq: 0, verdict: stale},
-			{key: "b", seq: 1, verdict: ready, want: []string{"b:1"}},
-			{key: "c", seq: 2, verdict: buffered},
-			{advance: 500 * ms, expire: true, want: []string{"c:2(-1)"}},
-			{key: "d", seq: 40, verdict: ready, want: []string{"d:40(-39)"}},
-		}},
-		{"flush", sequence.Config{}, []step{
-			{seq: 1, verdict: ready, want: []string{"1"}},
-			{seq: 3, verdict: buffered},
-			{seq: 4, verdict: buffered},
-			{seq: 7, verdict: buffered},
-			{key: "b", seq: 1, verdict: ready, want: []string{"b:1"}},
-			{key: "b", seq: 5, verdict: buffered},
-			{flush: true, want: []string{"3(-1)", "4", "7(-2)", "b:5(-3)"}},
-			{flush: true},
-			{advance: time.Hour, expire: true},
-			{seq: 6, verdict: stale},
-			{seq: 8, verdict: ready, want: []string{"8"}},
-		}},
-		{"least recently used key forgotten", sequence.Config{MaxKeys: 2}, []step{
-			{key: "a", seq: 1, verdict: ready, want: []string{"a:1"}},
-			{key: "b", seq: 1, verdict: ready, want: []string{"b:1"}},
-			{key: "c", seq: 1, verdict: ready, want: []string{"c:1"}}, // forgets a
-			{key: "b", seq: 1, verdict: dup},                          // b is kept and used
-			{key: "a", seq: 1, verdict: ready, want: []string{"a:1"}}, // forgets c
-			{key: "b", seq: 1, verdict: dup},
-			{key: "c", seq: 1, verdict: ready, want: []string{"c:1"}},
-		}},
-		{"keys with buffered values are kept", sequence.Config{MaxKeys: 2}, []step{
-			{key: "a", seq: 1, verdict: ready, want: []string{"a:1"}},
-			{key: "a", seq: 3, verdict: buffered},
-			{key: "b", seq: 1, verdict: ready, want: []string{"b:1"}},
-			{key: "b", seq: 3, verdict: buffered},
-			{key: "c", seq: 1, verdict: ready, want: []string{"c:1"}}, // untracked
-			{key: "c", seq: 1, verdict: ready, want: []string{"c:1"}}, // still untracked
-			{key: "a", seq: 2, verdict: ready, want: []string{"a:2", "a:3"}},
-			{key: "c", seq: 1, verdict: ready, want: []string{"c:1"}}, // forgets a: b is pending, a idle
-			{key: "b", seq: 2, verdict: ready, want: []string{"b:2", "b:3"}},
-			{key: "c", seq: 1, verdict: dup},
-		}},
-	}
-	for _, tt := range tests {
+	for _, tt := range sequencerCases {
 		t.Run(tt.name, func(t *testing.T) { runSteps(t, tt.cfg, tt.steps) })
 	}
 }
 
-func TestSeqVerdictString(t *testing.T) {
+func TestVerdictString(t *testing.T) {
 	for v, want := range map[sequence.Verdict]string{
 		sequence.Ready: "ready", sequence.Buffered: "buffered", sequence.Stale: "stale",
 		sequence.Duplicate: "duplicate", 0: "unknown",
 	} {
-		if got := v.String(); got != want {
-			t.Errorf("SeqVerdict(%d).String() = %q, want %q", int(v), got, want)
-		}
+		assert.Equal(t, want, v.String(), "Verdict(%d).String()", int(v))
 	}
 }
 
@@ -301,9 +301,10 @@ func TestSequencerValues(t *testing.T) {
 	s.Push("k", 1, &one)
 	s.Push("k", 3, nil)
 	got, _ := s.Push("k", 2, &two)
-	if len(got) != 2 || got[0].Value != &two || got[1].Value != nil || got[0].Key != "k" {
-		t.Fatalf("Push handed on %+v", got)
-	}
+	require.Len(t, got, 2)
+	assert.Same(t, &two, got[0].Value)
+	assert.Nil(t, got[1].Value)
+	assert.Equal(t, "k", got[0].Key)
 }
 
 // TestSequencerWorkers is the intended use: keys routed to workers with Shard,
@@ -321,7 +322,7 @@ func TestSequencerWorkers(t *testing.T) {
 		handled = map[string][]uint64{}
 		ins     [workers]chan msg
 	)
-	clock := newFakeClock() // never moves: no gap may time out
+	clock := newClock() // never moves: no gap may time out
 	for w := range workers {
 		ins[w] = make(chan msg, 64)
 		wg.Go(func() {
@@ -330,9 +331,7 @@ func TestSequencerWorkers(t *testing.T) {
 				mu.Lock()
 				defer mu.Unlock()
 				for _, it := range items {
-					if sequence.Shard(it.Key, workers) != w {
-						t.Errorf("worker %d handed on key %s", w, it.Key)
-					}
+					assert.Equal(t, w, sequence.Shard(it.Key, workers), "worker %d handed on key %s", w, it.Key)
 					handled[it.Key] = append(handled[it.Key], it.Value.seq)
 				}
 			}
@@ -344,28 +343,9 @@ func TestSequencerWorkers(t *testing.T) {
 			handle(s.Flush())
 		})
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	next := make([]uint64, keys)
-	for n := 0; n < keys*perKey; {
-		k := rng.IntN(keys)
-		if next[k] >= perKey {
-			continue
-		}
-		// Send the next three numbers of the key in a shuffled order.
-		batch := []uint64{}
-		for i := 0; i < 3 && next[k] < perKey; i++ {
-			next[k]++
-			batch = append(batch, next[k])
-		}
-		if k%2 == 1 || batch[0] != 1 { // the first value starts a sequence: send it first for even keys
-			rng.Shuffle(len(batch), func(i, j int) { batch[i], batch[j] = batch[j], batch[i] })
-		}
-		key := "chat-" + strconv.Itoa(k)
-		for _, seq := range batch {
-			ins[sequence.Shard(key, workers)] <- msg{key, seq}
-		}
-		n += len(batch)
-	}
+	sendShuffled(keys, perKey, func(key string, seq uint64) {
+		ins[sequence.Shard(key, workers)] <- msg{key, seq}
+	})
 	for _, in := range ins {
 		close(in)
 	}
@@ -373,12 +353,39 @@ func TestSequencerWorkers(t *testing.T) {
 	for k := range keys {
 		key := "chat-" + strconv.Itoa(k)
 		got := handled[key]
-		if !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != len(got) {
-			t.Errorf("%s handed on out of order or twice: %v", key, got)
+		assert.True(t, slices.IsSorted(got), "%s handed on out of order: %v", key, got)
+		assert.Len(t, slices.Compact(slices.Clone(got)), len(got), "%s handed on twice: %v", key, got)
+		if k%2 == 0 {
+			assert.Len(t, got, perKey, "%s: values handed on", key)
 		}
-		if k%2 == 0 && len(got) != perKey {
-			t.Errorf("%s: %d values handed on, want %d", key, len(got), perKey)
+	}
+}
+
+// sendShuffled sends numbers 1 through perKey of keys "chat-0", "chat-1", …,
+// the keys interleaved at random, each key's numbers in batches of three in a
+// shuffled order, except that the first value of an even key is sent first
+// (the first value starts a sequence).
+func sendShuffled(keys, perKey int, send func(key string, seq uint64)) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	next := make([]uint64, keys)
+	for n := 0; n < keys*perKey; {
+		k := rng.IntN(keys)
+		if next[k] >= uint64(perKey) {
+			continue
 		}
+		batch := []uint64{}
+		for i := 0; i < 3 && next[k] < uint64(perKey); i++ {
+			next[k]++
+			batch = append(batch, next[k])
+		}
+		if k%2 == 1 || batch[0] != 1 {
+			rng.Shuffle(len(batch), func(i, j int) { batch[i], batch[j] = batch[j], batch[i] })
+		}
+		key := "chat-" + strconv.Itoa(k)
+		for _, seq := range batch {
+			send(key, seq)
+		}
+		n += len(batch)
 	}
 }
 
@@ -388,7 +395,7 @@ func TestSequencerWorkers(t *testing.T) {
 // without a verdict.
 func TestSequencerConcurrent(t *testing.T) {
 	const goroutines, pushes = 8, 2000
-	clock := newFakeClock()
+	clock := newClock()
 	s := sequence.New[int](sequence.Config{Now: clock.Now, MaxBuffered: 8, MaxKeys: 16, MaxGap: 4})
 	var (
 		wg       sync.WaitGroup
@@ -432,7 +439,7 @@ func TestSequencerConcurrent(t *testing.T) {
 					dropped.Add(1)
 				case sequence.Ready, sequence.Buffered:
 				default:
-					t.Errorf("verdict %v", verdict)
+					assert.Fail(t, "unknown verdict", "verdict %v", verdict)
 				}
 			}
 		})
@@ -441,12 +448,9 @@ func TestSequencerConcurrent(t *testing.T) {
 	close(stop)
 	expirers.Wait()
 	record(s.Flush())
-	if twice.Load() > 0 {
-		t.Errorf("%d values handed on twice", twice.Load())
-	}
-	if got := int64(len(seen)) + dropped.Load(); got != goroutines*pushes {
-		t.Errorf("handed on %d + dropped %d = %d, want %d pushes accounted for", len(seen), dropped.Load(), got, goroutines*pushes)
-	}
+	assert.Zero(t, twice.Load(), "values handed on twice")
+	assert.EqualValues(t, goroutines*pushes, int64(len(seen))+dropped.Load(),
+		"handed on %d + dropped %d: every push accounted for", len(seen), dropped.Load())
 }
 
 func TestSequencerPushAllocs(t *testing.T) {
@@ -458,107 +462,8 @@ func TestSequencerPushAllocs(t *testing.T) {
 			t.Fatal(v)
 		}
 	})
-	if allocs > 1 {
-		t.Errorf("in-order Push: %v allocs, want at most 1 (the returned slice)", allocs)
-	}
-	if allocs := testing.AllocsPerRun(100, func() { s.Expire() }); allocs != 0 {
-		t.Errorf("Expire with nothing buffered: %v allocs, want 0", allocs)
-	}
-}
-
-// jumpReference is the jump consistent hash as printed in Lamping and
-// Veach's paper.
-func jumpReference(key uint64, n int32) int32 {
-	b, j := int64(-1), int64(0)
-	for j < int64(n) {
-		b = j
-		key = key*2862933555777941757 + 1
-		j = int64(float64(b+1) * (float64(int64(1)<<31) / float64((key>>33)+1)))
-	}
-	return int32(b)
-}
-
-func TestShard(t *testing.T) {
-	// Vectors of the reference jump hash, as other implementations test it.
-	for _, v := range []struct {
-		key  uint64
-		n    int32
-		want int32
-	}{{1, 1, 0}, {42, 57, 43}, {0xDEAD10CC, 1, 0}, {0xDEAD10CC, 666, 361}, {256, 1024, 520}} {
-		if got := jumpReference(v.key, v.n); got != v.want {
-			t.Fatalf("jumpReference(%d, %d) = %d, want %d", v.key, v.n, got, v.want)
-		}
-	}
-	// Shard is FNV-1a then the reference jump hash.
-	for i := range 2000 {
-		key := "chat-" + strconv.Itoa(i*7919)
-		h := fnv.New64a()
-		h.Write([]byte(key))
-		for _, n := range []int{1, 2, 3, 8, 100, 1 << 20} {
-			if got, want := sequence.Shard(key, n), int(jumpReference(h.Sum64(), int32(n))); got != want {
-				t.Fatalf("Shard(%q, %d) = %d, reference %d", key, n, got, want)
-			}
-		}
-	}
-	// Pinned: these must never change, or keys move between processes of
-	// different releases.
-	for _, v := range []struct {
-		key  string
-		n    int
-		want int
-	}{
-		{"", 16, 13}, {"telegram:912345678", 4, 2}, {"chat-1", 8, 0}, {"oc_5ce6d572455d361153b7xx51da133945", 10, 7},
-	} {
-		if got := sequence.Shard(v.key, v.n); got != v.want {
-			t.Errorf("Shard(%q, %d) = %d, pinned %d", v.key, v.n, got, v.want)
-		}
-	}
-}
-
-func TestShardSpreadAndMoves(t *testing.T) {
-	const keys = 20000
-	for _, n := range []int{2, 7, 16} {
-		counts := make([]int, n)
-		moved := 0
-		for i := range keys {
-			key := "conversation/" + strconv.Itoa(i)
-			sh := sequence.Shard(key, n)
-			if sh < 0 || sh >= n {
-				t.Fatalf("Shard(%q, %d) = %d, out of range", key, n, sh)
-			}
-			counts[sh]++
-			if grown := sequence.Shard(key, n+1); grown != sh {
-				if grown != n {
-					t.Fatalf("Shard(%q): from %d to %d workers, moved from %d to %d, not to the new worker", key, n, n+1, sh, grown)
-				}
-				moved++
-			}
-		}
-		for i, c := range counts {
-			if c < keys/n*8/10 || c > keys/n*12/10 {
-				t.Errorf("n=%d: shard %d has %d keys, want about %d", n, i, c, keys/n)
-			}
-		}
-		if want := keys / (n + 1); moved < want*8/10 || moved > want*12/10 {
-			t.Errorf("n=%d: %d keys moved to the new worker, want about %d", n, moved, want)
-		}
-	}
-}
-
-func TestShardPanicsOnNoWorkers(t *testing.T) {
-	for _, n := range []int{0, -1} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("Shard(key, %d) did not panic", n)
-				}
-			}()
-			sequence.Shard("key", n)
-		}()
-	}
-	if allocs := testing.AllocsPerRun(100, func() { sequence.Shard("telegram:912345678", 8) }); allocs != 0 {
-		t.Errorf("Shard: %v allocs, want 0", allocs)
-	}
+	assert.LessOrEqual(t, allocs, 1.0, "in-order Push: allocs, want at most the returned slice")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { s.Expire() }), "Expire with nothing buffered: allocs")
 }
 
 func BenchmarkSequencerPush(b *testing.B) {
