@@ -34,7 +34,7 @@
 // is dropped silently. [Async.Close] stops it and waits for its goroutines:
 //
 //	a := dedupehttp.NewAsync(d, dedupehttp.FromPreset(platform.Slack), slackHandler,
-//		dedupehttp.AsyncConfig{Workers: 4, QueueSize: 64})
+//		dedupehttp.WithWorkers(4), dedupehttp.WithQueueSize(64))
 //	http.Handle("POST /slack", a)
 //	// after http.Server.Shutdown:
 //	err := a.Close(ctx)

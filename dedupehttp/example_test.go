@@ -75,11 +75,11 @@ func ExampleNewAsync() {
 		fmt.Printf("processing %s\n", body) // a slow AI turn, say
 	})
 	processed := make(chan error, 1)
-	a := dedupehttp.NewAsync(d, dedupehttp.FromPreset(platform.Telegram), handler, dedupehttp.AsyncConfig{
-		Workers:   4,
-		QueueSize: 64,
-		Done:      func(_ context.Context, _ dedupe.Key, err error) { processed <- err },
-	})
+	a := dedupehttp.NewAsync(d, dedupehttp.FromPreset(platform.Telegram), handler,
+		dedupehttp.WithWorkers(4),
+		dedupehttp.WithQueueSize(64),
+		dedupehttp.WithDone(func(_ context.Context, _ dedupe.Key, err error) { processed <- err }),
+	)
 
 	deliver := func() {
 		r := httptest.NewRequest(http.MethodPost, "/telegram", strings.NewReader(`{"update_id":7}`))

@@ -38,19 +38,19 @@ const (
 	DefaultRetryAfter = 5 * time.Second
 )
 
-// Errors of this package, as seen by [WithExtractError] policies and
-// [AsyncConfig].Done. Match them with [errors.Is].
+// Errors of this package, as seen by [WithExtractError] policies and the
+// func set by [WithDone]. Match them with [errors.Is].
 var (
 	// ErrHandlerFailed reports a handler that answered with a failure status
 	// (see [WithFailureStatus]) or panicked. The message's claim was released.
-	ErrHandlerFailed = errors.New("dedupehttp: handler failed")
+	ErrHandlerFailed = errors.New("dedupe: dedupehttp: handler failed")
 	// ErrQueueFull reports a request that [Async] refused with 503 because its
 	// queue was full. The message's claim was released, so the platform's
 	// retry is processed.
-	ErrQueueFull = errors.New("dedupehttp: queue full")
+	ErrQueueFull = errors.New("dedupe: dedupehttp: queue full")
 	// ErrAbandoned reports a request queued by [Async] that [Async.Close] gave
 	// up on before it was processed. Its claim was released.
-	ErrAbandoned = errors.New("dedupehttp: abandoned at close")
+	ErrAbandoned = errors.New("dedupe: dedupehttp: abandoned at close")
 )
 
 // Extractor returns the [dedupe.Key] of a webhook delivery. The middleware
@@ -111,7 +111,10 @@ func newBody(data []byte) *body {
 // closes it.
 func (*body) Close() error { return nil }
 
-// An Option configures [Middleware] and [NewAsync].
+// An Option configures [Middleware] or [NewAsync]. Each constructor takes
+// options alone; the options of an [Async]'s queue ([WithWorkers],
+// [WithQueueSize], [WithAcceptedStatus], [WithDone]) are ignored by
+// [Middleware].
 type Option func(*config)
 
 type config struct {
@@ -122,6 +125,12 @@ type config struct {
 	failed       func(status int) bool
 	retryAfter   string
 	logger       *slog.Logger
+
+	// Read by Async alone.
+	workers        int
+	queueSize      int
+	acceptedStatus int
+	done           func(context.Context, dedupe.Key, error)
 }
 
 func newConfig(opts []Option) *config {
@@ -132,6 +141,10 @@ func newConfig(opts []Option) *config {
 		extractError: DefaultExtractError,
 		failed:       func(status int) bool { return status >= 500 },
 		logger:       slog.Default(),
+
+		workers:        DefaultWorkers,
+		queueSize:      DefaultQueueSize,
+		acceptedStatus: http.StatusAccepted,
 	}
 	WithRetryAfter(DefaultRetryAfter)(c)
 	for _, o := range opts {
@@ -269,10 +282,10 @@ func (c *config) prepare(w http.ResponseWriter, r *http.Request, extract Extract
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			c.debug(r.Context(), "dedupehttp: request body too large", slog.Int64("limit", c.maxBody))
+			c.debug(r.Context(), "dedupe: dedupehttp: request body too large", slog.Int64("limit", c.maxBody))
 			http.Error(w, fmt.Sprintf("request body larger than %d bytes", c.maxBody), http.StatusRequestEntityTooLarge)
 		} else {
-			c.debug(r.Context(), "dedupehttp: cannot read request body", slog.Any("error", err))
+			c.debug(r.Context(), "dedupe: dedupehttp: cannot read request body", slog.Any("error", err))
 			http.Error(w, "cannot read request body", http.StatusBadRequest)
 		}
 		return nil, dedupe.Key{}, nextDone
@@ -292,10 +305,10 @@ func (c *config) prepare(w http.ResponseWriter, r *http.Request, extract Extract
 
 func (c *config) extractFailed(w http.ResponseWriter, r *http.Request, err error) next {
 	if c.extractError(w, r, err) {
-		c.debug(r.Context(), "dedupehttp: served without deduplication", slog.Any("error", err))
+		c.debug(r.Context(), "dedupe: dedupehttp: served without deduplication", slog.Any("error", err))
 		return nextPass
 	}
-	c.debug(r.Context(), "dedupehttp: no key, refused", slog.Any("error", err))
+	c.debug(r.Context(), "dedupe: dedupehttp: no key, refused", slog.Any("error", err))
 	return nextDone
 }
 
