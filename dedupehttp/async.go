@@ -349,14 +349,17 @@ type discardWriter struct {
 	status int
 }
 
+// Header returns the header map, which nobody reads.
 func (w *discardWriter) Header() http.Header { return w.header }
 
+// WriteHeader records the first final status.
 func (w *discardWriter) WriteHeader(code int) {
 	if w.status == 0 && code >= 200 {
 		w.status = code
 	}
 }
 
+// Write discards p; without a WriteHeader first the status is 200.
 func (w *discardWriter) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK

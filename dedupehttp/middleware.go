@@ -417,6 +417,7 @@ type handler struct {
 	c       *config
 }
 
+// ServeHTTP deduplicates r and serves it as [Middleware] says.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r, key, next := h.c.prepare(w, r, h.extract)
 	switch next {

@@ -14,6 +14,7 @@ var ErrNotAMessage error = notAMessageError{}
 
 type notAMessageError struct{}
 
+// Error returns the text of [ErrNotAMessage].
 func (notAMessageError) Error() string { return "dedupe: platform: not a message" }
 
 // Is makes [ErrNotAMessage] match [dedupe.ErrNoMessageID].
