@@ -15,36 +15,57 @@ import (
 	"github.com/gatewaykit/dedupe"
 )
 
-// AsyncConfig configures an [Async]. The zero value gives the defaults.
-type AsyncConfig struct {
-	// Workers bounds how many queued requests the handler serves at once.
-	// Default 8.
-	Workers int
-	// QueueSize bounds how many accepted requests wait for a worker; a request
-	// that finds the queue full is answered 503 with Retry-After. Default 256;
-	// a negative value means no waiting room: only Workers requests are
-	// accepted at a time.
-	QueueSize int
-	// AcceptedStatus is the status of the answer to a queued request. Default
-	// 202 Accepted; set 200 for a platform that takes nothing else as a
-	// success.
-	AcceptedStatus int
-	// Done, if set, is called once for each queued request after it ended and
-	// its message was marked or released, on the worker's goroutine and before
-	// [Async.Close] returns. err is nil if the handler succeeded; otherwise it
-	// wraps [ErrHandlerFailed], [ErrAbandoned] or a store error. ctx is the
-	// request's context, detached from the request's cancellation: [QueueID]
-	// and [dedupe.TraceID] read it.
-	Done func(ctx context.Context, key dedupe.Key, err error)
-}
-
-// Defaults of [AsyncConfig].
+// Defaults of the options of [NewAsync].
 const (
-	// DefaultWorkers is the default [AsyncConfig].Workers.
+	// DefaultWorkers is how many queued requests an [Async] serves at once by
+	// default (see [WithWorkers]).
 	DefaultWorkers = 8
-	// DefaultQueueSize is the default [AsyncConfig].QueueSize.
+	// DefaultQueueSize is how many accepted requests wait for a worker of an
+	// [Async] by default (see [WithQueueSize]).
 	DefaultQueueSize = 256
 )
+
+// WithWorkers sets how many queued requests an [Async] serves at once
+// (default [DefaultWorkers]). n <= 0 keeps the default. [Middleware], which
+// serves each request on its own goroutine, ignores it.
+func WithWorkers(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.workers = n
+		}
+	}
+}
+
+// WithQueueSize sets how many accepted requests wait for a worker of an
+// [Async] (default [DefaultQueueSize]); a request that finds the queue full is
+// answered 503 with Retry-After. n <= 0 means no waiting room: only as many
+// requests as there are workers are accepted at a time. [Middleware] ignores
+// it.
+func WithQueueSize(n int) Option {
+	return func(c *config) { c.queueSize = max(n, 0) }
+}
+
+// WithAcceptedStatus sets the status with which an [Async] answers a request
+// it queued: by default 202 Accepted; use 200 for a platform that takes
+// nothing else as a success. 0 keeps the default. [Middleware] ignores it.
+func WithAcceptedStatus(code int) Option {
+	return func(c *config) {
+		if code != 0 {
+			c.acceptedStatus = code
+		}
+	}
+}
+
+// WithDone sets a func that an [Async] calls once for each queued request
+// after it ended and its message was marked or released, on the worker's
+// goroutine and before [Async.Close] returns. err is nil if the handler
+// succeeded; otherwise it wraps [ErrHandlerFailed], [ErrAbandoned] or a store
+// error. ctx is the request's context, detached from the request's
+// cancellation: [QueueID] and [dedupe.TraceID] read it. [Middleware] ignores
+// it.
+func WithDone(done func(ctx context.Context, key dedupe.Key, err error)) Option {
+	return func(c *config) { c.done = done }
+}
 
 // Async is an [http.Handler] that deduplicates webhook deliveries like
 // [Middleware] but answers each new message at once and processes it in the
@@ -56,13 +77,13 @@ const (
 //   - claims the key synchronously: a duplicate and a copy in flight are
 //     answered as by [Middleware] and never reach the handler, and a store
 //     failure is answered 503 with Retry-After;
-//   - queues the claimed message and answers [AsyncConfig].AcceptedStatus
-//     (202) with its queue id in the [HeaderQueueID] header;
+//   - queues the claimed message and answers 202 Accepted (see
+//     [WithAcceptedStatus]) with its queue id in the [HeaderQueueID] header;
 //   - if the queue is full, releases the claim and answers 503 with
 //     Retry-After, so that the platform's retry is processed: nothing is
 //     dropped silently. The Deduper counts the release in [dedupe.Stats].Failed.
 //
-// At most [AsyncConfig].Workers handlers run at once. Each gets a clone of the
+// At most [WithWorkers] handlers run at once. Each gets a clone of the
 // request with the buffered body, and a context that keeps the request's
 // values but is not cancelled when the response has been sent; [QueueID] reads
 // the queue id from it. The claim's lease is renewed while the message waits
@@ -71,7 +92,7 @@ const (
 // panicked (the panic is recovered and logged with its stack). The platform
 // was answered already and will not redeliver a message whose handler failed
 // after it was accepted: such failures are logged at error level and reported
-// to [AsyncConfig].Done.
+// to the func set by [WithDone].
 //
 // Async starts a goroutine for each accepted request, which ends when the
 // request has been processed; [Async.Close] waits for them all. An Async is
@@ -81,7 +102,6 @@ type Async struct {
 	extract Extractor
 	next    http.Handler
 	c       *config
-	cfg     AsyncConfig
 
 	slots   chan struct{} // one per accepted request not yet done
 	workers chan struct{} // one per request being served
@@ -98,30 +118,24 @@ type Async struct {
 }
 
 // NewAsync returns an [Async] that deduplicates with d, keyed by extract, and
-// processes new messages with h. opts are those of [Middleware]. d, extract and
-// h must not be nil. Close it with [Async.Close] after the server stopped
-// sending it requests (see [http.Server.Shutdown]).
-func NewAsync(d *dedupe.Deduper, extract Extractor, h http.Handler, cfg AsyncConfig, opts ...Option) *Async {
-	if cfg.Workers <= 0 {
-		cfg.Workers = DefaultWorkers
-	}
-	switch {
-	case cfg.QueueSize == 0:
-		cfg.QueueSize = DefaultQueueSize
-	case cfg.QueueSize < 0:
-		cfg.QueueSize = 0
-	}
-	if cfg.AcceptedStatus == 0 {
-		cfg.AcceptedStatus = http.StatusAccepted
-	}
+// processes new messages with h. opts are those of [Middleware], and
+// [WithWorkers], [WithQueueSize], [WithAcceptedStatus] and [WithDone], which
+// only an Async reads:
+//
+//	a := dedupehttp.NewAsync(d, dedupehttp.FromPreset(platform.Slack), h,
+//		dedupehttp.WithWorkers(4), dedupehttp.WithQueueSize(64))
+//
+// d, extract and h must not be nil. Close the Async with [Async.Close] after
+// the server stopped sending it requests (see [http.Server.Shutdown]).
+func NewAsync(d *dedupe.Deduper, extract Extractor, h http.Handler, opts ...Option) *Async {
+	c := newConfig(opts)
 	a := &Async{
 		d:        d,
 		extract:  extract,
 		next:     h,
-		c:        newConfig(opts),
-		cfg:      cfg,
-		slots:    make(chan struct{}, cfg.Workers+cfg.QueueSize),
-		workers:  make(chan struct{}, cfg.Workers),
+		c:        c,
+		slots:    make(chan struct{}, c.workers+c.queueSize),
+		workers:  make(chan struct{}, c.workers),
 		idPrefix: strconv.FormatUint(rand.Uint64()>>32, 36) + "-",
 	}
 	a.abandon, a.abandonNow = context.WithCancel(context.Background())
@@ -180,7 +194,7 @@ func (a *Async) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set(HeaderQueueID, j.id)
 	w.Header().Set(HeaderVerdict, "queued")
-	w.WriteHeader(a.cfg.AcceptedStatus)
+	w.WriteHeader(a.c.acceptedStatus)
 }
 
 // enter registers a request that will start a goroutine, unless a is closed.
@@ -202,7 +216,7 @@ func (a *Async) full(w http.ResponseWriter, r *http.Request, key dedupe.Key) {
 		a.c.answer(w, r, a.next, err)
 		return
 	}
-	a.c.log(r.Context(), slog.LevelWarn, "dedupehttp: queue full, asked the platform to retry",
+	a.c.log(r.Context(), slog.LevelWarn, "dedupe: dedupehttp: queue full, asked the platform to retry",
 		slog.String("key", key.String()))
 	a.c.unavailable(w, "queue full")
 }
@@ -260,7 +274,7 @@ func (a *Async) serve(ctx context.Context, j *job) (err error) {
 	w := &discardWriter{header: make(http.Header)}
 	defer func() {
 		if p := recover(); p != nil {
-			a.c.log(ctx, slog.LevelError, "dedupehttp: queued handler panicked",
+			a.c.log(ctx, slog.LevelError, "dedupe: dedupehttp: queued handler panicked",
 				slog.String("key", j.key.String()), slog.String("queue_id", j.id),
 				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 			err = fmt.Errorf("%w: panic: %v", ErrHandlerFailed, p)
@@ -285,16 +299,16 @@ func (a *Async) finish(j *job, err error) {
 	attrs := []slog.Attr{slog.String("key", j.key.String()), slog.String("queue_id", j.id)}
 	switch {
 	case err == nil:
-		a.c.debug(j.ctx, "dedupehttp: queued request processed", attrs...)
+		a.c.debug(j.ctx, "dedupe: dedupehttp: queued request processed", attrs...)
 	case errors.Is(err, ErrAbandoned):
-		a.c.log(j.ctx, slog.LevelError, "dedupehttp: queued request abandoned at close; the platform will not redeliver it",
+		a.c.log(j.ctx, slog.LevelError, "dedupe: dedupehttp: queued request abandoned at close; the platform will not redeliver it",
 			attrs...)
 	default:
-		a.c.log(j.ctx, slog.LevelError, "dedupehttp: queued request failed after it was accepted; the platform will not redeliver it",
+		a.c.log(j.ctx, slog.LevelError, "dedupe: dedupehttp: queued request failed after it was accepted; the platform will not redeliver it",
 			append(attrs, slog.Any("error", err))...)
 	}
-	if a.cfg.Done != nil {
-		a.cfg.Done(j.ctx, j.key, err)
+	if a.c.done != nil {
+		a.c.done(j.ctx, j.key, err)
 	}
 }
 
@@ -305,7 +319,7 @@ func (a *Async) finish(j *job, err error) {
 // handlers running; it still waits for those handlers to return, then returns
 // ctx's error. Abandoned requests were answered already, so the platform will
 // not redeliver them: each is logged at error level and reported to
-// [AsyncConfig].Done with [ErrAbandoned].
+// the func set by [WithDone] with [ErrAbandoned].
 //
 // Close may be called more than once; each call waits as the first.
 func (a *Async) Close(ctx context.Context) error {
@@ -335,14 +349,17 @@ type discardWriter struct {
 	status int
 }
 
+// Header returns the header map, which nobody reads.
 func (w *discardWriter) Header() http.Header { return w.header }
 
+// WriteHeader records the first final status.
 func (w *discardWriter) WriteHeader(code int) {
 	if w.status == 0 && code >= 200 {
 		w.status = code
 	}
 }
 
+// Write discards p; without a WriteHeader first the status is 200.
 func (w *discardWriter) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK

@@ -13,11 +13,12 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
+	"github.com/gatewaykit/dedupe/platform"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// ended is a queued request as reported to AsyncConfig.Done.
+// ended is a queued request as reported to the func set by WithDone.
 type ended struct {
 	key     dedupe.Key
 	queueID string
@@ -50,7 +51,7 @@ func TestAsyncAcceptsThenProcesses(t *testing.T) {
 			r.Method, r.URL.Path, r.Header.Get("X-Telegram-Bot-Api-Secret-Token")}
 		io.WriteString(w, "done")
 	})
-	a := dedupehttp.NewAsync(d, telegram, h, dedupehttp.AsyncConfig{Done: doneTo(done)})
+	a := dedupehttp.NewAsync(d, telegram, h, dedupehttp.WithDone(doneTo(done)))
 	srv := serve(t, withTrace("trace-7", a))
 
 	body := bigUpdate(10, 200<<10)
@@ -104,7 +105,7 @@ func TestAsyncBurstLargerThanQueue(t *testing.T) {
 	processed := map[string]int{}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		<-gate
-		k, err := dedupe.Telegram.Extract(mustBody(r), r.Header)
+		k, err := platform.Telegram.Extract(mustBody(r), r.Header)
 		assert.NoError(t, err)
 		mu.Lock()
 		processed[k.MessageID]++
@@ -112,7 +113,7 @@ func TestAsyncBurstLargerThanQueue(t *testing.T) {
 	})
 	done := make(chan ended, burst)
 	a := dedupehttp.NewAsync(d, telegram, h,
-		dedupehttp.AsyncConfig{Workers: workers, QueueSize: queue, Done: doneTo(done)},
+		dedupehttp.WithWorkers(workers), dedupehttp.WithQueueSize(queue), dedupehttp.WithDone(doneTo(done)),
 		dedupehttp.WithLogger(quiet))
 	srv := serve(t, a)
 
@@ -181,7 +182,7 @@ func TestAsyncFullQueueStillAnswersDuplicates(t *testing.T) {
 	})
 	done := make(chan ended, 3)
 	a := dedupehttp.NewAsync(d, telegram, h,
-		dedupehttp.AsyncConfig{Workers: 1, QueueSize: -1, Done: doneTo(done)}, dedupehttp.WithLogger(quiet))
+		dedupehttp.WithWorkers(1), dedupehttp.WithQueueSize(0), dedupehttp.WithDone(doneTo(done)), dedupehttp.WithLogger(quiet))
 	ctx := t.Context()
 
 	require.Equal(t, http.StatusAccepted, record(a, ctx, update(1)).Code)
@@ -219,7 +220,7 @@ func TestAsyncCloseWaitsForWorkers(t *testing.T) {
 		})
 		done := make(chan ended, 2)
 		a := dedupehttp.NewAsync(d, telegram, h,
-			dedupehttp.AsyncConfig{Workers: 1, QueueSize: 1, Done: doneTo(done)}, dedupehttp.WithLogger(quiet))
+			dedupehttp.WithWorkers(1), dedupehttp.WithQueueSize(1), dedupehttp.WithDone(doneTo(done)), dedupehttp.WithLogger(quiet))
 		ctx := t.Context()
 		require.Equal(t, http.StatusAccepted, record(a, ctx, update(1)).Code)
 		require.Equal(t, http.StatusAccepted, record(a, ctx, update(2)).Code)
@@ -256,7 +257,7 @@ func TestAsyncCloseAbandons(t *testing.T) {
 	done := make(chan ended, 3)
 	var logs logBuffer
 	a := dedupehttp.NewAsync(d, telegram, h,
-		dedupehttp.AsyncConfig{Workers: 1, QueueSize: 2, Done: doneTo(done)}, dedupehttp.WithLogger(logs.logger()))
+		dedupehttp.WithWorkers(1), dedupehttp.WithQueueSize(2), dedupehttp.WithDone(doneTo(done)), dedupehttp.WithLogger(logs.logger()))
 	for i := 1; i <= 3; i++ {
 		require.Equal(t, http.StatusAccepted, record(a, t.Context(), update(i)).Code)
 	}
@@ -276,7 +277,7 @@ func TestAsyncCloseAbandons(t *testing.T) {
 	}
 	abandoned := 0
 	for _, rec := range logs.records(t) {
-		if rec["level"] == "ERROR" && rec["msg"] == "dedupehttp: queued request abandoned at close; the platform will not redeliver it" {
+		if rec["level"] == "ERROR" && rec["msg"] == "dedupe: dedupehttp: queued request abandoned at close; the platform will not redeliver it" {
 			abandoned++
 		}
 	}
@@ -307,7 +308,7 @@ func TestAsyncHandlerFailureReleases(t *testing.T) {
 			})
 			var logs logBuffer
 			done := make(chan ended, 1)
-			a := dedupehttp.NewAsync(d, telegram, h, dedupehttp.AsyncConfig{Done: doneTo(done)},
+			a := dedupehttp.NewAsync(d, telegram, h, dedupehttp.WithDone(doneTo(done)),
 				dedupehttp.WithLogger(logs.logger()))
 			defer a.Close(t.Context())
 
@@ -335,7 +336,7 @@ func TestAsyncPassThroughIsSynchronous(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "challenge-accepted")
 	})
-	a := dedupehttp.NewAsync(dedupe.New(nil), dedupehttp.FromPreset(dedupe.Slack), h, dedupehttp.AsyncConfig{})
+	a := dedupehttp.NewAsync(dedupe.New(nil), dedupehttp.FromPreset(platform.Slack), h)
 	defer a.Close(t.Context())
 	w := record(a, t.Context(), []byte(`{"type":"url_verification","challenge":"c"}`))
 	assert.Equal(t, http.StatusOK, w.Code)
@@ -347,7 +348,7 @@ func TestAsyncCancelledRequestCancelsClaim(t *testing.T) {
 	store := newBlockingStore()
 	done := make(chan ended, 1)
 	a := dedupehttp.NewAsync(dedupe.New(store), telegram, http.NotFoundHandler(),
-		dedupehttp.AsyncConfig{Done: doneTo(done)})
+		dedupehttp.WithDone(doneTo(done)))
 	ctx, cancel := context.WithCancel(t.Context())
 	replied := make(chan int)
 	go func() { replied <- record(a, ctx, update(1)).Code }()
@@ -362,9 +363,48 @@ func TestAsyncCancelledRequestCancelsClaim(t *testing.T) {
 func TestAsyncStoreErrorIsUnavailable(t *testing.T) {
 	closed := dedupe.NewMemoryStore(dedupe.MemoryConfig{})
 	require.NoError(t, closed.Close())
-	a := dedupehttp.NewAsync(dedupe.New(closed), telegram, http.NotFoundHandler(), dedupehttp.AsyncConfig{})
+	a := dedupehttp.NewAsync(dedupe.New(closed), telegram, http.NotFoundHandler())
 	w := record(a, t.Context(), update(1))
 	assert.Equal(t, http.StatusServiceUnavailable, w.Code)
 	assert.NotEmpty(t, w.Header().Get("Retry-After"))
 	require.NoError(t, a.Close(t.Context()))
+}
+
+// TestAsyncOptions checks the options only an Async reads: the status of the
+// answer to a queued request, the default worker count, and a queue size of
+// zero or less, which leaves no waiting room.
+func TestAsyncOptions(t *testing.T) {
+	t.Run("accepted status", func(t *testing.T) {
+		done := make(chan ended, 1)
+		a := dedupehttp.NewAsync(dedupe.New(nil), telegram, http.NotFoundHandler(),
+			dedupehttp.WithAcceptedStatus(http.StatusOK), dedupehttp.WithDone(doneTo(done)))
+		w := record(a, t.Context(), update(1))
+		assert.Equal(t, http.StatusOK, w.Code)
+		assert.Equal(t, "queued", w.Header().Get(dedupehttp.HeaderVerdict))
+		require.NoError(t, (<-done).err)
+		require.NoError(t, a.Close(t.Context()))
+	})
+	for _, tc := range []struct {
+		name     string
+		opts     []dedupehttp.Option
+		accepted int // requests accepted before the next is refused
+	}{
+		{"default workers, no queue", []dedupehttp.Option{dedupehttp.WithWorkers(0), dedupehttp.WithQueueSize(0)}, dedupehttp.DefaultWorkers},
+		{"negative queue size", []dedupehttp.Option{dedupehttp.WithWorkers(2), dedupehttp.WithQueueSize(-5)}, 2},
+		{"workers and queue", []dedupehttp.Option{dedupehttp.WithWorkers(2), dedupehttp.WithQueueSize(3)}, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gate := make(chan struct{})
+			h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-gate })
+			a := dedupehttp.NewAsync(dedupe.New(nil), telegram, h, append(tc.opts, dedupehttp.WithLogger(quiet))...)
+			for i := range tc.accepted {
+				require.Equal(t, http.StatusAccepted, record(a, t.Context(), update(i+1)).Code, "request %d", i+1)
+			}
+			w := record(a, t.Context(), update(tc.accepted+1))
+			assert.Equal(t, http.StatusServiceUnavailable, w.Code)
+			assert.Equal(t, "unavailable", w.Header().Get(dedupehttp.HeaderVerdict))
+			close(gate)
+			require.NoError(t, a.Close(t.Context()))
+		})
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
+	"github.com/gatewaykit/dedupe/platform"
 )
 
 // reusableBody is a request body the benchmarks rewind instead of allocating.
@@ -50,7 +51,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	})
 	extracting := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if _, err := dedupe.Telegram.Extract(body, r.Header); err != nil {
+		if _, err := platform.Telegram.Extract(body, r.Header); err != nil {
 			w.WriteHeader(http.StatusBadRequest)
 			return
 		}
@@ -62,11 +63,11 @@ func BenchmarkMiddleware(b *testing.B) {
 	b.Run("baseline=bare", func(b *testing.B) { bench(b, trivial, fresh) })
 	b.Run("baseline=bare+extract", func(b *testing.B) { bench(b, extracting, fresh) })
 	b.Run("middleware/new", func(b *testing.B) {
-		h := dedupehttp.Middleware(dedupe.New(nil), dedupehttp.FromPreset(dedupe.Telegram))(trivial)
+		h := dedupehttp.Middleware(dedupe.New(nil), dedupehttp.FromPreset(platform.Telegram))(trivial)
 		bench(b, h, fresh)
 	})
 	b.Run("middleware/duplicate", func(b *testing.B) {
-		h := dedupehttp.Middleware(dedupe.New(nil), dedupehttp.FromPreset(dedupe.Telegram))(trivial)
+		h := dedupehttp.Middleware(dedupe.New(nil), dedupehttp.FromPreset(platform.Telegram))(trivial)
 		bench(b, h, same)
 	})
 }

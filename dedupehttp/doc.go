@@ -3,8 +3,8 @@
 // often the platform redelivers it, and a message whose handler failed is
 // processed when the platform retries.
 //
-//	d := dedupe.New(store, dedupe.WithTTL(dedupe.Telegram.TTL))
-//	mw := dedupehttp.Middleware(d, dedupehttp.FromPreset(dedupe.Telegram))
+//	d := dedupe.New(store, dedupe.WithTTL(platform.Telegram.TTL))
+//	mw := dedupehttp.Middleware(d, dedupehttp.FromPreset(platform.Telegram))
 //	http.Handle("POST /telegram", mw(telegramHandler))
 //
 // # Verdicts
@@ -33,11 +33,12 @@
 // full it releases the claim and answers 503 with Retry-After, so that nothing
 // is dropped silently. [Async.Close] stops it and waits for its goroutines:
 //
-//	a := dedupehttp.NewAsync(d, dedupehttp.FromPreset(dedupe.Slack), slackHandler,
-//		dedupehttp.AsyncConfig{Workers: 4, QueueSize: 64})
+//	a := dedupehttp.NewAsync(d, dedupehttp.FromPreset(platform.Slack), slackHandler,
+//		dedupehttp.WithWorkers(4), dedupehttp.WithQueueSize(64))
 //	http.Handle("POST /slack", a)
 //	// after http.Server.Shutdown:
 //	err := a.Close(ctx)
 //
-// This package uses only the standard library besides the root package.
+// This package uses only the standard library besides the root package and
+// package platform, whose presets [FromPreset] takes.
 package dedupehttp

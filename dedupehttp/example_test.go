@@ -11,11 +11,12 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
+	"github.com/gatewaykit/dedupe/platform"
 )
 
 func ExampleMiddleware() {
-	d := dedupe.New(nil, dedupe.WithTTL(dedupe.Telegram.TTL)) // a memory store
-	mw := dedupehttp.Middleware(d, dedupehttp.FromPreset(dedupe.Telegram))
+	d := dedupe.New(nil, dedupe.WithTTL(platform.Telegram.TTL)) // a memory store
+	mw := dedupehttp.Middleware(d, dedupehttp.FromPreset(platform.Telegram))
 	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		fmt.Printf("handler: %s\n", body)
@@ -42,7 +43,7 @@ func ExampleWithInFlight() {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	})
 	d := dedupe.New(nil)
-	mw := dedupehttp.Middleware(d, dedupehttp.FromPreset(dedupe.Slack), dedupehttp.WithInFlight(retryLater))
+	mw := dedupehttp.Middleware(d, dedupehttp.FromPreset(platform.Slack), dedupehttp.WithInFlight(retryLater))
 
 	entered, release := make(chan struct{}), make(chan struct{})
 	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -74,11 +75,11 @@ func ExampleNewAsync() {
 		fmt.Printf("processing %s\n", body) // a slow AI turn, say
 	})
 	processed := make(chan error, 1)
-	a := dedupehttp.NewAsync(d, dedupehttp.FromPreset(dedupe.Telegram), handler, dedupehttp.AsyncConfig{
-		Workers:   4,
-		QueueSize: 64,
-		Done:      func(_ context.Context, _ dedupe.Key, err error) { processed <- err },
-	})
+	a := dedupehttp.NewAsync(d, dedupehttp.FromPreset(platform.Telegram), handler,
+		dedupehttp.WithWorkers(4),
+		dedupehttp.WithQueueSize(64),
+		dedupehttp.WithDone(func(_ context.Context, _ dedupe.Key, err error) { processed <- err }),
+	)
 
 	deliver := func() {
 		r := httptest.NewRequest(http.MethodPost, "/telegram", strings.NewReader(`{"update_id":7}`))

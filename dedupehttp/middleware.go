@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/platform"
 )
 
 // Headers set on the answers that the middleware gives itself, without the
@@ -37,19 +38,19 @@ const (
 	DefaultRetryAfter = 5 * time.Second
 )
 
-// Errors of this package, as seen by [WithExtractError] policies and
-// [AsyncConfig].Done. Match them with [errors.Is].
+// Errors of this package, as seen by [WithExtractError] policies and the
+// func set by [WithDone]. Match them with [errors.Is].
 var (
 	// ErrHandlerFailed reports a handler that answered with a failure status
 	// (see [WithFailureStatus]) or panicked. The message's claim was released.
-	ErrHandlerFailed = errors.New("dedupehttp: handler failed")
+	ErrHandlerFailed = errors.New("dedupe: dedupehttp: handler failed")
 	// ErrQueueFull reports a request that [Async] refused with 503 because its
 	// queue was full. The message's claim was released, so the platform's
 	// retry is processed.
-	ErrQueueFull = errors.New("dedupehttp: queue full")
+	ErrQueueFull = errors.New("dedupe: dedupehttp: queue full")
 	// ErrAbandoned reports a request queued by [Async] that [Async.Close] gave
 	// up on before it was processed. Its claim was released.
-	ErrAbandoned = errors.New("dedupehttp: abandoned at close")
+	ErrAbandoned = errors.New("dedupe: dedupehttp: abandoned at close")
 )
 
 // Extractor returns the [dedupe.Key] of a webhook delivery. The middleware
@@ -63,8 +64,8 @@ var (
 type Extractor func(r *http.Request) (dedupe.Key, error)
 
 // FromPreset returns an [Extractor] that extracts keys with the platform
-// preset p from the request's body and headers, using [dedupe.Preset.Extract].
-func FromPreset(p dedupe.Preset) Extractor {
+// preset p from the request's body and headers, using [platform.Preset.Extract].
+func FromPreset(p platform.Preset) Extractor {
 	return func(r *http.Request) (dedupe.Key, error) {
 		b, err := Body(r)
 		if err != nil {
@@ -110,7 +111,10 @@ func newBody(data []byte) *body {
 // closes it.
 func (*body) Close() error { return nil }
 
-// An Option configures [Middleware] and [NewAsync].
+// An Option configures [Middleware] or [NewAsync]. Each constructor takes
+// options alone; the options of an [Async]'s queue ([WithWorkers],
+// [WithQueueSize], [WithAcceptedStatus], [WithDone]) are ignored by
+// [Middleware].
 type Option func(*config)
 
 type config struct {
@@ -121,6 +125,12 @@ type config struct {
 	failed       func(status int) bool
 	retryAfter   string
 	logger       *slog.Logger
+
+	// Read by Async alone.
+	workers        int
+	queueSize      int
+	acceptedStatus int
+	done           func(context.Context, dedupe.Key, error)
 }
 
 func newConfig(opts []Option) *config {
@@ -131,6 +141,10 @@ func newConfig(opts []Option) *config {
 		extractError: DefaultExtractError,
 		failed:       func(status int) bool { return status >= 500 },
 		logger:       slog.Default(),
+
+		workers:        DefaultWorkers,
+		queueSize:      DefaultQueueSize,
+		acceptedStatus: http.StatusAccepted,
 	}
 	WithRetryAfter(DefaultRetryAfter)(c)
 	for _, o := range opts {
@@ -229,7 +243,7 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // DefaultExtractError is the default policy of [WithExtractError]:
-//   - An error wrapping [dedupe.ErrNoMessageID] (and so [dedupe.ErrNotAMessage])
+//   - An error wrapping [dedupe.ErrNoMessageID] (and so [platform.ErrNotAMessage])
 //     means a request that carries no message, such as a Slack or Feishu
 //     url_verification challenge, a Discord PING or a OneBot heartbeat: it
 //     passes to the handler without deduplication, and the handler answers
@@ -268,10 +282,10 @@ func (c *config) prepare(w http.ResponseWriter, r *http.Request, extract Extract
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			c.debug(r.Context(), "dedupehttp: request body too large", slog.Int64("limit", c.maxBody))
+			c.debug(r.Context(), "dedupe: dedupehttp: request body too large", slog.Int64("limit", c.maxBody))
 			http.Error(w, fmt.Sprintf("request body larger than %d bytes", c.maxBody), http.StatusRequestEntityTooLarge)
 		} else {
-			c.debug(r.Context(), "dedupehttp: cannot read request body", slog.Any("error", err))
+			c.debug(r.Context(), "dedupe: dedupehttp: cannot read request body", slog.Any("error", err))
 			http.Error(w, "cannot read request body", http.StatusBadRequest)
 		}
 		return nil, dedupe.Key{}, nextDone
@@ -291,10 +305,10 @@ func (c *config) prepare(w http.ResponseWriter, r *http.Request, extract Extract
 
 func (c *config) extractFailed(w http.ResponseWriter, r *http.Request, err error) next {
 	if c.extractError(w, r, err) {
-		c.debug(r.Context(), "dedupehttp: served without deduplication", slog.Any("error", err))
+		c.debug(r.Context(), "dedupe: dedupehttp: served without deduplication", slog.Any("error", err))
 		return nextPass
 	}
-	c.debug(r.Context(), "dedupehttp: no key, refused", slog.Any("error", err))
+	c.debug(r.Context(), "dedupe: dedupehttp: no key, refused", slog.Any("error", err))
 	return nextDone
 }
 
@@ -403,6 +417,7 @@ type handler struct {
 	c       *config
 }
 
+// ServeHTTP deduplicates r and serves it as [Middleware] says.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r, key, next := h.c.prepare(w, r, h.extract)
 	switch next {

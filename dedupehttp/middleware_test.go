@@ -16,11 +16,12 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
+	"github.com/gatewaykit/dedupe/platform"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-var telegram = dedupehttp.FromPreset(dedupe.Telegram)
+var telegram = dedupehttp.FromPreset(platform.Telegram)
 
 func TestConcurrentDuplicatesRunHandlerOnce(t *testing.T) {
 	d := dedupe.New(nil)
@@ -153,7 +154,7 @@ func TestBodyReachesHandlerIntact(t *testing.T) {
 		if err != nil {
 			return dedupe.Key{}, err
 		}
-		return dedupe.Telegram.Extract(b, r.Header)
+		return platform.Telegram.Extract(b, r.Header)
 	}
 	for _, ex := range []struct {
 		name    string
@@ -303,17 +304,17 @@ func TestExtractErrors(t *testing.T) {
 		status  int
 		handled bool
 	}{
-		{"slack url_verification passes", dedupehttp.FromPreset(dedupe.Slack), nil, slackChallenge, http.StatusOK, true},
+		{"slack url_verification passes", dedupehttp.FromPreset(platform.Slack), nil, slackChallenge, http.StatusOK, true},
 		{"no id passes", telegram, nil, []byte(`{"message":{"text":"no update_id"}}`), http.StatusOK, true},
 		{"empty body passes", telegram, nil, nil, http.StatusOK, true},
 		{"not JSON", telegram, nil, []byte(`{"update_id":`), http.StatusBadRequest, false},
-		{"wrong shape", dedupehttp.FromPreset(dedupe.Feishu), nil, []byte(`{"schema":"2.0","header":"x"}`), http.StatusBadRequest, false},
+		{"wrong shape", dedupehttp.FromPreset(platform.Feishu), nil, []byte(`{"schema":"2.0","header":"x"}`), http.StatusBadRequest, false},
 		{"invalid id", telegram, nil, []byte(`{"update_id":true}`), http.StatusBadRequest, false},
 		{"other error", func(*http.Request) (dedupe.Key, error) { return dedupe.Key{}, unknown }, nil, update(1), http.StatusBadRequest, false},
 		{"invalid key from a custom extractor", func(*http.Request) (dedupe.Key, error) {
 			return dedupe.Key{Channel: "a:b", MessageID: "1"}, nil
 		}, nil, update(1), http.StatusBadRequest, false},
-		{"policy refuses no id", dedupehttp.FromPreset(dedupe.Slack), []dedupehttp.Option{dedupehttp.WithExtractError(reject)},
+		{"policy refuses no id", dedupehttp.FromPreset(platform.Slack), []dedupehttp.Option{dedupehttp.WithExtractError(reject)},
 			slackChallenge, http.StatusUnprocessableEntity, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -32,6 +32,7 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
+	"github.com/gatewaykit/dedupe/platform"
 	dedupeprom "github.com/gatewaykit/dedupe/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -58,11 +59,11 @@ func newGateway(store dedupe.Store) *gateway {
 	g := &gateway{mux: http.NewServeMux()}
 	reg := prometheus.NewRegistry()
 	for _, p := range []struct {
-		preset  dedupe.Preset
+		preset  platform.Preset
 		handler http.HandlerFunc
 	}{
-		{dedupe.Telegram, g.handleTelegram},
-		{dedupe.Slack, g.handleSlack},
+		{platform.Telegram, g.handleTelegram},
+		{platform.Slack, g.handleSlack},
 	} {
 		d := dedupe.New(store, dedupe.WithTTL(p.preset.TTL))
 		reg.MustRegister(dedupeprom.NewCollector(d, dedupeprom.WithConstLabels(prometheus.Labels{"platform": p.preset.Name})))

@@ -1,17 +1,18 @@
-package dedupe_test
+package sequence_test
 
 import (
 	"fmt"
 	"time"
 
-	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/dedupetest"
+	"github.com/gatewaykit/dedupe/sequence"
 )
 
 // A cancel overtook the payment it cancels: the Sequencer holds it until the
 // payment arrives, then hands on both in order. A late copy of the payment is
 // stale.
 func ExampleSequencer() {
-	s := dedupe.NewSequencer[string](dedupe.SequencerConfig{})
+	s := sequence.New[string](sequence.Config{})
 
 	for _, m := range []struct {
 		seq  uint64
@@ -34,18 +35,18 @@ func ExampleSequencer() {
 // A number that never arrives is given up after the timeout, and the skip is
 // reported with the first value handed on past it.
 func ExampleSequencer_Expire() {
-	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	s := dedupe.NewSequencer[string](dedupe.SequencerConfig{
+	clock := dedupetest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	s := sequence.New[string](sequence.Config{
 		Timeout: 500 * time.Millisecond,
-		Now:     func() time.Time { return now },
+		Now:     clock.Now,
 	})
 	s.Push("chat-7", 1, "hello")
 	s.Push("chat-7", 3, "are you there?") // 2 is missing
 
-	now = now.Add(200 * time.Millisecond)
+	clock.Advance(200 * time.Millisecond)
 	fmt.Println("after 200 ms:", len(s.Expire()), "ready")
 
-	now = now.Add(300 * time.Millisecond)
+	clock.Advance(300 * time.Millisecond)
 	for _, r := range s.Expire() {
 		fmt.Printf("after 500 ms: %d %q, skipped %d before it\n", r.Seq, r.Value, r.Skipped)
 	}
@@ -59,7 +60,7 @@ func ExampleSequencer_Expire() {
 func ExampleShard() {
 	const workers = 4
 	for _, chat := range []string{"chat-1", "chat-2", "chat-1"} {
-		fmt.Println(chat, "-> worker", dedupe.Shard(chat, workers))
+		fmt.Println(chat, "-> worker", sequence.Shard(chat, workers))
 	}
 	// Output:
 	// chat-1 -> worker 0

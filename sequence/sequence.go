@@ -1,4 +1,4 @@
-package dedupe
+package sequence
 
 import (
 	"cmp"
@@ -7,38 +7,42 @@ import (
 	"time"
 )
 
-// Defaults of [SequencerConfig], used for fields left zero.
+// Defaults of [Config], used for fields left zero.
 const (
-	DefaultSequenceMaxGap      = 10
-	DefaultSequenceTimeout     = 500 * time.Millisecond
-	DefaultSequenceMaxBuffered = 100
-	DefaultSequenceMaxKeys     = 10000
+	// DefaultMaxGap is the default [Config].MaxGap.
+	DefaultMaxGap = 10
+	// DefaultTimeout is the default [Config].Timeout.
+	DefaultTimeout = 500 * time.Millisecond
+	// DefaultMaxBuffered is the default [Config].MaxBuffered.
+	DefaultMaxBuffered = 100
+	// DefaultMaxKeys is the default [Config].MaxKeys.
+	DefaultMaxKeys = 10000
 )
 
-// SequencerConfig configures a [Sequencer]. The zero value means the defaults.
-type SequencerConfig struct {
+// Config configures a [Sequencer]. The zero value means the defaults.
+type Config struct {
 	// MaxGap is how many missing sequence numbers a key waits for. A value
 	// that would leave more missing numbers between the last one handed on and
 	// itself is handed on at once, with everything buffered before it, and the
 	// missing numbers are given up: the sequence jumped (a sender restarted, or
-	// too much was lost to wait for). Zero or less: [DefaultSequenceMaxGap], 10.
+	// too much was lost to wait for). Zero or less: [DefaultMaxGap], 10.
 	MaxGap int
 
 	// Timeout is the longest a value waits in the buffer for the numbers
 	// before it. When it has passed, the missing numbers before that value are
-	// given up. Zero or less: [DefaultSequenceTimeout], 500 ms.
+	// given up. Zero or less: [DefaultTimeout], 500 ms.
 	Timeout time.Duration
 
 	// MaxBuffered is how many values a key may hold waiting. When one more
 	// arrives, the oldest gap is given up early to make room. Zero or less:
-	// [DefaultSequenceMaxBuffered], 100.
+	// [DefaultMaxBuffered], 100.
 	MaxBuffered int
 
 	// MaxKeys bounds the number of keys tracked. When a new key comes and the
 	// bound is reached, the least recently used key with nothing buffered is
 	// forgotten; if every tracked key holds buffered values, the new key's
 	// value is handed on untracked, as a first value is. Zero or less:
-	// [DefaultSequenceMaxKeys], 10,000.
+	// [DefaultMaxKeys], 10,000.
 	MaxKeys int
 
 	// FirstSeq, when not zero, is the number every key's sequence starts at:
@@ -54,46 +58,49 @@ type SequencerConfig struct {
 	Now func() time.Time
 }
 
-// SeqVerdict is what [Sequencer.Push] did with a value.
-type SeqVerdict int
+// Verdict is what [Sequencer.Push] did with a value.
+type Verdict int
 
 // Verdicts of [Sequencer.Push].
 const (
-	// SeqReady means the value is handed on: it is among the values Push
+	// Ready means the value is handed on: it is among the values Push
 	// returned.
-	SeqReady SeqVerdict = iota + 1
-	// SeqBuffered means the value waits for the numbers before it; a later
+	Ready Verdict = iota + 1
+	// Buffered means the value waits for the numbers before it; a later
 	// Push, [Sequencer.Expire] or [Sequencer.Flush] hands it on.
-	SeqBuffered
-	// SeqStale means the value's number is below the last one handed on for
+	Buffered
+	// Stale means the value's number is below the last one handed on for
 	// its key: it was dropped.
-	SeqStale
-	// SeqDuplicate means the value's number was handed on last or is already
+	Stale
+	// Duplicate means the value's number was handed on last or is already
 	// buffered: it was dropped.
-	SeqDuplicate
+	Duplicate
 )
 
 // String returns the verdict in lower case ("ready", "buffered", "stale",
 // "duplicate").
-func (v SeqVerdict) String() string {
+func (v Verdict) String() string {
 	switch v {
-	case SeqReady:
+	case Ready:
 		return "ready"
-	case SeqBuffered:
+	case Buffered:
 		return "buffered"
-	case SeqStale:
+	case Stale:
 		return "stale"
-	case SeqDuplicate:
+	case Duplicate:
 		return "duplicate"
 	}
 	return "unknown"
 }
 
-// Sequenced is a value a [Sequencer] hands on, with its key and sequence
+// Item is a value a [Sequencer] hands on, with its key and sequence
 // number.
-type Sequenced[T any] struct {
-	Key   string
-	Seq   uint64
+type Item[T any] struct {
+	// Key is the key the value was pushed with.
+	Key string
+	// Seq is the value's sequence number.
+	Seq uint64
+	// Value is the value pushed.
 	Value T
 	// Skipped reports a gap given up just before this value: the numbers
 	// Seq-Skipped through Seq-1 never arrived (in time), and processing went
@@ -109,10 +116,10 @@ type Sequenced[T any] struct {
 //   - the number after the last one handed on: handed on, with any buffered
 //     values that now follow;
 //   - the last one handed on, or one already buffered: dropped as
-//     [SeqDuplicate]; a lower one: dropped as [SeqStale];
-//   - a higher one: buffered ([SeqBuffered]) until the gap fills, or until it
+//     [Duplicate]; a lower one: dropped as [Stale];
+//   - a higher one: buffered ([Buffered]) until the gap fills, or until it
 //     has waited Timeout, or the key holds more than MaxBuffered values; then
-//     the missing numbers are given up, reported in [Sequenced.Skipped], and
+//     the missing numbers are given up, reported in [Item.Skipped], and
 //     processing resumes past the gap;
 //   - one that would leave more than MaxGap numbers missing: handed on at once
 //     after the buffered values, the gap given up and reported the same way.
@@ -162,30 +169,18 @@ type seqEntry[T any] struct {
 	at  time.Time // when it was buffered
 }
 
-// NewSequencer returns a Sequencer configured by cfg, whose zero fields mean
-// the defaults.
-func NewSequencer[T any](cfg SequencerConfig) *Sequencer[T] {
+// New returns a [Sequencer] of values of type T, configured by cfg, whose
+// zero fields mean the defaults.
+func New[T any](cfg Config) *Sequencer[T] {
 	s := &Sequencer[T]{
-		maxGap:      uint64(DefaultSequenceMaxGap),
-		timeout:     DefaultSequenceTimeout,
-		maxBuffered: DefaultSequenceMaxBuffered,
-		maxKeys:     DefaultSequenceMaxKeys,
+		maxGap:      uint64(orDefault(cfg.MaxGap, DefaultMaxGap)),
+		timeout:     orDefault(cfg.Timeout, DefaultTimeout),
+		maxBuffered: orDefault(cfg.MaxBuffered, DefaultMaxBuffered),
+		maxKeys:     orDefault(cfg.MaxKeys, DefaultMaxKeys),
 		firstSeq:    cfg.FirstSeq,
 		now:         cfg.Now,
 		keys:        make(map[string]*seqKey[T]),
 		pending:     make(map[*seqKey[T]]struct{}),
-	}
-	if cfg.MaxGap > 0 {
-		s.maxGap = uint64(cfg.MaxGap)
-	}
-	if cfg.Timeout > 0 {
-		s.timeout = cfg.Timeout
-	}
-	if cfg.MaxBuffered > 0 {
-		s.maxBuffered = cfg.MaxBuffered
-	}
-	if cfg.MaxKeys > 0 {
-		s.maxKeys = cfg.MaxKeys
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -194,18 +189,27 @@ func NewSequencer[T any](cfg SequencerConfig) *Sequencer[T] {
 	return s
 }
 
+// orDefault returns v, or def when v is zero or less: the rule of every
+// numeric field of [Config].
+func orDefault[N int | time.Duration](v, def N) N {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
 // Push takes value v numbered seq for key and returns the values of key that
-// are ready, in order (v among them when the verdict is [SeqReady]), and what
+// are ready, in order (v among them when the verdict is [Ready]), and what
 // became of v. Before placing v, Push gives up the gaps of key whose
 // Timeout has passed, so the result may hold values buffered earlier, and v may
 // then be stale.
-func (s *Sequencer[T]) Push(key string, seq uint64, v T) ([]Sequenced[T], SeqVerdict) {
+func (s *Sequencer[T]) Push(key string, seq uint64, v T) ([]Item[T], Verdict) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
 	k := s.keys[key]
 	if k == nil && s.firstSeq != 0 && seq < s.firstSeq {
-		return nil, SeqStale
+		return nil, Stale
 	}
 	if k == nil {
 		k = s.track(key)
@@ -215,7 +219,7 @@ func (s *Sequencer[T]) Push(key string, seq uint64, v T) ([]Sequenced[T], SeqVer
 				k.last = seq
 				s.settle(k)
 			}
-			return []Sequenced[T]{{Key: key, Seq: seq, Value: v}}, SeqReady
+			return []Item[T]{{Key: key, Seq: seq, Value: v}}, Ready
 		}
 		k.last = s.firstSeq - 1
 	}
@@ -223,67 +227,75 @@ func (s *Sequencer[T]) Push(key string, seq uint64, v T) ([]Sequenced[T], SeqVer
 	// The clock is read only when a gap is open or may open: in-order
 	// values do not pay for it.
 	var (
-		out []Sequenced[T]
+		out []Item[T]
 		now time.Time
 	)
 	if len(k.buf) > 0 {
 		now = s.now()
 		out = s.expireKey(k, now, out)
 	}
-	verdict := SeqBuffered
+	var verdict Verdict
 	switch {
 	case seq == k.last:
-		verdict = SeqDuplicate
+		verdict = Duplicate
 	case seq < k.last:
-		verdict = SeqStale
+		verdict = Stale
 	case seq == k.last+1:
-		out = append(out, Sequenced[T]{Key: key, Seq: seq, Value: v})
+		out = append(out, Item[T]{Key: key, Seq: seq, Value: v})
 		k.last = seq
 		out = k.release(k.ready(), out)
-		verdict = SeqReady
+		verdict = Ready
 	default:
-		i, found := slices.BinarySearchFunc(k.buf, seq, func(e seqEntry[T], seq uint64) int {
-			return cmp.Compare(e.seq, seq)
-		})
-		if found {
-			verdict = SeqDuplicate
-			break
-		}
-		// The numbers between last and seq that are not buffered.
-		if missing := seq - k.last - 1 - uint64(i); missing > s.maxGap {
-			out = k.release(len(k.buf), out)
-			out = append(out, Sequenced[T]{Key: key, Seq: seq, Value: v, Skipped: seq - k.last - 1})
-			k.last = seq
-			verdict = SeqReady
-			break
-		}
-		if now.IsZero() {
-			now = s.now()
-		}
-		k.buf = slices.Insert(k.buf, i, seqEntry[T]{seq: seq, v: v, at: now})
-		for len(k.buf) > s.maxBuffered {
-			// Give up the first gap: release the run that follows it.
-			out = k.release(k.run(), out)
-		}
-		if seq <= k.last {
-			verdict = SeqReady
-		}
+		out, verdict = s.place(k, seq, v, now, out)
 	}
 	s.settle(k)
 	return out, verdict
 }
 
+// place takes value v numbered seq for k, above the number k expects next: a
+// copy of a buffered value is a [Duplicate]; a value past MaxGap missing
+// numbers is handed on with everything buffered; any other is buffered, and
+// may then be handed on if the buffer overflows. now is the time Push read,
+// or zero if Push has not read the clock.
+func (s *Sequencer[T]) place(k *seqKey[T], seq uint64, v T, now time.Time, out []Item[T]) ([]Item[T], Verdict) {
+	i, found := slices.BinarySearchFunc(k.buf, seq, func(e seqEntry[T], seq uint64) int {
+		return cmp.Compare(e.seq, seq)
+	})
+	if found {
+		return out, Duplicate
+	}
+	// The numbers between last and seq that are not buffered.
+	if missing := seq - k.last - 1 - uint64(i); missing > s.maxGap {
+		out = k.release(len(k.buf), out)
+		out = append(out, Item[T]{Key: k.key, Seq: seq, Value: v, Skipped: seq - k.last - 1})
+		k.last = seq
+		return out, Ready
+	}
+	if now.IsZero() {
+		now = s.now()
+	}
+	k.buf = slices.Insert(k.buf, i, seqEntry[T]{seq: seq, v: v, at: now})
+	for len(k.buf) > s.maxBuffered {
+		// Give up the first gap: release the run that follows it.
+		out = k.release(k.run(), out)
+	}
+	if seq <= k.last {
+		return out, Ready
+	}
+	return out, Buffered
+}
+
 // Expire gives up the gaps whose Timeout has passed, in every key, and returns
 // the values that are then ready: in order within each key, keys in no
 // particular order. It returns nil when nothing is due.
-func (s *Sequencer[T]) Expire() []Sequenced[T] {
+func (s *Sequencer[T]) Expire() []Item[T] {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.pending) == 0 {
 		return nil
 	}
 	now := s.now()
-	var out []Sequenced[T]
+	var out []Item[T]
 	for k := range s.pending {
 		out = s.expireKey(k, now, out)
 		s.settle(k)
@@ -295,10 +307,10 @@ func (s *Sequencer[T]) Expire() []Sequenced[T] {
 // each key, keys in no particular order. Call it at shutdown, after the last
 // Push, so that nothing buffered is left behind. The keys' last numbers are
 // kept.
-func (s *Sequencer[T]) Flush() []Sequenced[T] {
+func (s *Sequencer[T]) Flush() []Item[T] {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []Sequenced[T]
+	var out []Item[T]
 	for k := range s.pending {
 		out = k.release(len(k.buf), out)
 		s.settle(k)
@@ -350,7 +362,7 @@ func (s *Sequencer[T]) settle(k *seqKey[T]) {
 
 // expireKey releases, in k, every value that has waited Timeout, the values
 // before it and the run that follows.
-func (s *Sequencer[T]) expireKey(k *seqKey[T], now time.Time, out []Sequenced[T]) []Sequenced[T] {
+func (s *Sequencer[T]) expireKey(k *seqKey[T], now time.Time, out []Item[T]) []Item[T] {
 	due := -1
 	for i, e := range k.buf {
 		if now.Sub(e.at) >= s.timeout {
@@ -384,9 +396,9 @@ func (k *seqKey[T]) ready() int {
 
 // release hands on the first n buffered values, reporting the gap before
 // each, and removes them from the buffer.
-func (k *seqKey[T]) release(n int, out []Sequenced[T]) []Sequenced[T] {
+func (k *seqKey[T]) release(n int, out []Item[T]) []Item[T] {
 	for _, e := range k.buf[:n] {
-		out = append(out, Sequenced[T]{Key: k.key, Seq: e.seq, Value: e.v, Skipped: e.seq - k.last - 1})
+		out = append(out, Item[T]{Key: k.key, Seq: e.seq, Value: e.v, Skipped: e.seq - k.last - 1})
 		k.last = e.seq
 	}
 	k.buf = slices.Delete(k.buf, 0, n)
@@ -396,37 +408,4 @@ func (k *seqKey[T]) release(n int, out []Sequenced[T]) []Sequenced[T] {
 func (k *seqKey[T]) unlink() {
 	k.prev.next, k.next.prev = k.next, k.prev
 	k.prev, k.next = nil, nil
-}
-
-// Shard returns the worker, in [0, n), that key is routed to, so that all
-// values of a key reach one worker and keep their order (see [Sequencer]). It
-// panics if n <= 0.
-//
-// The mapping is fixed, the same in every process, on every platform and in
-// every release of this module: the key's bytes are hashed with 64-bit FNV-1a,
-// and the hash is mapped to a shard by Lamping and Veach's jump consistent hash
-// ("A Fast, Minimal Memory, Consistent Hash Algorithm", 2014), as written in
-// the paper. Any implementation of those two steps routes keys the same way.
-// Jump hashing moves few keys when n changes: going from n to n+1 workers,
-// only about 1/(n+1) of the keys move, all to the new worker. (A [hash/maphash]
-// seed differs per process, so it could not route keys across processes.)
-// Shard does not allocate.
-func Shard(key string, n int) int {
-	if n <= 0 {
-		panic("dedupe: Shard with n <= 0")
-	}
-	// FNV-1a, 64-bit.
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(key); i++ {
-		h ^= uint64(key[i])
-		h *= 1099511628211
-	}
-	// Jump consistent hash.
-	b, j := int64(-1), int64(0)
-	for j < int64(n) {
-		b = j
-		h = h*2862933555777941757 + 1
-		j = int64(float64(b+1) * (float64(int64(1)<<31) / float64((h>>33)+1)))
-	}
-	return int(b)
 }
