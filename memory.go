@@ -298,6 +298,8 @@ func (s *MemoryStore) update(ctx context.Context, op string, c Claim, f func(*me
 	return nil
 }
 
+func (s *MemoryStore) defaultTTL() time.Duration { return s.ttl }
+
 // Backend returns "memory".
 func (s *MemoryStore) Backend() string { return "memory" }
 
