@@ -220,11 +220,11 @@ func (d *Deduper) Do(ctx context.Context, key Key, fn func(context.Context) erro
 	switch status {
 	case Duplicate:
 		cs.duplicates.Add(1)
-		d.log(ctx, slog.LevelDebug, "dedupe: duplicate", key, h.name(d), phaseClaim, nil)
+		d.log(ctx, slog.LevelDebug, "dedupe: duplicate", key, h.name(d), phaseClaim, nil, h.layerAttr()...)
 		return ErrDuplicate
 	case InFlight:
 		cs.inFlight.Add(1)
-		d.log(ctx, slog.LevelDebug, "dedupe: in flight", key, h.name(d), phaseClaim, nil)
+		d.log(ctx, slog.LevelDebug, "dedupe: in flight", key, h.name(d), phaseClaim, nil, h.layerAttr()...)
 		return ErrInFlight
 	case Claimed:
 	default:
@@ -234,9 +234,11 @@ func (d *Deduper) Do(ctx context.Context, key Key, fn func(context.Context) erro
 	return d.run(ctx, h, c, fn)
 }
 
-// holding says which stores hold a claim of Do.
+// holding says which stores hold a claim of Do, and which layer of a
+// [LayeredStore] decided.
 type holding struct {
 	primary, local bool
+	layer          string
 }
 
 // stores returns the stores h names.
@@ -249,6 +251,14 @@ func (h holding) stores(d *Deduper) []Store {
 		out = append(out, d.shared.store)
 	}
 	return out
+}
+
+// layerAttr returns the log attribute naming the layer that decided, if any.
+func (h holding) layerAttr() []slog.Attr {
+	if h.layer == "" {
+		return nil
+	}
+	return []slog.Attr{slog.String("layer", h.layer)}
 }
 
 // name returns the backend that decided, for logs.
@@ -266,37 +276,44 @@ func (d *Deduper) claim(ctx context.Context, c Claim) (holding, Status, error) {
 	if d.fb != nil {
 		return d.claimWithFallback(ctx, c)
 	}
-	st, err := d.claimOn(ctx, d.shared.store, c)
+	st, layer, err := d.claimOn(ctx, d.shared.store, c)
 	if err != nil {
 		d.storeError(ctx, c.Key, d.shared.store, phaseClaim, err)
 	}
-	return holding{primary: st == Claimed}, st, err
+	return holding{primary: st == Claimed, layer: layer}, st, err
 }
 
 // claimOn claims c on st. If the call fails in a way that leaves it unknown
 // whether st took the claim, it asks once more with the same token while ctx
 // lives, and otherwise releases the claim by its token.
-func (d *Deduper) claimOn(ctx context.Context, st Store, c Claim) (Status, error) {
-	status, err := d.storeClaim(ctx, st, c)
+// The layer is the name of the layer of a [LayeredStore] that decided, or "".
+func (d *Deduper) claimOn(ctx context.Context, st Store, c Claim) (Status, string, error) {
+	status, layer, err := d.storeClaim(ctx, st, c)
 	if err == nil || !ambiguous(err) {
-		return status, err
+		return status, layer, err
 	}
 	d.shared.counters.ambiguous.Add(1)
 	if ctx.Err() == nil && !isContextErr(err) {
-		if status, err2 := d.storeClaim(ctx, st, c); err2 == nil {
-			return status, nil
+		if status, layer, err2 := d.storeClaim(ctx, st, c); err2 == nil {
+			return status, layer, nil
 		}
 	}
 	d.abandon(ctx, st, c)
-	return 0, err
+	return 0, layer, err
 }
 
-func (d *Deduper) storeClaim(ctx context.Context, st Store, c Claim) (status Status, err error) {
+func (d *Deduper) storeClaim(ctx context.Context, st Store, c Claim) (status Status, layer string, err error) {
 	err = d.timed(phaseClaim, func() error {
+		if l, ok := st.(*LayeredStore); ok {
+			var i int
+			status, i, err = l.claim(ctx, c, d.lease)
+			layer = l.names[i]
+			return err
+		}
 		status, err = st.Claim(ctx, c, d.lease)
 		return err
 	})
-	return status, err
+	return status, layer, err
 }
 
 // ambiguous reports whether a failed Claim may have been written all the same.
@@ -401,7 +418,7 @@ func (d *Deduper) run(ctx context.Context, h holding, c Claim, fn func(context.C
 		return fmt.Errorf("dedupe: %s processed but not marked: %w", c.Key, err)
 	}
 	d.shared.counters.processed.Add(1)
-	d.log(ctx, slog.LevelDebug, "dedupe: processed", c.Key, h.name(d), phaseMark, nil)
+	d.log(ctx, slog.LevelDebug, "dedupe: processed", c.Key, h.name(d), phaseMark, nil, h.layerAttr()...)
 	return nil
 }
 
@@ -445,11 +462,11 @@ func (d *Deduper) storeError(ctx context.Context, key Key, st Store, phase int, 
 	d.log(ctx, slog.LevelWarn, "dedupe: store error", key, st.Backend(), phase, err)
 }
 
-func (d *Deduper) log(ctx context.Context, level slog.Level, msg string, key Key, backend string, phase int, err error) {
+func (d *Deduper) log(ctx context.Context, level slog.Level, msg string, key Key, backend string, phase int, err error, extra ...slog.Attr) {
 	if !d.logger.Enabled(ctx, level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 5)
+	attrs := make([]slog.Attr, 0, 5+len(extra))
 	attrs = append(attrs,
 		slog.String("key", key.String()),
 		slog.String("backend", backend),
@@ -460,5 +477,6 @@ func (d *Deduper) log(ctx context.Context, level slog.Level, msg string, key Key
 	if err != nil {
 		attrs = append(attrs, slog.Any("error", err))
 	}
+	attrs = append(attrs, extra...)
 	d.logger.LogAttrs(ctx, level, msg, attrs...)
 }

@@ -129,7 +129,7 @@ func (f *fallback) primaryDone(probe, ok, outage bool) {
 // claimWithFallback claims c on the fallback store, then on the primary. If
 // the primary fails, the claim is served by the fallback alone.
 func (d *Deduper) claimWithFallback(ctx context.Context, c Claim) (holding, Status, error) {
-	status, err := d.claimOn(ctx, d.fb.local, c)
+	status, _, err := d.claimOn(ctx, d.fb.local, c)
 	if err != nil {
 		d.storeError(ctx, c.Key, d.fb.local, phaseClaim, err)
 		return holding{}, 0, err
@@ -142,12 +142,12 @@ func (d *Deduper) claimWithFallback(ctx context.Context, c Claim) (holding, Stat
 		d.servedLocally(ctx, c.Key)
 		return holding{local: true}, Claimed, nil
 	}
-	status, err = d.claimOn(ctx, d.shared.store, c)
+	status, layer, err := d.claimOn(ctx, d.shared.store, c)
 	outage := err != nil && isOutage(ctx, err)
 	d.fb.primaryDone(probe, err == nil, outage)
 	switch {
 	case err == nil && status == Claimed:
-		return holding{primary: true, local: true}, Claimed, nil
+		return holding{primary: true, local: true, layer: layer}, Claimed, nil
 	case outage:
 		d.storeError(ctx, c.Key, d.shared.store, phaseClaim, err)
 		d.servedLocally(ctx, c.Key)
@@ -159,7 +159,7 @@ func (d *Deduper) claimWithFallback(ctx context.Context, c Claim) (holding, Stat
 	if err != nil {
 		d.storeError(ctx, c.Key, d.shared.store, phaseClaim, err)
 	}
-	return holding{}, status, err
+	return holding{layer: layer}, status, err
 }
 
 func (d *Deduper) servedLocally(ctx context.Context, key Key) {

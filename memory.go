@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"log/slog"
 	"math/bits"
 	"runtime"
 	"sync"
@@ -30,6 +31,18 @@ type MemoryConfig struct {
 	// Now is the store's clock. By default the store reads the monotonic clock,
 	// so that a change of the wall clock does not shorten or lengthen TTLs.
 	Now func() time.Time
+
+	// SnapshotPath, if set, is a file that [OpenMemoryStore] loads marks from
+	// and writes them to every SnapshotInterval and on Close, so that a
+	// restarted gateway remembers what it processed. [NewMemoryStore]
+	// ignores it.
+	SnapshotPath string
+	// SnapshotInterval is how often a snapshot is written. Default 1 min
+	// ([DefaultSnapshotInterval]).
+	SnapshotInterval time.Duration
+	// Logger receives the errors of snapshots written in the background.
+	// Default slog.Default().
+	Logger *slog.Logger
 }
 
 // DefaultMemorySize is the default [MemoryConfig.MaxSize].
@@ -64,6 +77,11 @@ type MemoryStore struct {
 	shards     []memShard
 	closed     atomic.Bool
 
+	snapshotPath  string     // "" without snapshots
+	snapshotMu    sync.Mutex // serialises snapshot writes
+	stopSnapshots chan struct{}
+	snapshotsDone chan struct{}
+
 	_      [64]byte     // keep the counter off the fields every call reads
 	claims atomic.Int64 // claims held by all shards, expired ones not yet dropped included
 	_      [56]byte
@@ -88,7 +106,8 @@ const (
 	maxShards    = 64
 )
 
-// NewMemoryStore returns an empty memory store configured by cfg.
+// NewMemoryStore returns an empty memory store configured by cfg. It starts
+// no goroutine and ignores cfg's snapshot settings; see [OpenMemoryStore].
 func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	cfg.TTL = orDefault(cfg.TTL, DefaultTTL)
 	cfg.Lease = orDefault(cfg.Lease, DefaultLease)
@@ -279,13 +298,23 @@ func (s *MemoryStore) update(ctx context.Context, op string, c Claim, f func(*me
 	return nil
 }
 
+func (s *MemoryStore) defaultTTL() time.Duration { return s.ttl }
+
 // Backend returns "memory".
 func (s *MemoryStore) Backend() string { return "memory" }
 
-// Close empties the store. Later calls return [ErrClosed]. Close is idempotent.
+// Close empties the store. Later calls return [ErrClosed]. A store with a
+// snapshot file writes a last snapshot first and returns its error. Close is
+// idempotent.
 func (s *MemoryStore) Close() error {
 	if s.closed.Swap(true) {
 		return nil
+	}
+	var err error
+	if s.snapshotPath != "" {
+		close(s.stopSnapshots)
+		<-s.snapshotsDone
+		err = s.SaveSnapshot()
 	}
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -295,7 +324,7 @@ func (s *MemoryStore) Close() error {
 		clear(sh.claims)
 		sh.mu.Unlock()
 	}
-	return nil
+	return err
 }
 
 // Len returns the number of marks and claims held, expired ones not yet

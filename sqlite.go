@@ -695,6 +695,8 @@ func (w *sqliteWriter) close() {
 // Backend returns "sqlite".
 func (s *SQLiteStore) Backend() string { return "sqlite" }
 
+func (s *SQLiteStore) defaultTTL() time.Duration { return s.ttl }
+
 // check returns the error a call with key should fail with, if any.
 func (s *SQLiteStore) check(ctx context.Context, key Key) error {
 	if s.isClosed.Load() {

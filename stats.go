@@ -41,6 +41,10 @@ type Stats struct {
 	// releases dropped: the queue was full (see [WithBacklog]), the Deduper
 	// was closed, or the store refused them for good.
 	Deferred, Replayed, Dropped uint64
+	// Layers holds, for a [LayeredStore], how many Exists and Claim calls each
+	// layer answered (see [LayeredStore.Answered]); it is nil for other
+	// stores.
+	Layers map[string]uint64
 	// Latency holds the duration of store calls by phase: "claim", "mark",
 	// "release" and "extend".
 	Latency map[string]LatencyStats
@@ -133,6 +137,9 @@ func (d *Deduper) Stats() Stats {
 		Replayed:       c.replayed.Load(),
 		Dropped:        c.dropped.Load(),
 		Latency:        make(map[string]LatencyStats, numPhases),
+	}
+	if l, ok := d.shared.store.(*LayeredStore); ok {
+		s.Layers = l.Answered()
 	}
 	for i := range c.latency {
 		s.Latency[phaseNames[i]] = c.latency[i].snapshot()

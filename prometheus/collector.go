@@ -11,6 +11,8 @@ import (
 type Collector struct {
 	d         *dedupe.Deduper
 	decisions *prometheus.Desc
+	waits     *prometheus.Desc
+	faults    *prometheus.Desc
 	store     *prometheus.Desc
 	buckets   []float64 // dedupe.LatencyBuckets in seconds
 }
@@ -58,6 +60,14 @@ func NewCollector(d *dedupe.Deduper, opts ...Option) *Collector {
 			prometheus.BuildFQName(cfg.namespace, "dedupe", "decisions_total"),
 			"Verdicts of the deduplicator on incoming messages.",
 			[]string{"backend", "verdict"}, cfg.labels),
+		waits: prometheus.NewDesc(
+			prometheus.BuildFQName(cfg.namespace, "dedupe", "waits_total"),
+			"Outcomes of waits for the owner of a message in flight: duplicate (the owner processed it), claimed (the owner failed or died) or timed_out.",
+			[]string{"backend", "outcome"}, cfg.labels),
+		faults: prometheus.NewDesc(
+			prometheus.BuildFQName(cfg.namespace, "dedupe", "store_faults_total"),
+			"How the deduplicator met store faults: ambiguous_claim (a failed claim asked again or released by its token), mark_deferred (a mark queued for the primary store), mark_replayed (a queued mark written later) and dropped (queued work dropped).",
+			[]string{"backend", "event"}, cfg.labels),
 		store: prometheus.NewDesc(
 			prometheus.BuildFQName(cfg.namespace, "dedupe", "store_seconds"),
 			"Duration of the deduplicator's store calls, by phase.",
@@ -70,30 +80,45 @@ func NewCollector(d *dedupe.Deduper, opts ...Option) *Collector {
 	return c
 }
 
-// Describe sends the descriptors of the two metrics the [Collector] exports.
+// Describe sends the descriptors of the metrics the [Collector] exports.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.decisions
+	ch <- c.waits
+	ch <- c.faults
 	ch <- c.store
+}
+
+type labelled struct {
+	label string
+	n     uint64
+}
+
+func (c *Collector) counters(ch chan<- prometheus.Metric, desc *prometheus.Desc, backend string, vs ...labelled) {
+	for _, v := range vs {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v.n), backend, v.label)
+	}
 }
 
 // Collect sends the current values of the Deduper's counters.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.d.Stats()
-	for _, v := range [...]struct {
-		verdict string
-		n       uint64
-	}{
-		{"processed", s.Processed},
-		{"duplicate", s.Duplicates},
-		{"in_flight", s.InFlight},
-		{"released", s.Failed},
-		{"store_error", s.StoreErrors},
-		{"fallback", s.Fallbacks},
-		{"lease_lost", s.LeasesLost},
-	} {
-		ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue,
-			float64(v.n), s.Backend, v.verdict)
-	}
+	c.counters(ch, c.decisions, s.Backend,
+		labelled{"processed", s.Processed},
+		labelled{"duplicate", s.Duplicates},
+		labelled{"in_flight", s.InFlight},
+		labelled{"released", s.Failed},
+		labelled{"store_error", s.StoreErrors},
+		labelled{"fallback", s.Fallbacks},
+		labelled{"lease_lost", s.LeasesLost})
+	c.counters(ch, c.waits, s.Backend,
+		labelled{"duplicate", s.WaitsDuplicate},
+		labelled{"claimed", s.WaitsClaimed},
+		labelled{"timed_out", s.WaitsTimedOut})
+	c.counters(ch, c.faults, s.Backend,
+		labelled{"ambiguous_claim", s.Ambiguous},
+		labelled{"mark_deferred", s.Deferred},
+		labelled{"mark_replayed", s.Replayed},
+		labelled{"dropped", s.Dropped})
 	for phase, l := range s.Latency {
 		buckets := make(map[float64]uint64, len(c.buckets))
 		for i, b := range c.buckets {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -105,21 +106,27 @@ func TestCollectorFallback(t *testing.T) {
 // decision returns the value of dedupe_decisions_total for verdict.
 func decision(t *testing.T, c prometheus.Collector, verdict string) float64 {
 	t.Helper()
+	return counter(t, c, "dedupe_decisions_total", "verdict", verdict)
+}
+
+// counter returns the value of the counter name whose label is value.
+func counter(t *testing.T, c prometheus.Collector, name, labelName, value string) float64 {
+	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	for _, mf := range mfs {
-		if mf.GetName() != "dedupe_decisions_total" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			if label(m, "verdict") == verdict {
+			if label(m, labelName) == value {
 				return m.GetCounter().GetValue()
 			}
 		}
 	}
-	t.Fatalf("no dedupe_decisions_total{verdict=%q}", verdict)
+	t.Fatalf("no %s{%s=%q}", name, labelName, value)
 	return 0
 }
 
@@ -222,4 +229,57 @@ func TestCollectorLint(t *testing.T) {
 	problems, err := testutil.CollectAndLint(dedupeprom.NewCollector(d))
 	require.NoError(t, err)
 	assert.Empty(t, problems)
+}
+
+// lostReplyStore takes each claim and then reports an error: the reply was
+// lost after the write.
+type lostReplyStore struct {
+	dedupe.Store
+	lose atomic.Bool
+}
+
+func (s *lostReplyStore) Claim(ctx context.Context, c dedupe.Claim, lease time.Duration) (dedupe.Status, error) {
+	st, err := s.Store.Claim(ctx, c, lease)
+	if err == nil && s.lose.Swap(false) {
+		return 0, errOutage
+	}
+	return st, err
+}
+
+func TestCollectorWaitsAndFaults(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &lostReplyStore{Store: dedupe.NewMemoryStore(dedupe.MemoryConfig{})}
+		d := dedupe.New(store, dedupe.WithWait(time.Minute))
+		defer d.Close()
+		store.lose.Store(true)
+		require.NoError(t, d.Do(t.Context(), key("1"), ok), "asked again with its token")
+
+		held, done := make(chan struct{}), make(chan error)
+		go func() {
+			done <- d.Do(t.Context(), key("2"), func(context.Context) error {
+				close(held)
+				time.Sleep(time.Second)
+				return nil
+			})
+		}()
+		<-held
+		require.ErrorIs(t, d.Do(t.Context(), key("2"), ok), dedupe.ErrDuplicate, "waited for the owner")
+		require.NoError(t, <-done)
+
+		c := dedupeprom.NewCollector(d)
+		want := `
+# HELP dedupe_waits_total Outcomes of waits for the owner of a message in flight: duplicate (the owner processed it), claimed (the owner failed or died) or timed_out.
+# TYPE dedupe_waits_total counter
+dedupe_waits_total{backend="memory",outcome="claimed"} 0
+dedupe_waits_total{backend="memory",outcome="duplicate"} 1
+dedupe_waits_total{backend="memory",outcome="timed_out"} 0
+`
+		require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), "dedupe_waits_total"))
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(c)
+		n, err := testutil.GatherAndCount(reg, "dedupe_store_faults_total")
+		require.NoError(t, err)
+		assert.Equal(t, 4, n)
+		assert.Equal(t, 1.0, counter(t, c, "dedupe_store_faults_total", "event", "ambiguous_claim"))
+	})
 }

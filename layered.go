@@ -1,0 +1,204 @@
+package dedupe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// Names of the layers of a [LayeredStore], as its [LayeredStore.Answered],
+// [Stats].Layers and the Deduper's log records ("layer") call them.
+const (
+	// TransportLayer names the front layer of a store with two layers: the
+	// fast, local one, such as a [MemoryStore] with a window of two or three
+	// times the platform's retry interval. With more layers the front ones are
+	// "transport1", "transport2", and so on.
+	TransportLayer = "transport"
+	// BusinessLayer names the last layer: the authoritative, shared store,
+	// such as PostgreSQL with a TTL of 72 h.
+	BusinessLayer = "business"
+)
+
+// LayeredStore is a [Store] made of layers checked in order: fast local layers
+// in front, and the authoritative store, shared by every gateway instance, at
+// the back. The common duplicate, a platform's retry of a message this
+// instance processed moments ago, is answered by a front layer without a
+// round trip to the shared store:
+//
+//   - Claim answers [Duplicate] from the first front layer holding a mark, and
+//     otherwise claims on the last layer, which decides. A duplicate found
+//     there is copied to the front layers.
+//   - Mark marks the last layer first, with ttl, then each front layer with
+//     its own default TTL (its window, set in its own config), or with ttl if
+//     that is shorter, so that no layer remembers a message longer than the
+//     authoritative one. (The front's window is known for the stores of this
+//     package; give other front stores a default TTL no longer than the last
+//     layer's.) A front layer's failure is not the caller's: the
+//     authoritative mark was written.
+//   - Exists asks the layers front to back and copies a mark found behind to
+//     the layers in front of it.
+//   - Extend and Release go to the last layer, which alone holds claims.
+//
+// A mark copied to the front from behind gets the front's window, since a
+// Store does not tell how long a mark has left: a front layer may answer
+// Duplicate for up to its window after the last layer's TTL has passed. Keep
+// front windows short (minutes, two or three times the platform's retry
+// interval) beside TTLs of hours.
+//
+// Which layer answered is counted ([LayeredStore.Answered]) and, through a
+// [Deduper], logged as "layer" and counted in [Stats].Layers. The front layers
+// see every mark of this process; they are not shared, so a copy that reaches
+// another instance is decided by the last layer.
+//
+// A LayeredStore is safe for concurrent use. Close closes every layer.
+type LayeredStore struct {
+	layers   []Store
+	names    []string
+	answered []atomic.Uint64
+}
+
+var _ Store = (*LayeredStore)(nil)
+
+// NewLayered returns a store over layers, front first; the last is
+// authoritative. It needs at least two layers and no nil one.
+func NewLayered(layers ...Store) (*LayeredStore, error) {
+	if len(layers) < 2 {
+		return nil, fmt.Errorf("dedupe: layered: %d layers, want at least two (a front layer and the authoritative one)", len(layers))
+	}
+	l := &LayeredStore{
+		layers:   append([]Store(nil), layers...),
+		names:    make([]string, len(layers)),
+		answered: make([]atomic.Uint64, len(layers)),
+	}
+	for i, st := range layers {
+		if st == nil {
+			return nil, fmt.Errorf("dedupe: layered: layer %d is nil", i)
+		}
+		switch {
+		case i == len(layers)-1:
+			l.names[i] = BusinessLayer
+		case len(layers) == 2:
+			l.names[i] = TransportLayer
+		default:
+			l.names[i] = TransportLayer + strconv.Itoa(i+1)
+		}
+	}
+	return l, nil
+}
+
+func (l *LayeredStore) back() Store { return l.layers[len(l.layers)-1] }
+
+// Exists reports whether key is marked in any layer, asking them front to
+// back, and copies a mark found behind to the layers in front of it.
+func (l *LayeredStore) Exists(ctx context.Context, key Key) (bool, error) {
+	for i, st := range l.layers {
+		ok, err := st.Exists(ctx, key)
+		if err != nil {
+			if i < len(l.layers)-1 && ambiguous(err) && ctx.Err() == nil {
+				continue // a failing front layer only costs the round trip it saves
+			}
+			return false, err
+		}
+		if ok {
+			l.answered[i].Add(1)
+			l.backfill(ctx, key, i)
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Mark marks key on the last layer for ttl, then on each front layer for its
+// own default TTL.
+func (l *LayeredStore) Mark(ctx context.Context, key Key, ttl time.Duration) error {
+	if err := l.back().Mark(ctx, key, ttl); err != nil {
+		return err
+	}
+	l.mark(ctx, key, ttl, len(l.layers)-1)
+	return nil
+}
+
+// Claim answers [Duplicate] from the first front layer that holds a mark of
+// c.Key, and otherwise claims on the last layer.
+func (l *LayeredStore) Claim(ctx context.Context, c Claim, lease time.Duration) (Status, error) {
+	st, _, err := l.claim(ctx, c, lease)
+	return st, err
+}
+
+// claim is Claim, and also returns the index of the layer that decided.
+func (l *LayeredStore) claim(ctx context.Context, c Claim, lease time.Duration) (Status, int, error) {
+	if err := c.Validate(); err != nil {
+		return 0, 0, err
+	}
+	last := len(l.layers) - 1
+	for i, st := range l.layers[:last] {
+		if ok, err := st.Exists(ctx, c.Key); err == nil && ok {
+			l.answered[i].Add(1)
+			return Duplicate, i, nil
+		} else if err != nil && (!ambiguous(err) || ctx.Err() != nil) {
+			return 0, i, err
+		}
+	}
+	status, err := l.back().Claim(ctx, c, lease)
+	if err != nil {
+		return 0, last, err
+	}
+	l.answered[last].Add(1)
+	if status == Duplicate {
+		l.backfill(ctx, c.Key, last)
+	}
+	return status, last, nil
+}
+
+// backfill marks key, for their own default TTL, on the layers in front of
+// layer i.
+func (l *LayeredStore) backfill(ctx context.Context, key Key, i int) { l.mark(ctx, key, 0, i) }
+
+// mark marks key on the layers in front of layer i, each for its own default
+// TTL or ttl if that is positive and shorter. Their failures are ignored: the
+// mark is held behind them.
+func (l *LayeredStore) mark(ctx context.Context, key Key, ttl time.Duration, i int) {
+	for _, st := range l.layers[:i] {
+		front := time.Duration(0)
+		if w, ok := st.(interface{ defaultTTL() time.Duration }); ok && ttl > 0 && ttl < w.defaultTTL() {
+			front = ttl
+		}
+		_ = st.Mark(ctx, key, front)
+	}
+}
+
+// Extend renews c's lease on the last layer.
+func (l *LayeredStore) Extend(ctx context.Context, c Claim, lease time.Duration) error {
+	return l.back().Extend(ctx, c, lease)
+}
+
+// Release drops c's claim on the last layer.
+func (l *LayeredStore) Release(ctx context.Context, c Claim) error {
+	return l.back().Release(ctx, c)
+}
+
+// Backend returns "layered".
+func (l *LayeredStore) Backend() string { return "layered" }
+
+// Close closes every layer, back to front, and returns their errors joined.
+func (l *LayeredStore) Close() error {
+	var errs []error
+	for i := len(l.layers) - 1; i >= 0; i-- {
+		errs = append(errs, l.layers[i].Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Answered returns, by layer name, how many Exists and Claim calls each
+// layer answered: a front layer by holding a mark, the last layer by
+// deciding.
+func (l *LayeredStore) Answered() map[string]uint64 {
+	m := make(map[string]uint64, len(l.layers))
+	for i := range l.layers {
+		m[l.names[i]] = l.answered[i].Load()
+	}
+	return m
+}

@@ -1,0 +1,112 @@
+package dedupe_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/dedupetest"
+)
+
+func TestLayeredConformance(t *testing.T) {
+	dedupetest.Run(t, dedupetest.Config{
+		New: func(t *testing.T, o dedupetest.Options) dedupe.Store {
+			// A front window of a minute, below the suite's resolution: a front
+			// layer may answer for up to its window past the last layer's TTL.
+			front := dedupe.NewMemoryStore(dedupe.MemoryConfig{TTL: time.Minute, MaxSize: o.MaxSize, Now: o.Now})
+			back := dedupe.NewMemoryStore(dedupe.MemoryConfig{TTL: o.TTL, Lease: o.Lease, Now: o.Now})
+			l, err := dedupe.NewLayered(front, back)
+			require.NoError(t, err)
+			return l
+		},
+	})
+}
+
+func TestNewLayeredRefuses(t *testing.T) {
+	mem := dedupe.NewMemoryStore(dedupe.MemoryConfig{})
+	_, err := dedupe.NewLayered(mem)
+	require.ErrorContains(t, err, "at least two")
+	_, err = dedupe.NewLayered(mem, nil)
+	require.ErrorContains(t, err, "layer 1 is nil")
+}
+
+// countingStore counts the calls that reach a store.
+type countingStore struct {
+	dedupe.Store
+	claims, exists int
+}
+
+func (s *countingStore) Claim(ctx context.Context, c dedupe.Claim, lease time.Duration) (dedupe.Status, error) {
+	s.claims++
+	return s.Store.Claim(ctx, c, lease)
+}
+
+func (s *countingStore) Exists(ctx context.Context, k dedupe.Key) (bool, error) {
+	s.exists++
+	return s.Store.Exists(ctx, k)
+}
+
+// A duplicate of a message this instance processed is answered by the front
+// layer, without a call to the shared store; one processed elsewhere is
+// decided by the shared store and copied to the front.
+func TestLayeredAnswersDuplicatesInFront(t *testing.T) {
+	ctx := context.Background()
+	clock := dedupetest.NewClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	front := dedupe.NewMemoryStore(dedupe.MemoryConfig{TTL: 5 * time.Minute, Now: clock.Now})
+	shared := dedupe.NewMemoryStore(dedupe.MemoryConfig{TTL: 72 * time.Hour, Now: clock.Now})
+	back := &countingStore{Store: shared}
+	l, err := dedupe.NewLayered(front, back)
+	require.NoError(t, err)
+	var logs bytes.Buffer
+	d := dedupe.New(l, dedupe.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+
+	require.NoError(t, d.Do(ctx, key1, nop))
+	claims := back.claims
+	require.ErrorIs(t, d.Do(ctx, key1, nop), dedupe.ErrDuplicate)
+	assert.Equal(t, claims, back.claims, "the retry never reached the shared store")
+	assert.Contains(t, logs.String(), `msg="dedupe: duplicate" key=telegram:1 backend=layered phase=claim layer=transport`)
+
+	// After the front's 5-minute window the shared store (72 h) decides, and
+	// the front learns the mark again.
+	clock.Advance(10 * time.Minute)
+	require.ErrorIs(t, d.Do(ctx, key1, nop), dedupe.ErrDuplicate)
+	assert.Equal(t, claims+1, back.claims)
+	assert.Contains(t, logs.String(), "layer=business")
+	require.ErrorIs(t, d.Do(ctx, key1, nop), dedupe.ErrDuplicate)
+	assert.Equal(t, claims+1, back.claims, "copied to the front")
+
+	// Processed by another instance: only the shared store knows.
+	other := dedupe.Key{Channel: "telegram", MessageID: "2"}
+	require.NoError(t, shared.Mark(ctx, other, 0))
+	ok, err := l.Exists(ctx, other)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	ok, err = front.Exists(ctx, other)
+	require.NoError(t, err)
+	assert.True(t, ok, "Exists copied the mark to the front")
+
+	s := d.Stats()
+	assert.Equal(t, map[string]uint64{"transport": 2, "business": 3}, s.Layers)
+	assert.Equal(t, s.Layers, l.Answered())
+}
+
+// A front layer never remembers a message longer than the shared store.
+func TestLayeredFrontWindowNoLongerThanTTL(t *testing.T) {
+	ctx := context.Background()
+	clock := dedupetest.NewClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	front := dedupe.NewMemoryStore(dedupe.MemoryConfig{TTL: 5 * time.Minute, Now: clock.Now})
+	back := dedupe.NewMemoryStore(dedupe.MemoryConfig{Now: clock.Now})
+	l, err := dedupe.NewLayered(front, back)
+	require.NoError(t, err)
+	require.NoError(t, l.Mark(ctx, key1, time.Minute))
+	clock.Advance(2 * time.Minute)
+	ok, err := l.Exists(ctx, key1)
+	require.NoError(t, err)
+	assert.False(t, ok)
+}

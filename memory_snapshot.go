@@ -1,0 +1,243 @@
+package dedupe
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// A snapshot file is the magic, then for each live mark the channel and the
+// message id (each a uvarint length and the bytes) and the expiry (Unix
+// nanoseconds, a varint), then the CRC-32C of everything before it, 4 bytes
+// little-endian. Expiries are wall-clock times, so that they mean the same
+// after a restart.
+const snapshotMagic = "dedupe memory snapshot 1\n"
+
+// DefaultSnapshotInterval is the default [MemoryConfig.SnapshotInterval].
+const DefaultSnapshotInterval = time.Minute
+
+var crc32c = crc32.MakeTable(crc32.Castagnoli)
+
+// OpenMemoryStore returns a memory store configured by cfg, filled with the
+// marks of the snapshot at cfg.SnapshotPath, if there is one, and writing a
+// snapshot there every cfg.SnapshotInterval and on Close (see
+// [MemoryConfig]). Marks that expired meanwhile are skipped; claims are never
+// written, so a message in flight when the process stopped is processed again
+// if the platform sends it again.
+//
+// OpenMemoryStore always returns a usable store. If the snapshot cannot be
+// read, or is corrupt, truncated or not a snapshot at all, it is refused
+// whole (the store is never half loaded): the store starts empty, the error
+// says why, and the file is replaced at the next snapshot.
+func OpenMemoryStore(cfg MemoryConfig) (*MemoryStore, error) {
+	s := NewMemoryStore(cfg)
+	if cfg.SnapshotPath == "" {
+		return s, nil
+	}
+	err := s.loadSnapshot(cfg.SnapshotPath)
+	s.startSnapshots(cfg)
+	return s, err
+}
+
+// SaveSnapshot writes the store's live marks to its snapshot file now, by
+// writing a new file and renaming it over the old one, so that a crash leaves
+// either snapshot whole. It does nothing for a store without a SnapshotPath.
+func (s *MemoryStore) SaveSnapshot() error {
+	if s.snapshotPath == "" {
+		return nil
+	}
+	s.snapshotMu.Lock()
+	defer s.snapshotMu.Unlock()
+	return s.writeSnapshot(s.snapshotPath)
+}
+
+// startSnapshots starts the goroutine that writes a snapshot every interval,
+// which Close stops.
+func (s *MemoryStore) startSnapshots(cfg MemoryConfig) {
+	s.snapshotPath = cfg.SnapshotPath
+	every := orDefault(cfg.SnapshotInterval, DefaultSnapshotInterval)
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	s.stopSnapshots = make(chan struct{})
+	s.snapshotsDone = make(chan struct{})
+	go func() {
+		defer close(s.snapshotsDone)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stopSnapshots:
+				return
+			case <-t.C:
+				if err := s.SaveSnapshot(); err != nil {
+					logger.Warn("dedupe: memory: snapshot", slog.String("path", s.snapshotPath), slog.Any("error", err))
+				}
+			}
+		}
+	}()
+}
+
+// writeSnapshot writes the live marks to a temporary file next to path and
+// renames it to path.
+func (s *MemoryStore) writeSnapshot(path string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("dedupe: memory: snapshot %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename there is nothing to remove
+	crc := crc32.New(crc32c)
+	w := bufio.NewWriter(io.MultiWriter(tmp, crc))
+	if err := s.encodeMarks(w); err != nil {
+		tmp.Close()
+		return fmt.Errorf("dedupe: memory: snapshot %s: %w", path, err)
+	}
+	err = w.Flush()
+	if err == nil {
+		_, err = tmp.Write(binary.LittleEndian.AppendUint32(nil, crc.Sum32()))
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("dedupe: memory: snapshot %s: %w", path, err)
+	}
+	if dir, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = dir.Sync() // make the rename durable where the platform allows it
+		dir.Close()
+	}
+	return nil
+}
+
+// encodeMarks writes the magic and the live marks, oldest first in each
+// shard, so that loading them keeps their LRU order.
+func (s *MemoryStore) encodeMarks(w *bufio.Writer) error {
+	if _, err := w.WriteString(snapshotMagic); err != nil {
+		return err
+	}
+	now, wall := s.clocks()
+	var buf []byte
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		keys := sh.marks.Keys() // oldest first
+		buf = buf[:0]
+		for _, k := range keys {
+			exp, ok := sh.marks.Peek(k)
+			if !ok || exp <= now {
+				continue
+			}
+			buf = binary.AppendUvarint(buf, uint64(len(k.Channel)))
+			buf = append(buf, k.Channel...)
+			buf = binary.AppendUvarint(buf, uint64(len(k.MessageID)))
+			buf = append(buf, k.MessageID...)
+			buf = binary.AppendVarint(buf, wall+(exp-now))
+		}
+		sh.mu.Unlock()
+		if _, err := w.Write(buf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// errBadSnapshot is wrapped by the errors of a snapshot that is refused.
+var errBadSnapshot = errors.New("not a valid snapshot")
+
+// loadSnapshot reads the snapshot at path, checks all of it, and only then
+// adds its live marks. A missing file is an empty snapshot.
+func (s *MemoryStore) loadSnapshot(path string) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("dedupe: memory: read snapshot %s: %w", path, err)
+	}
+	marks, err := decodeSnapshot(data)
+	if err != nil {
+		return fmt.Errorf("dedupe: memory: snapshot %s refused, starting empty: %w", path, err)
+	}
+	now, wall := s.clocks()
+	for _, m := range marks {
+		if left := m.expires - wall; left > 0 {
+			sh := s.shard(m.key)
+			sh.mu.Lock()
+			sh.marks.Add(m.key, now+left)
+			sh.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// clocks returns the store's time and the wall-clock time, in nanoseconds.
+// They are the same with an injected clock.
+func (s *MemoryStore) clocks() (now, wall int64) {
+	if s.now != nil {
+		now = s.now().UnixNano()
+		return now, now
+	}
+	return s.nanotime(), time.Now().UnixNano()
+}
+
+type snapshotMark struct {
+	key     Key
+	expires int64 // Unix nanoseconds
+}
+
+// decodeSnapshot parses a whole snapshot file, or fails without a result.
+func decodeSnapshot(data []byte) ([]snapshotMark, error) {
+	if len(data) < len(snapshotMagic)+4 || !bytes.HasPrefix(data, []byte(snapshotMagic)) {
+		return nil, fmt.Errorf("%w: it does not start with %q", errBadSnapshot, snapshotMagic[:len(snapshotMagic)-1])
+	}
+	body, sum := data[:len(data)-4], binary.LittleEndian.Uint32(data[len(data)-4:])
+	if crc32.Checksum(body, crc32c) != sum {
+		return nil, fmt.Errorf("%w: checksum mismatch (corrupt or truncated)", errBadSnapshot)
+	}
+	var marks []snapshotMark
+	r := body[len(snapshotMagic):]
+	for len(r) > 0 {
+		var m snapshotMark
+		var ok bool
+		if m.key.Channel, r, ok = readSnapshotString(r, MaxChannelLen); !ok {
+			return nil, fmt.Errorf("%w: bad channel in record %d", errBadSnapshot, len(marks))
+		}
+		if m.key.MessageID, r, ok = readSnapshotString(r, MaxMessageIDLen); !ok {
+			return nil, fmt.Errorf("%w: bad message id in record %d", errBadSnapshot, len(marks))
+		}
+		exp, n := binary.Varint(r)
+		if n <= 0 {
+			return nil, fmt.Errorf("%w: bad expiry in record %d", errBadSnapshot, len(marks))
+		}
+		r, m.expires = r[n:], exp
+		if err := m.key.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: record %d: %w", errBadSnapshot, len(marks), err)
+		}
+		marks = append(marks, m)
+	}
+	return marks, nil
+}
+
+// readSnapshotString reads a uvarint length of at most max and that many bytes.
+func readSnapshotString(r []byte, max int) (string, []byte, bool) {
+	n, k := binary.Uvarint(r)
+	if k <= 0 || n > uint64(max) || uint64(len(r)-k) < n {
+		return "", r, false
+	}
+	return string(r[k : k+int(n)]), r[k+int(n):], true
+}
