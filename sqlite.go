@@ -135,8 +135,7 @@ type SQLiteStore struct {
 }
 
 const (
-	sqliteMaxBatch     = 128                    // operations per group-commit transaction
-	sqliteBusySlice    = 100 * time.Millisecond // SQLite's own busy wait per attempt
+	sqliteMaxBatch     = 128 // operations per group-commit transaction
 	sqliteMaxTableLen  = 64
 	sqliteMaxTokenLen  = 128
 	sqliteMaxReadConns = 8
@@ -286,7 +285,7 @@ func newSQLiteStore(db *sql.DB, cfg SQLiteConfig, own bool) (*SQLiteStore, error
 	}
 	ctx := context.Background()
 	var conn *sql.Conn
-	if err := s.retryBusy(func() (err error) {
+	if err := s.retryBusy(ctx, nil, func() (err error) {
 		conn, err = db.Conn(ctx)
 		return err
 	}); err != nil {
@@ -334,7 +333,7 @@ func (s *SQLiteStore) setup(ctx context.Context, cfg SQLiteConfig, own bool) err
 	// Reading the schema first gives a clear error for a file that is not a
 	// database before anything tries to write to it.
 	var n int
-	if err := s.retryBusy(func() error {
+	if err := s.retryBusy(ctx, nil, func() error {
 		return c.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n)
 	}); err != nil {
 		return sqliteError("read schema", err, s.busy)
@@ -346,7 +345,7 @@ func (s *SQLiteStore) setup(ctx context.Context, cfg SQLiteConfig, own bool) err
 		shape []sqliteColumn
 		rowid bool
 	}{{cfg.Table, sqliteMarksShape, true}, {cfg.Table + "_claims", sqliteClaimsShape, false}} {
-		if err := s.retryBusy(func() error {
+		if err := s.retryBusy(ctx, nil, func() error {
 			_, err := s.checkTable(ctx, t.name, t.shape, t.rowid)
 			return err
 		}); err != nil {
@@ -366,21 +365,27 @@ func (s *SQLiteStore) setup(ctx context.Context, cfg SQLiteConfig, own bool) err
 		{&s.w.commit, "COMMIT"},
 		{&s.w.rollback, "ROLLBACK"},
 	} {
-		if err := s.retryBusy(func() (err error) {
+		if err := s.retryBusy(ctx, nil, func() (err error) {
 			*p.stmt, err = c.PrepareContext(ctx, p.q)
 			return err
 		}); err != nil {
 			return sqliteError("prepare", err, s.busy)
 		}
 	}
-	if err := s.beginWithRetry(nil); err != nil {
+	if err := s.retryBusy(ctx, nil, func() error {
+		_, err := s.w.begin.ExecContext(ctx)
+		return err
+	}); err != nil {
 		return sqliteError("create tables", err, s.busy)
 	}
 	if err := s.createTables(ctx, cfg.Table); err != nil {
 		_, _ = s.w.rollback.ExecContext(ctx)
 		return err
 	}
-	if err := s.commitWithRetry(ctx); err != nil {
+	if err := s.retryBusy(ctx, nil, func() error {
+		_, err := s.w.commit.ExecContext(ctx)
+		return err
+	}); err != nil {
 		_, _ = s.w.rollback.ExecContext(ctx)
 		return sqliteError("create tables", err, s.busy)
 	}
@@ -389,7 +394,7 @@ func (s *SQLiteStore) setup(ctx context.Context, cfg SQLiteConfig, own bool) err
 
 func (s *SQLiteStore) setWAL(ctx context.Context) error {
 	var mode string
-	if err := s.retryBusy(func() error {
+	if err := s.retryBusy(ctx, nil, func() error {
 		return s.w.conn.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode)
 	}); err != nil {
 		return sqliteError("set WAL mode", err, s.busy)
@@ -398,19 +403,6 @@ func (s *SQLiteStore) setWAL(ctx context.Context) error {
 		return fmt.Errorf("dedupe: sqlite: cannot switch to WAL mode, journal mode is %q", mode)
 	}
 	return nil
-}
-
-// retryBusy calls f until it succeeds, fails otherwise than with a busy
-// database, or the busy timeout has passed.
-func (s *SQLiteStore) retryBusy(f func() error) error {
-	deadline := time.Now().Add(s.busy)
-	for attempt := 1; ; attempt++ {
-		err := f()
-		if err == nil || !isSQLiteBusy(err) || !time.Now().Before(deadline) {
-			return err
-		}
-		time.Sleep(time.Duration(min(attempt, 10)) * time.Millisecond)
-	}
 }
 
 // Backend returns "sqlite".
@@ -435,36 +427,22 @@ func (s *SQLiteStore) Exists(ctx context.Context, key Key) (bool, error) {
 	}
 	var exp sql.NullString
 	dkey := key.String()
-	deadline := time.Time{}
-	for attempt := 0; ; attempt++ {
-		err := s.existsQ.QueryRowContext(ctx, dkey).Scan(&exp)
-		if err == nil {
-			break
-		}
-		if errors.Is(err, sql.ErrNoRows) {
-			return false, nil
-		}
-		if s.isClosed.Load() {
-			return false, ErrClosed
-		}
-		if cerr := ctx.Err(); cerr != nil {
-			return false, cerr
-		}
-		// In WAL mode a read is busy only in rare moments (recovery); in a
-		// rollback journal it is while another process commits.
-		if !isSQLiteBusy(err) {
-			return false, sqliteError("exists", err, s.busy)
-		}
-		if deadline.IsZero() {
-			deadline = time.Now().Add(s.busy)
-		} else if time.Now().After(deadline) {
-			return false, sqliteError("exists", err, s.busy)
-		}
-		if err := sleepCtx(ctx, time.Duration(min(attempt+1, 20))*time.Millisecond); err != nil {
-			return false, err
-		}
+	// In WAL mode a read is busy only in rare moments (recovery); in a
+	// rollback journal it is while another process commits.
+	err := s.retryBusy(ctx, nil, func() error {
+		return s.existsQ.QueryRowContext(ctx, dkey).Scan(&exp)
+	})
+	switch {
+	case err == nil:
+		return sqliteLive(exp, s.now(), s.loc), nil
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case s.isClosed.Load():
+		return false, ErrClosed
+	case ctx.Err() != nil:
+		return false, ctx.Err()
 	}
-	return sqliteLive(exp, s.now(), s.loc), nil
+	return false, sqliteError("exists", err, s.busy)
 }
 
 // Mark records key as processed for ttl (ttl <= 0: the configured TTL),
@@ -566,15 +544,4 @@ func (s *SQLiteStore) newToken() string {
 		n >>= 4
 	}
 	return string(b[:])
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -49,14 +49,14 @@ func (s *SQLiteStore) prepare(ctx context.Context) error {
 			sqliteOwnFormat + " ORDER BY expires_at, rowid LIMIT ?4"},
 		{&w.cleanMark, "DELETE FROM " + s.marks + " WHERE rowid = ?"},
 	} {
-		if err := s.retryBusy(func() (err error) {
+		if err := s.retryBusy(ctx, nil, func() (err error) {
 			*p.stmt, err = c.PrepareContext(ctx, p.q)
 			return err
 		}); err != nil {
 			return sqliteError("prepare", err, s.busy)
 		}
 	}
-	if err := s.retryBusy(func() (err error) {
+	if err := s.retryBusy(ctx, nil, func() (err error) {
 		s.existsQ, err = s.db.PrepareContext(ctx, "SELECT expires_at FROM "+s.marks+" WHERE dedupe_key = ?")
 		return err
 	}); err != nil {
@@ -186,7 +186,12 @@ func (s *SQLiteStore) drain() {
 func (s *SQLiteStore) runBatch(ops []*sqliteOp) {
 	ctx := context.Background()
 	w := s.w
-	if err := s.beginWithRetry(ops); err != nil {
+	// The connection's own busy timeout waits up to sqliteBusySlice in each
+	// try; retry, within the store's busy timeout, unless every caller gave up.
+	if err := s.retryBusy(ctx, func() bool { return allCancelled(ops) }, func() error {
+		_, err := w.begin.ExecContext(ctx)
+		return err
+	}); err != nil {
 		err = sqliteError("begin", err, s.busy)
 		for _, op := range ops {
 			if op.state.CompareAndSwap(opQueued, opRunning) {
@@ -215,7 +220,11 @@ func (s *SQLiteStore) runBatch(ops []*sqliteOp) {
 		}
 	}
 	if lost == nil {
-		if err := s.commitWithRetry(ctx); err != nil {
+		if err := s.retryBusy(ctx, nil, func() error {
+			// A busy COMMIT (readers of a rollback journal) leaves the transaction open.
+			_, err := w.commit.ExecContext(ctx)
+			return err
+		}); err != nil {
 			lost = sqliteError("commit", err, s.busy)
 		}
 	}
@@ -234,35 +243,6 @@ func (s *SQLiteStore) runBatch(ops []*sqliteOp) {
 // errSQLiteTxLost marks an error after which SQLite rolled back the whole
 // transaction.
 var errSQLiteTxLost = errors.New("dedupe: sqlite: transaction rolled back")
-
-func (s *SQLiteStore) beginWithRetry(ops []*sqliteOp) error {
-	ctx := context.Background()
-	deadline := time.Now().Add(s.busy)
-	for attempt := 1; ; attempt++ {
-		_, err := s.w.begin.ExecContext(ctx)
-		if err == nil {
-			return nil
-		}
-		// The connection's own busy timeout waited up to sqliteBusySlice;
-		// retry, within the store's busy timeout, unless every caller gave up.
-		if !isSQLiteBusy(err) || !time.Now().Before(deadline) || ops != nil && allCancelled(ops) {
-			return err
-		}
-		time.Sleep(time.Duration(min(attempt, 10)) * time.Millisecond)
-	}
-}
-
-func (s *SQLiteStore) commitWithRetry(ctx context.Context) error {
-	deadline := time.Now().Add(s.busy)
-	for attempt := 1; ; attempt++ {
-		_, err := s.w.commit.ExecContext(ctx)
-		// A busy COMMIT (readers of a rollback journal) leaves the transaction open.
-		if err == nil || !isSQLiteBusy(err) || !time.Now().Before(deadline) {
-			return err
-		}
-		time.Sleep(time.Duration(min(attempt, 10)) * time.Millisecond)
-	}
-}
 
 func allCancelled(ops []*sqliteOp) bool {
 	for _, op := range ops {

@@ -3,7 +3,6 @@ package dedupe
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"modernc.org/sqlite"
@@ -27,17 +26,6 @@ func sqliteCode(err error) int {
 		return e.Code() & 0xff
 	}
 	return 0
-}
-
-func isSQLiteBusy(err error) bool {
-	switch sqliteCode(err) {
-	case sqliteBusy, sqliteLocked:
-		return true
-	case 0:
-		msg := err.Error()
-		return strings.Contains(msg, "database is locked") || strings.Contains(msg, "database table is locked")
-	}
-	return false
 }
 
 // sqliteError wraps err, from a step of the store, with an explanation of the
