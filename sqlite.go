@@ -112,6 +112,7 @@ type SQLiteStore struct {
 	now      func() time.Time
 	busy     time.Duration
 	batch    int
+	table    string // the marks table's name
 	marks    string // quoted identifiers
 	claims   string
 	existsQ  *sql.Stmt
@@ -277,6 +278,7 @@ func newSQLiteStore(db *sql.DB, cfg SQLiteConfig, own bool) (*SQLiteStore, error
 		now:      cfg.Now,
 		busy:     cfg.BusyTimeout,
 		batch:    cfg.CleanupBatch,
+		table:    cfg.Table,
 		marks:    `"` + cfg.Table + `"`,
 		claims:   `"` + cfg.Table + `_claims"`,
 		tokenPre: hex.EncodeToString(pre[:]),
@@ -307,89 +309,52 @@ func newSQLiteStore(db *sql.DB, cfg SQLiteConfig, own bool) (*SQLiteStore, error
 	return s, nil
 }
 
-// setup configures the writer connection, creates or checks the tables and
-// prepares the statements.
+// setup configures the writer's connection, checks the tables, puts a
+// database the store owns in WAL mode, creates the tables that are missing
+// and prepares the statements. It refuses incompatible tables before
+// changing anything, the journal mode included.
 func (s *SQLiteStore) setup(ctx context.Context, cfg SQLiteConfig, own bool) error {
-	c := s.w.conn
-	if !own {
-		var busy int64
-		var sync int
-		if err := c.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&busy); err != nil {
-			return sqliteError("configure", err, s.busy)
-		}
-		if err := c.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil {
-			return sqliteError("configure", err, s.busy)
-		}
-		s.w.restore = []string{fmt.Sprintf("PRAGMA busy_timeout = %d", busy), fmt.Sprintf("PRAGMA synchronous = %d", sync)}
+	if err := s.configure(ctx, cfg.Synchronous, own); err != nil {
+		return sqliteError("configure", err, s.busy)
 	}
-	for _, p := range []string{
-		fmt.Sprintf("PRAGMA busy_timeout = %d", min(s.busy, sqliteBusySlice).Milliseconds()),
-		"PRAGMA synchronous = " + cfg.Synchronous,
-	} {
-		if _, err := c.ExecContext(ctx, p); err != nil {
-			return sqliteError("configure", err, s.busy)
-		}
-	}
-	// Reading the schema first gives a clear error for a file that is not a
-	// database before anything tries to write to it.
-	var n int
-	if err := s.retryBusy(ctx, nil, func() error {
-		return c.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n)
-	}); err != nil {
-		return sqliteError("read schema", err, s.busy)
-	}
-	// Refuse incompatible tables before changing anything, the journal mode
-	// included; createTables checks again under the write lock.
-	for _, t := range []struct {
-		name  string
-		shape []sqliteColumn
-		rowid bool
-	}{{cfg.Table, sqliteMarksShape, true}, {cfg.Table + "_claims", sqliteClaimsShape, false}} {
-		if err := s.retryBusy(ctx, nil, func() error {
-			_, err := s.checkTable(ctx, t.name, t.shape, t.rowid)
-			return err
-		}); err != nil {
-			return err
-		}
+	if err := s.checkTables(ctx); err != nil {
+		return err
 	}
 	if own {
 		if err := s.setWAL(ctx); err != nil {
 			return err
 		}
 	}
-	for _, p := range []struct {
-		stmt **sql.Stmt
-		q    string
-	}{
-		{&s.w.begin, "BEGIN IMMEDIATE"},
-		{&s.w.commit, "COMMIT"},
-		{&s.w.rollback, "ROLLBACK"},
-	} {
-		if err := s.retryBusy(ctx, nil, func() (err error) {
-			*p.stmt, err = c.PrepareContext(ctx, p.q)
-			return err
-		}); err != nil {
-			return sqliteError("prepare", err, s.busy)
-		}
-	}
-	if err := s.retryBusy(ctx, nil, func() error {
-		_, err := s.w.begin.ExecContext(ctx)
+	if err := s.createTables(ctx); err != nil {
 		return err
-	}); err != nil {
-		return sqliteError("create tables", err, s.busy)
-	}
-	if err := s.createTables(ctx, cfg.Table); err != nil {
-		_, _ = s.w.rollback.ExecContext(ctx)
-		return err
-	}
-	if err := s.retryBusy(ctx, nil, func() error {
-		_, err := s.w.commit.ExecContext(ctx)
-		return err
-	}); err != nil {
-		_, _ = s.w.rollback.ExecContext(ctx)
-		return sqliteError("create tables", err, s.busy)
 	}
 	return s.prepare(ctx)
+}
+
+// configure sets the busy timeout and the synchronous setting of the
+// writer's connection, after noting those of a caller's connection for Close
+// to restore.
+func (s *SQLiteStore) configure(ctx context.Context, synchronous string, own bool) error {
+	if !own {
+		var busy int64
+		var sync int
+		if err := s.w.conn.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&busy); err != nil {
+			return err
+		}
+		if err := s.w.conn.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil {
+			return err
+		}
+		s.w.restore = []string{fmt.Sprintf("PRAGMA busy_timeout = %d", busy), fmt.Sprintf("PRAGMA synchronous = %d", sync)}
+	}
+	for _, p := range []string{
+		fmt.Sprintf("PRAGMA busy_timeout = %d", min(s.busy, sqliteBusySlice).Milliseconds()),
+		"PRAGMA synchronous = " + synchronous,
+	} {
+		if _, err := s.w.conn.ExecContext(ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *SQLiteStore) setWAL(ctx context.Context) error {

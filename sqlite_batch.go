@@ -28,6 +28,9 @@ func (s *SQLiteStore) prepare(ctx context.Context) error {
 		stmt **sql.Stmt
 		q    string
 	}{
+		{&w.begin, "BEGIN IMMEDIATE"},
+		{&w.commit, "COMMIT"},
+		{&w.rollback, "ROLLBACK"},
 		{&w.savepoint, "SAVEPOINT dedupe_op"},
 		{&w.release, "RELEASE dedupe_op"},
 		{&w.rollbackTo, "ROLLBACK TO dedupe_op"},
