@@ -115,8 +115,9 @@ type SQLiteStore struct {
 	table    string // the marks table's name
 	marks    string // quoted identifiers
 	claims   string
-	existsQ  *sql.Stmt
-	w        *sqliteWriter
+	conn     *sql.Conn        // the writer's connection, owned by the writer goroutine
+	restore  []string         // pragmas that give a caller's connection back as it was
+	stmt     sqliteStatements // prepared on conn, but for exists on db
 	tokenPre string
 	tokenSeq atomic.Uint64
 
@@ -286,16 +287,14 @@ func newSQLiteStore(db *sql.DB, cfg SQLiteConfig, own bool) (*SQLiteStore, error
 		quit:     make(chan struct{}),
 	}
 	ctx := context.Background()
-	var conn *sql.Conn
 	if err := s.retryBusy(ctx, nil, func() (err error) {
-		conn, err = db.Conn(ctx)
+		s.conn, err = db.Conn(ctx)
 		return err
 	}); err != nil {
 		return nil, sqliteError("connect", err, s.busy)
 	}
-	s.w = &sqliteWriter{conn: conn}
 	if err := s.setup(ctx, cfg, own); err != nil {
-		s.w.close()
+		s.closeConn()
 		return nil, err
 	}
 	s.writerDone = make(chan struct{})
@@ -338,19 +337,19 @@ func (s *SQLiteStore) configure(ctx context.Context, synchronous string, own boo
 	if !own {
 		var busy int64
 		var sync int
-		if err := s.w.conn.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&busy); err != nil {
+		if err := s.conn.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&busy); err != nil {
 			return err
 		}
-		if err := s.w.conn.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil {
+		if err := s.conn.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil {
 			return err
 		}
-		s.w.restore = []string{fmt.Sprintf("PRAGMA busy_timeout = %d", busy), fmt.Sprintf("PRAGMA synchronous = %d", sync)}
+		s.restore = []string{fmt.Sprintf("PRAGMA busy_timeout = %d", busy), fmt.Sprintf("PRAGMA synchronous = %d", sync)}
 	}
 	for _, p := range []string{
 		fmt.Sprintf("PRAGMA busy_timeout = %d", min(s.busy, sqliteBusySlice).Milliseconds()),
 		"PRAGMA synchronous = " + synchronous,
 	} {
-		if _, err := s.w.conn.ExecContext(ctx, p); err != nil {
+		if _, err := s.conn.ExecContext(ctx, p); err != nil {
 			return err
 		}
 	}
@@ -360,7 +359,7 @@ func (s *SQLiteStore) configure(ctx context.Context, synchronous string, own boo
 func (s *SQLiteStore) setWAL(ctx context.Context) error {
 	var mode string
 	if err := s.retryBusy(ctx, nil, func() error {
-		return s.w.conn.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode)
+		return s.conn.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode)
 	}); err != nil {
 		return sqliteError("set WAL mode", err, s.busy)
 	}
@@ -395,7 +394,7 @@ func (s *SQLiteStore) Exists(ctx context.Context, key Key) (bool, error) {
 	// In WAL mode a read is busy only in rare moments (recovery); in a
 	// rollback journal it is while another process commits.
 	err := s.retryBusy(ctx, nil, func() error {
-		return s.existsQ.QueryRowContext(ctx, dkey).Scan(&exp)
+		return s.stmt.exists.QueryRowContext(ctx, dkey).Scan(&exp)
 	})
 	switch {
 	case err == nil:
@@ -487,8 +486,7 @@ func (s *SQLiteStore) Close() error {
 		}
 		close(s.quit)
 		<-s.writerDone
-		_ = s.existsQ.Close()
-		s.w.close()
+		s.closeConn()
 		if s.ownDB {
 			s.closeErr = s.db.Close()
 			if s.closeErr != nil {

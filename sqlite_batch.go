@@ -9,81 +9,6 @@ import (
 	"time"
 )
 
-// sqliteWriter is the connection all writes of a store go through, owned by
-// the writer goroutine once the store is running.
-type sqliteWriter struct {
-	conn                              *sql.Conn
-	restore                           []string // pragmas that give a caller's connection back as it was
-	begin, commit, rollback           *sql.Stmt
-	savepoint, release, rollbackTo    *sql.Stmt
-	markGet, markUpsert, claimDelete  *sql.Stmt
-	claimTake, claimExtend, claimDrop *sql.Stmt
-	cleanClaims, cleanMarks           *sql.Stmt
-	cleanScan, cleanMark              *sql.Stmt
-}
-
-func (s *SQLiteStore) prepare(ctx context.Context) error {
-	w, c := s.w, s.w.conn
-	for _, p := range []struct {
-		stmt **sql.Stmt
-		q    string
-	}{
-		{&w.begin, "BEGIN IMMEDIATE"},
-		{&w.commit, "COMMIT"},
-		{&w.rollback, "ROLLBACK"},
-		{&w.savepoint, "SAVEPOINT dedupe_op"},
-		{&w.release, "RELEASE dedupe_op"},
-		{&w.rollbackTo, "ROLLBACK TO dedupe_op"},
-		{&w.markGet, "SELECT expires_at FROM " + s.marks + " WHERE dedupe_key = ?"},
-		{&w.markUpsert, "INSERT INTO " + s.marks + " (dedupe_key, channel_id, message_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?) " +
-			"ON CONFLICT(dedupe_key) DO UPDATE SET expires_at = excluded.expires_at"},
-		{&w.claimDelete, "DELETE FROM " + s.claims + " WHERE dedupe_key = ?"},
-		// Takes the key unless an unexpired claim holds it: one row changed means Claimed.
-		{&w.claimTake, "INSERT INTO " + s.claims + " (dedupe_key, token, expires_at) VALUES (?1, ?2, ?3) " +
-			"ON CONFLICT(dedupe_key) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at WHERE expires_at <= ?4"},
-		{&w.claimExtend, "UPDATE " + s.claims + " SET expires_at = ?1 WHERE dedupe_key = ?2 AND token = ?3 AND expires_at > ?4"},
-		{&w.claimDrop, "DELETE FROM " + s.claims + " WHERE dedupe_key = ?1 AND token = ?2 AND expires_at > ?3"},
-		{&w.cleanClaims, "DELETE FROM " + s.claims + " WHERE dedupe_key IN (SELECT dedupe_key FROM " + s.claims + " WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)"},
-		// Marks in the store's own format, whose text sorts as their time.
-		{&w.cleanMarks, "DELETE FROM " + s.marks + " WHERE rowid IN (SELECT rowid FROM " + s.marks +
-			" WHERE expires_at <= ?1 AND " + sqliteOwnFormat + " ORDER BY expires_at LIMIT ?2)"},
-		// Marks in any other format, parsed one by one.
-		{&w.cleanScan, "SELECT rowid, expires_at FROM " + s.marks + " WHERE expires_at <= ?1 AND (expires_at, rowid) > (?2, ?3) AND NOT " +
-			sqliteOwnFormat + " ORDER BY expires_at, rowid LIMIT ?4"},
-		{&w.cleanMark, "DELETE FROM " + s.marks + " WHERE rowid = ?"},
-	} {
-		if err := s.retryBusy(ctx, nil, func() (err error) {
-			*p.stmt, err = c.PrepareContext(ctx, p.q)
-			return err
-		}); err != nil {
-			return sqliteError("prepare", err, s.busy)
-		}
-	}
-	if err := s.retryBusy(ctx, nil, func() (err error) {
-		s.existsQ, err = s.db.PrepareContext(ctx, "SELECT expires_at FROM "+s.marks+" WHERE dedupe_key = ?")
-		return err
-	}); err != nil {
-		return sqliteError("prepare", err, s.busy)
-	}
-	return nil
-}
-
-func (w *sqliteWriter) close() {
-	for _, st := range []*sql.Stmt{
-		w.begin, w.commit, w.rollback, w.savepoint, w.release, w.rollbackTo,
-		w.markGet, w.markUpsert, w.claimDelete, w.claimTake, w.claimExtend, w.claimDrop,
-		w.cleanClaims, w.cleanMarks, w.cleanScan, w.cleanMark,
-	} {
-		if st != nil {
-			_ = st.Close()
-		}
-	}
-	for _, p := range w.restore {
-		_, _ = w.conn.ExecContext(context.Background(), p)
-	}
-	_ = w.conn.Close()
-}
-
 // sqliteOp is one write waiting for, or done by, the writer goroutine.
 type sqliteOp struct {
 	kind  sqliteOpKind
@@ -188,11 +113,10 @@ func (s *SQLiteStore) drain() {
 // transaction committed.
 func (s *SQLiteStore) runBatch(ops []*sqliteOp) {
 	ctx := context.Background()
-	w := s.w
 	// The connection's own busy timeout waits up to sqliteBusySlice in each
 	// try; retry, within the store's busy timeout, unless every caller gave up.
 	if err := s.retryBusy(ctx, func() bool { return allCancelled(ops) }, func() error {
-		_, err := w.begin.ExecContext(ctx)
+		_, err := s.stmt.begin.ExecContext(ctx)
 		return err
 	}); err != nil {
 		err = sqliteError("begin", err, s.busy)
@@ -225,14 +149,14 @@ func (s *SQLiteStore) runBatch(ops []*sqliteOp) {
 	if lost == nil {
 		if err := s.retryBusy(ctx, nil, func() error {
 			// A busy COMMIT (readers of a rollback journal) leaves the transaction open.
-			_, err := w.commit.ExecContext(ctx)
+			_, err := s.stmt.commit.ExecContext(ctx)
 			return err
 		}); err != nil {
 			lost = sqliteError("commit", err, s.busy)
 		}
 	}
 	if lost != nil {
-		_, _ = w.rollback.ExecContext(ctx)
+		_, _ = s.stmt.rollback.ExecContext(ctx)
 		for _, op := range running {
 			op.status, op.token, op.n, op.finished = 0, "", 0, false
 			op.err = lost
@@ -259,10 +183,9 @@ func allCancelled(ops []*sqliteOp) bool {
 // apply runs op inside the open transaction. An operation of several writes
 // runs in a savepoint, so that it takes effect whole or not at all.
 func (s *SQLiteStore) apply(ctx context.Context, op *sqliteOp, now time.Time) error {
-	w := s.w
 	switch op.kind {
 	case sqliteMark, sqliteCleanup:
-		if _, err := w.savepoint.ExecContext(ctx); err != nil {
+		if _, err := s.stmt.savepoint.ExecContext(ctx); err != nil {
 			return txErr("savepoint", err, s.busy)
 		}
 		var err error
@@ -272,11 +195,11 @@ func (s *SQLiteStore) apply(ctx context.Context, op *sqliteOp, now time.Time) er
 			err = s.applyCleanup(ctx, op, now)
 		}
 		if err != nil {
-			if _, rerr := w.rollbackTo.ExecContext(ctx); rerr != nil {
+			if _, rerr := s.stmt.rollbackTo.ExecContext(ctx); rerr != nil {
 				return fmt.Errorf("%w: %w", errSQLiteTxLost, err)
 			}
 		}
-		if _, rerr := w.release.ExecContext(ctx); rerr != nil {
+		if _, rerr := s.stmt.release.ExecContext(ctx); rerr != nil {
 			return fmt.Errorf("%w: %w", errSQLiteTxLost, sqliteError("release savepoint", rerr, s.busy))
 		}
 		return err
@@ -293,14 +216,13 @@ func txErr(what string, err error, busy time.Duration) error {
 }
 
 func (s *SQLiteStore) applyMark(ctx context.Context, op *sqliteOp, now time.Time) error {
-	w := s.w
 	dkey := op.key.String()
-	if _, err := w.claimDelete.ExecContext(ctx, dkey); err != nil {
+	if _, err := s.stmt.claimDelete.ExecContext(ctx, dkey); err != nil {
 		return sqliteError("mark", err, s.busy)
 	}
 	created := formatSQLiteTime(now, s.loc)
 	expires := formatSQLiteTime(now.Add(op.d), s.loc)
-	if _, err := w.markUpsert.ExecContext(ctx, dkey, op.key.Channel, op.key.MessageID, created, expires); err != nil {
+	if _, err := s.stmt.markUpsert.ExecContext(ctx, dkey, op.key.Channel, op.key.MessageID, created, expires); err != nil {
 		return sqliteError("mark", err, s.busy)
 	}
 	return nil
@@ -309,7 +231,7 @@ func (s *SQLiteStore) applyMark(ctx context.Context, op *sqliteOp, now time.Time
 // marked reports whether dkey has an unexpired mark.
 func (s *SQLiteStore) marked(ctx context.Context, dkey string, now time.Time) (bool, error) {
 	var exp sql.NullString
-	err := s.w.markGet.QueryRowContext(ctx, dkey).Scan(&exp)
+	err := s.stmt.markGet.QueryRowContext(ctx, dkey).Scan(&exp)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -330,7 +252,7 @@ func (s *SQLiteStore) applyClaim(ctx context.Context, op *sqliteOp, now time.Tim
 		return nil
 	}
 	tok := s.newToken()
-	res, err := s.w.claimTake.ExecContext(ctx, dkey, tok, now.Add(op.d).UnixNano(), now.UnixNano())
+	res, err := s.stmt.claimTake.ExecContext(ctx, dkey, tok, now.Add(op.d).UnixNano(), now.UnixNano())
 	if err != nil {
 		return sqliteError("claim", err, s.busy)
 	}
@@ -357,9 +279,9 @@ func (s *SQLiteStore) applyOwned(ctx context.Context, op *sqliteOp, now time.Tim
 	}
 	var res sql.Result
 	if op.kind == sqliteExtend {
-		res, err = s.w.claimExtend.ExecContext(ctx, now.Add(op.d).UnixNano(), dkey, op.token, now.UnixNano())
+		res, err = s.stmt.claimExtend.ExecContext(ctx, now.Add(op.d).UnixNano(), dkey, op.token, now.UnixNano())
 	} else {
-		res, err = s.w.claimDrop.ExecContext(ctx, dkey, op.token, now.UnixNano())
+		res, err = s.stmt.claimDrop.ExecContext(ctx, dkey, op.token, now.UnixNano())
 	}
 	if err != nil {
 		return sqliteError(what, err, s.busy)

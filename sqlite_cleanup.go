@@ -48,14 +48,13 @@ type sqliteCursor struct {
 // (which holds every expired row in a naive format), from op.cur on, s.batch
 // at a time, parsing each and deleting it if it has expired.
 func (s *SQLiteStore) applyCleanup(ctx context.Context, op *sqliteOp, now time.Time) error {
-	w := s.w
 	nowText := formatSQLiteTime(now, s.loc)
-	res, err := w.cleanClaims.ExecContext(ctx, now.UnixNano(), s.batch)
+	res, err := s.stmt.cleanClaims.ExecContext(ctx, now.UnixNano(), s.batch)
 	if err != nil {
 		return sqliteError("cleanup", err, s.busy)
 	}
 	nClaims, _ := res.RowsAffected()
-	if res, err = w.cleanMarks.ExecContext(ctx, nowText, s.batch); err != nil {
+	if res, err = s.stmt.cleanMarks.ExecContext(ctx, nowText, s.batch); err != nil {
 		return sqliteError("cleanup", err, s.busy)
 	}
 	nMarks, _ := res.RowsAffected()
@@ -63,7 +62,7 @@ func (s *SQLiteStore) applyCleanup(ctx context.Context, op *sqliteOp, now time.T
 	if nClaims == int64(s.batch) || nMarks == int64(s.batch) {
 		return nil // more to do
 	}
-	rows, err := w.cleanScan.QueryContext(ctx, nowText, op.cur.expires, op.cur.rowid, s.batch)
+	rows, err := s.stmt.cleanScan.QueryContext(ctx, nowText, op.cur.expires, op.cur.rowid, s.batch)
 	if err != nil {
 		return sqliteError("cleanup", err, s.busy)
 	}
@@ -86,7 +85,7 @@ func (s *SQLiteStore) applyCleanup(ctx context.Context, op *sqliteOp, now time.T
 		return sqliteError("cleanup", err, s.busy)
 	}
 	for _, id := range expired {
-		if _, err := w.cleanMark.ExecContext(ctx, id); err != nil {
+		if _, err := s.stmt.cleanRow.ExecContext(ctx, id); err != nil {
 			return sqliteError("cleanup", err, s.busy)
 		}
 	}

@@ -70,7 +70,7 @@ func checkSQLiteTable(name string) error {
 func (s *SQLiteStore) checkTables(ctx context.Context) error {
 	var n int
 	if err := s.retryBusy(ctx, nil, func() error {
-		return s.w.conn.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n)
+		return s.conn.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n)
 	}); err != nil {
 		return sqliteError("read schema", err, s.busy)
 	}
@@ -91,7 +91,7 @@ func (s *SQLiteStore) checkTables(ctx context.Context) error {
 // not write is refused now rather than at the first Mark.
 func (s *SQLiteStore) createTables(ctx context.Context) error {
 	exec := func(q string) error {
-		_, err := s.w.conn.ExecContext(ctx, q)
+		_, err := s.conn.ExecContext(ctx, q)
 		return err
 	}
 	if err := s.retryBusy(ctx, nil, func() error { return exec("BEGIN IMMEDIATE") }); err != nil {
@@ -146,7 +146,7 @@ type sqliteColumnInfo struct {
 // other column that an insert must fill, and a rowid if t.rowid.
 func (s *SQLiteStore) checkTable(ctx context.Context, t sqliteTable) (bool, error) {
 	var typ string
-	err := s.w.conn.QueryRowContext(ctx, "SELECT type FROM sqlite_schema WHERE name = ? COLLATE NOCASE AND type IN ('table', 'view')", t.name).Scan(&typ)
+	err := s.conn.QueryRowContext(ctx, "SELECT type FROM sqlite_schema WHERE name = ? COLLATE NOCASE AND type IN ('table', 'view')", t.name).Scan(&typ)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -183,7 +183,7 @@ func (s *SQLiteStore) checkTable(ctx context.Context, t sqliteTable) (bool, erro
 		}
 	}
 	if t.rowid {
-		if _, err := s.w.conn.ExecContext(ctx, `SELECT rowid FROM "`+t.name+`" LIMIT 0`); err != nil {
+		if _, err := s.conn.ExecContext(ctx, `SELECT rowid FROM "`+t.name+`" LIMIT 0`); err != nil {
 			return true, incompatibleTable(t, "it has no rowid")
 		}
 	}
@@ -196,7 +196,7 @@ func incompatibleTable(t sqliteTable, format string, args ...any) error {
 
 // columns returns the columns of table by their names in lower case.
 func (s *SQLiteStore) columns(ctx context.Context, table string) (map[string]sqliteColumnInfo, error) {
-	rows, err := s.w.conn.QueryContext(ctx, `SELECT name, type, "notnull", dflt_value IS NOT NULL, pk FROM pragma_table_info(?)`, table)
+	rows, err := s.conn.QueryContext(ctx, `SELECT name, type, "notnull", dflt_value IS NOT NULL, pk FROM pragma_table_info(?)`, table)
 	if err != nil {
 		return nil, sqliteError("read schema", err, s.busy)
 	}
