@@ -220,13 +220,10 @@ func NewSQLiteStore(db *sql.DB, cfg SQLiteConfig) (*SQLiteStore, error) {
 	return newSQLiteStore(db, cfg, false)
 }
 
+// normalize checks cfg and fills in the defaults of its zero fields.
 func (cfg *SQLiteConfig) normalize() error {
-	if cfg.TTL <= 0 {
-		cfg.TTL = DefaultTTL
-	}
-	if cfg.Lease <= 0 {
-		cfg.Lease = DefaultLease
-	}
+	cfg.TTL = orDefault(cfg.TTL, DefaultTTL)
+	cfg.Lease = orDefault(cfg.Lease, DefaultLease)
 	if cfg.Table == "" {
 		cfg.Table = DefaultSQLiteTable
 	}
@@ -253,9 +250,7 @@ func (cfg *SQLiteConfig) normalize() error {
 	if cfg.BusyTimeout < 0 {
 		return fmt.Errorf("dedupe: sqlite: negative BusyTimeout %v", cfg.BusyTimeout)
 	}
-	if cfg.BusyTimeout == 0 {
-		cfg.BusyTimeout = DefaultSQLiteBusyTimeout
-	}
+	cfg.BusyTimeout = orDefault(cfg.BusyTimeout, DefaultSQLiteBusyTimeout)
 	if cfg.CleanupBatch < 0 {
 		return fmt.Errorf("dedupe: sqlite: negative CleanupBatch %d", cfg.CleanupBatch)
 	}
@@ -372,21 +367,10 @@ func (s *SQLiteStore) setWAL(ctx context.Context) error {
 // Backend returns "sqlite".
 func (s *SQLiteStore) Backend() string { return "sqlite" }
 
-// check returns the error a call with key should fail with, if any.
-func (s *SQLiteStore) check(ctx context.Context, key Key) error {
-	if s.isClosed.Load() {
-		return ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return key.Validate()
-}
-
 // Exists reports whether key is marked and unexpired. It reads the database
 // without waiting for writes in progress (in WAL mode), by primary key.
 func (s *SQLiteStore) Exists(ctx context.Context, key Key) (bool, error) {
-	if err := s.check(ctx, key); err != nil {
+	if err := checkCall(ctx, s.isClosed.Load(), key); err != nil {
 		return false, err
 	}
 	var exp sql.NullString
@@ -413,12 +397,10 @@ func (s *SQLiteStore) Exists(ctx context.Context, key Key) (bool, error) {
 // replacing the expiry of an earlier mark and dropping any claim on key, in one
 // transaction. It returns once the mark is committed.
 func (s *SQLiteStore) Mark(ctx context.Context, key Key, ttl time.Duration) error {
-	if err := s.check(ctx, key); err != nil {
+	if err := checkCall(ctx, s.isClosed.Load(), key); err != nil {
 		return err
 	}
-	if ttl <= 0 {
-		ttl = s.ttl
-	}
+	ttl = orDefault(ttl, s.ttl)
 	op := &sqliteOp{kind: sqliteMark, key: key, d: ttl}
 	return s.submit(ctx, op)
 }
@@ -427,12 +409,10 @@ func (s *SQLiteStore) Mark(ctx context.Context, key Key, ttl time.Duration) erro
 // marked, by this store or by NekoBot, or another unexpired claim holds it. See
 // [Store.Claim]. It is atomic across processes sharing the file.
 func (s *SQLiteStore) Claim(ctx context.Context, key Key, lease time.Duration) (Claim, error) {
-	if err := s.check(ctx, key); err != nil {
+	if err := checkCall(ctx, s.isClosed.Load(), key); err != nil {
 		return Claim{}, err
 	}
-	if lease <= 0 {
-		lease = s.lease
-	}
+	lease = orDefault(lease, s.lease)
 	op := &sqliteOp{kind: sqliteClaim, key: key, d: lease}
 	if err := s.submit(ctx, op); err != nil {
 		return Claim{}, err
@@ -446,9 +426,7 @@ func (s *SQLiteStore) Extend(ctx context.Context, c Claim, lease time.Duration) 
 	if err := s.checkClaim(ctx, c); err != nil {
 		return err
 	}
-	if lease <= 0 {
-		lease = s.lease
-	}
+	lease = orDefault(lease, s.lease)
 	return s.submit(ctx, &sqliteOp{kind: sqliteExtend, key: c.Key, token: c.Token, d: lease})
 }
 
@@ -461,8 +439,10 @@ func (s *SQLiteStore) Release(ctx context.Context, c Claim) error {
 	return s.submit(ctx, &sqliteOp{kind: sqliteRelease, key: c.Key, token: c.Token})
 }
 
+// checkClaim is [checkCall] for Extend and Release, which also refuse a claim
+// this store cannot have made.
 func (s *SQLiteStore) checkClaim(ctx context.Context, c Claim) error {
-	if err := s.check(ctx, c.Key); err != nil {
+	if err := checkCall(ctx, s.isClosed.Load(), c.Key); err != nil {
 		return err
 	}
 	if c.Status != Claimed || c.Token == "" || len(c.Token) > sqliteMaxTokenLen {
