@@ -104,32 +104,26 @@ type SQLiteConfig struct {
 //
 // A SQLiteStore is safe for concurrent use.
 type SQLiteStore struct {
-	db       *sql.DB
-	ownDB    bool
-	ttl      time.Duration
-	lease    time.Duration
-	loc      *time.Location
-	now      func() time.Time
-	busy     time.Duration
-	batch    int
-	table    string // the marks table's name
-	marks    string // quoted identifiers
-	claims   string
-	conn     *sql.Conn        // the writer's connection, owned by the writer goroutine
-	restore  []string         // pragmas that give a caller's connection back as it was
-	stmt     sqliteStatements // prepared on conn, but for exists on db
-	tokenPre string
-	tokenSeq atomic.Uint64
+	db           *sql.DB
+	ownDB        bool
+	ttl          time.Duration
+	lease        time.Duration
+	loc          *time.Location
+	now          func() time.Time
+	busy         time.Duration
+	cleanupBatch int
+	table        string // the marks table's name
+	marks        string // quoted identifiers
+	claims       string
+	tokenPre     string
+	tokenSeq     atomic.Uint64
 
-	mu     sync.Mutex
-	queue  []*sqliteOp
-	spare  []*sqliteOp
-	closed bool
+	conn    *sql.Conn        // the writer's connection, owned by the writer goroutine
+	restore []string         // pragmas that give a caller's connection back as it was
+	stmt    sqliteStatements // prepared on conn, but for exists on db
+	queue   sqliteQueue
 
-	isClosed    atomic.Bool
-	wake        chan struct{}
-	quit        chan struct{}
-	writerDone  chan struct{}
+	closed      atomic.Bool
 	stopSweep   context.CancelFunc
 	sweeperDone chan struct{}
 	closeOnce   sync.Once
@@ -137,7 +131,6 @@ type SQLiteStore struct {
 }
 
 const (
-	sqliteMaxBatch     = 128 // operations per group-commit transaction
 	sqliteMaxTableLen  = 64
 	sqliteMaxTokenLen  = 128
 	sqliteMaxReadConns = 8
@@ -266,20 +259,23 @@ func newSQLiteStore(db *sql.DB, cfg SQLiteConfig, own bool) (*SQLiteStore, error
 		return nil, fmt.Errorf("dedupe: sqlite: token prefix: %w", err)
 	}
 	s := &SQLiteStore{
-		db:       db,
-		ownDB:    own,
-		ttl:      cfg.TTL,
-		lease:    cfg.Lease,
-		loc:      cfg.Location,
-		now:      cfg.Now,
-		busy:     cfg.BusyTimeout,
-		batch:    cfg.CleanupBatch,
-		table:    cfg.Table,
-		marks:    `"` + cfg.Table + `"`,
-		claims:   `"` + cfg.Table + `_claims"`,
-		tokenPre: hex.EncodeToString(pre[:]),
-		wake:     make(chan struct{}, 1),
-		quit:     make(chan struct{}),
+		db:           db,
+		ownDB:        own,
+		ttl:          cfg.TTL,
+		lease:        cfg.Lease,
+		loc:          cfg.Location,
+		now:          cfg.Now,
+		busy:         cfg.BusyTimeout,
+		cleanupBatch: cfg.CleanupBatch,
+		table:        cfg.Table,
+		marks:        `"` + cfg.Table + `"`,
+		claims:       `"` + cfg.Table + `_claims"`,
+		tokenPre:     hex.EncodeToString(pre[:]),
+		queue: sqliteQueue{
+			wake: make(chan struct{}, 1),
+			quit: make(chan struct{}),
+			done: make(chan struct{}),
+		},
 	}
 	ctx := context.Background()
 	if err := s.retryBusy(ctx, nil, func() (err error) {
@@ -292,7 +288,6 @@ func newSQLiteStore(db *sql.DB, cfg SQLiteConfig, own bool) (*SQLiteStore, error
 		s.closeConn()
 		return nil, err
 	}
-	s.writerDone = make(chan struct{})
 	go s.writer()
 	if cfg.CleanupInterval > 0 {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -370,7 +365,7 @@ func (s *SQLiteStore) Backend() string { return "sqlite" }
 // Exists reports whether key is marked and unexpired. It reads the database
 // without waiting for writes in progress (in WAL mode), by primary key.
 func (s *SQLiteStore) Exists(ctx context.Context, key Key) (bool, error) {
-	if err := checkCall(ctx, s.isClosed.Load(), key); err != nil {
+	if err := checkCall(ctx, s.closed.Load(), key); err != nil {
 		return false, err
 	}
 	var exp sql.NullString
@@ -385,7 +380,7 @@ func (s *SQLiteStore) Exists(ctx context.Context, key Key) (bool, error) {
 		return sqliteLive(exp, s.now(), s.loc), nil
 	case errors.Is(err, sql.ErrNoRows):
 		return false, nil
-	case s.isClosed.Load():
+	case s.closed.Load():
 		return false, ErrClosed
 	case ctx.Err() != nil:
 		return false, ctx.Err()
@@ -397,27 +392,58 @@ func (s *SQLiteStore) Exists(ctx context.Context, key Key) (bool, error) {
 // replacing the expiry of an earlier mark and dropping any claim on key, in one
 // transaction. It returns once the mark is committed.
 func (s *SQLiteStore) Mark(ctx context.Context, key Key, ttl time.Duration) error {
-	if err := checkCall(ctx, s.isClosed.Load(), key); err != nil {
+	if err := checkCall(ctx, s.closed.Load(), key); err != nil {
 		return err
 	}
 	ttl = orDefault(ttl, s.ttl)
-	op := &sqliteOp{kind: sqliteMark, key: key, d: ttl}
-	return s.submit(ctx, op)
+	dkey := key.String()
+	return s.submit(ctx, func(ctx context.Context, now time.Time) error {
+		return s.inSavepoint(ctx, func() error {
+			if _, err := s.stmt.claimDelete.ExecContext(ctx, dkey); err != nil {
+				return sqliteError("mark", err, s.busy)
+			}
+			created, expires := formatSQLiteTime(now, s.loc), formatSQLiteTime(now.Add(ttl), s.loc)
+			_, err := s.stmt.markUpsert.ExecContext(ctx, dkey, key.Channel, key.MessageID, created, expires)
+			return sqliteError("mark", err, s.busy)
+		})
+	})
 }
 
 // Claim takes key for lease (lease <= 0: the configured lease) unless it is
 // marked, by this store or by NekoBot, or another unexpired claim holds it. See
 // [Store.Claim]. It is atomic across processes sharing the file.
 func (s *SQLiteStore) Claim(ctx context.Context, key Key, lease time.Duration) (Claim, error) {
-	if err := checkCall(ctx, s.isClosed.Load(), key); err != nil {
+	if err := checkCall(ctx, s.closed.Load(), key); err != nil {
 		return Claim{}, err
 	}
 	lease = orDefault(lease, s.lease)
-	op := &sqliteOp{kind: sqliteClaim, key: key, d: lease}
-	if err := s.submit(ctx, op); err != nil {
+	dkey := key.String()
+	c := Claim{Key: key}
+	err := s.submit(ctx, func(ctx context.Context, now time.Time) error {
+		dup, err := s.marked(ctx, dkey, now)
+		if err != nil {
+			return sqliteError("claim", err, s.busy)
+		}
+		if dup {
+			c.Status = Duplicate
+			return nil
+		}
+		tok := s.newToken()
+		res, err := s.stmt.claimTake.ExecContext(ctx, dkey, tok, now.Add(lease).UnixNano(), now.UnixNano())
+		if err != nil {
+			return sqliteError("claim", err, s.busy)
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			c.Status, c.Token = Claimed, tok
+		} else {
+			c.Status = InFlight
+		}
+		return nil
+	})
+	if err != nil {
 		return Claim{}, err
 	}
-	return Claim{Key: key, Status: op.status, Token: op.token}, nil
+	return c, nil
 }
 
 // Extend renews the lease of c to lease from now (lease <= 0: the configured
@@ -427,7 +453,9 @@ func (s *SQLiteStore) Extend(ctx context.Context, c Claim, lease time.Duration) 
 		return err
 	}
 	lease = orDefault(lease, s.lease)
-	return s.submit(ctx, &sqliteOp{kind: sqliteExtend, key: c.Key, token: c.Token, d: lease})
+	return s.owned(ctx, "extend", c, func(ctx context.Context, dkey string, now time.Time) (sql.Result, error) {
+		return s.stmt.claimExtend.ExecContext(ctx, now.Add(lease).UnixNano(), dkey, c.Token, now.UnixNano())
+	})
 }
 
 // Release drops c's claim if c still holds its key, and otherwise returns
@@ -436,13 +464,15 @@ func (s *SQLiteStore) Release(ctx context.Context, c Claim) error {
 	if err := s.checkClaim(ctx, c); err != nil {
 		return err
 	}
-	return s.submit(ctx, &sqliteOp{kind: sqliteRelease, key: c.Key, token: c.Token})
+	return s.owned(ctx, "release", c, func(ctx context.Context, dkey string, now time.Time) (sql.Result, error) {
+		return s.stmt.claimDrop.ExecContext(ctx, dkey, c.Token, now.UnixNano())
+	})
 }
 
 // checkClaim is [checkCall] for Extend and Release, which also refuse a claim
 // this store cannot have made.
 func (s *SQLiteStore) checkClaim(ctx context.Context, c Claim) error {
-	if err := checkCall(ctx, s.isClosed.Load(), c.Key); err != nil {
+	if err := checkCall(ctx, s.closed.Load(), c.Key); err != nil {
 		return err
 	}
 	if c.Status != Claimed || c.Token == "" || len(c.Token) > sqliteMaxTokenLen {
@@ -451,32 +481,53 @@ func (s *SQLiteStore) checkClaim(ctx context.Context, c Claim) error {
 	return nil
 }
 
-// Close stops the background sweeper and the writer, after the writes already
-// queued are done, and closes the database if [OpenSQLite] opened it. Later
-// calls return [ErrClosed]. Close is idempotent.
-func (s *SQLiteStore) Close() error {
-	s.closeOnce.Do(func() {
-		s.mu.Lock()
-		s.closed = true
-		s.isClosed.Store(true)
-		s.mu.Unlock()
-		if s.stopSweep != nil {
-			s.stopSweep()
-			<-s.sweeperDone
+// owned runs the write of Extend or Release (op): change, which changes c's
+// row of the claims table if c still holds its key. It returns [ErrNotOwner]
+// if the key is marked or change changed no row.
+func (s *SQLiteStore) owned(ctx context.Context, op string, c Claim,
+	change func(ctx context.Context, dkey string, now time.Time) (sql.Result, error)) error {
+	dkey := c.Key.String()
+	var refused error
+	err := s.submit(ctx, func(ctx context.Context, now time.Time) error {
+		dup, err := s.marked(ctx, dkey, now)
+		if err != nil {
+			return sqliteError(op, err, s.busy)
 		}
-		close(s.quit)
-		<-s.writerDone
-		s.closeConn()
-		if s.ownDB {
-			s.closeErr = s.db.Close()
-			if s.closeErr != nil {
-				s.closeErr = fmt.Errorf("dedupe: sqlite: close: %w", s.closeErr)
-			}
+		if dup {
+			refused = fmt.Errorf("%w: %s is marked", ErrNotOwner, c.Key)
+			return nil
 		}
+		res, err := change(ctx, dkey, now)
+		if err != nil {
+			return sqliteError(op, err, s.busy)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			refused = fmt.Errorf("%w: %s", ErrNotOwner, c.Key)
+		}
+		return nil
 	})
-	return s.closeErr
+	if err != nil {
+		return err
+	}
+	return refused
 }
 
+// marked reports whether dkey has an unexpired mark, read in the writer's
+// transaction.
+func (s *SQLiteStore) marked(ctx context.Context, dkey string, now time.Time) (bool, error) {
+	var exp sql.NullString
+	err := s.stmt.markGet.QueryRowContext(ctx, dkey).Scan(&exp)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return sqliteLive(exp, now, s.loc), nil
+}
+
+// newToken returns a claim token: the store's random prefix and a sequence
+// number, 32 hex digits.
 func (s *SQLiteStore) newToken() string {
 	var b [32]byte
 	copy(b[:16], s.tokenPre)
@@ -487,4 +538,28 @@ func (s *SQLiteStore) newToken() string {
 		n >>= 4
 	}
 	return string(b[:])
+}
+
+// Close stops the background sweeper and the writer, after the writes already
+// queued are done, and closes the database if [OpenSQLite] opened it. Later
+// calls return [ErrClosed]. Close is idempotent.
+func (s *SQLiteStore) Close() error {
+	s.closeOnce.Do(func() {
+		s.queue.mu.Lock()
+		s.closed.Store(true) // under the queue's lock: no call is queued after this
+		s.queue.mu.Unlock()
+		if s.stopSweep != nil {
+			s.stopSweep()
+			<-s.sweeperDone
+		}
+		close(s.queue.quit)
+		<-s.queue.done
+		s.closeConn()
+		if s.ownDB {
+			if err := s.db.Close(); err != nil {
+				s.closeErr = fmt.Errorf("dedupe: sqlite: close: %w", err)
+			}
+		}
+	})
+	return s.closeErr
 }

@@ -2,148 +2,161 @@ package dedupe
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// sqliteOp is one write waiting for, or done by, the writer goroutine.
-type sqliteOp struct {
-	kind  sqliteOpKind
-	state atomic.Int32
-	done  chan struct{}
+// The group-commit writer: every write of a store is a call queued for one
+// goroutine, which runs the calls waiting at that moment in one transaction
+// and gives each its own outcome once the transaction has ended. This is
+// bbolt's DB.Batch, with a savepoint instead of a retry to isolate a failing
+// call, and with callers that may give up while queued.
 
-	key   Key
-	d     time.Duration // ttl or lease
-	token string
-	cur   sqliteCursor // cleanup: where the scan of marks resumes
+// sqliteWrite is the work of one call, run in the writer's open transaction;
+// now is the batch's time. ctx is the writer's own: a caller's context does
+// not interrupt a write once it has started.
+type sqliteWrite func(ctx context.Context, now time.Time) error
 
-	// Results, valid once done is closed.
-	status   Status
-	n        int64
-	finished bool
-	err      error
+// sqliteCall is one write queued for the writer: fn, and err, which receives
+// fn's outcome once the transaction it ran in has ended.
+type sqliteCall struct {
+	fn    sqliteWrite
+	err   chan error   // buffered: the writer never waits for the caller
+	state atomic.Int32 // callQueued, then callRunning or callCancelled
 }
 
-type sqliteOpKind uint8
-
+// States of a sqliteCall. The writer runs only a call it moves from queued to
+// running; a caller that moves it to cancelled returns at once.
 const (
-	sqliteMark sqliteOpKind = iota + 1
-	sqliteClaim
-	sqliteExtend
-	sqliteRelease
-	sqliteCleanup
+	callQueued int32 = iota
+	callRunning
+	callCancelled
 )
 
-// States of a sqliteOp.
-const (
-	opQueued int32 = iota
-	opRunning
-	opCancelled
-)
+// sqliteMaxBatch bounds the calls of one group-commit transaction.
+const sqliteMaxBatch = 128
 
-// submit queues op for the writer and waits for its result. A call whose
-// context ends while op is still queued returns the context's error and op
-// never runs; once the writer has started op, submit waits for its outcome,
+// sqliteQueue holds the calls waiting for the writer goroutine.
+type sqliteQueue struct {
+	mu    sync.Mutex
+	calls []*sqliteCall
+	spare []*sqliteCall // the previous backing array of calls; only the writer touches it
+	wake  chan struct{} // a call was queued
+	quit  chan struct{} // closed by Close
+	done  chan struct{} // closed when the writer has returned
+}
+
+// errSQLiteTxLost marks an error after which SQLite rolled back the whole
+// transaction, so that every call in it fails.
+var errSQLiteTxLost = errors.New("dedupe: sqlite: transaction rolled back")
+
+// submit queues fn for the writer and waits for its outcome. A call whose
+// context ends while fn is still queued returns the context's error and fn
+// never runs; once the writer has started fn, submit waits for its outcome,
 // so an error always means that nothing was written.
-func (s *SQLiteStore) submit(ctx context.Context, op *sqliteOp) error {
-	op.done = make(chan struct{})
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+func (s *SQLiteStore) submit(ctx context.Context, fn sqliteWrite) error {
+	c := &sqliteCall{fn: fn, err: make(chan error, 1)}
+	q := &s.queue
+	q.mu.Lock()
+	if s.closed.Load() {
+		q.mu.Unlock()
 		return ErrClosed
 	}
-	s.queue = append(s.queue, op)
-	s.mu.Unlock()
+	q.calls = append(q.calls, c)
+	q.mu.Unlock()
 	select {
-	case s.wake <- struct{}{}:
+	case q.wake <- struct{}{}:
 	default:
 	}
 	select {
-	case <-op.done:
+	case err := <-c.err:
+		return err
 	case <-ctx.Done():
-		if op.state.CompareAndSwap(opQueued, opCancelled) {
+		if c.state.CompareAndSwap(callQueued, callCancelled) {
 			return ctx.Err()
 		}
-		<-op.done
+		return <-c.err
 	}
-	return op.err
 }
 
-// writer runs every write of the store, batching the operations queued while
-// the previous transaction committed into the next one.
+// writer runs every write of the store until Close, batching the calls
+// queued while the previous transaction committed into the next one.
 func (s *SQLiteStore) writer() {
-	defer close(s.writerDone)
+	q := &s.queue
+	defer close(q.done)
 	for {
 		select {
-		case <-s.wake:
-		case <-s.quit:
-			// Close refuses new operations; finish those already queued.
+		case <-q.wake:
+			s.drain()
+		case <-q.quit:
+			// Close refuses new calls; finish those already queued.
 			s.drain()
 			return
 		}
-		s.drain()
 	}
 }
 
+// drain runs the queued calls, at most sqliteMaxBatch per transaction, until
+// the queue is empty.
 func (s *SQLiteStore) drain() {
+	q := &s.queue
 	for {
-		// Only the writer touches spare: the queue's previous backing array.
-		s.mu.Lock()
-		ops := s.queue
-		s.queue = s.spare[:0]
-		s.mu.Unlock()
-		if len(ops) == 0 {
-			s.spare = ops
+		q.mu.Lock()
+		calls := q.calls
+		q.calls = q.spare[:0]
+		q.mu.Unlock()
+		if len(calls) == 0 {
+			q.spare = calls
 			return
 		}
-		for rest := ops; len(rest) > 0; {
+		for rest := calls; len(rest) > 0; {
 			n := min(len(rest), sqliteMaxBatch)
 			s.runBatch(rest[:n])
 			rest = rest[n:]
 		}
-		clear(ops)
-		s.spare = ops[:0]
+		clear(calls)
+		q.spare = calls[:0]
 	}
 }
 
-// runBatch runs ops in one transaction and reports each its result once the
-// transaction committed.
-func (s *SQLiteStore) runBatch(ops []*sqliteOp) {
+// runBatch runs calls, at most sqliteMaxBatch, in one transaction, skipping
+// those cancelled while queued, and gives each the outcome of its write once
+// the transaction has ended. A write that fails fails its call alone; if the
+// transaction cannot begin or commit, or SQLite rolls it back, every call
+// that ran fails with that error.
+func (s *SQLiteStore) runBatch(calls []*sqliteCall) {
 	ctx := context.Background()
-	// The connection's own busy timeout waits up to sqliteBusySlice in each
-	// try; retry, within the store's busy timeout, unless every caller gave up.
-	if err := s.retryBusy(ctx, func() bool { return allCancelled(ops) }, func() error {
+	if err := s.retryBusy(ctx, func() bool { return allCancelled(calls) }, func() error {
 		_, err := s.stmt.begin.ExecContext(ctx)
 		return err
 	}); err != nil {
 		err = sqliteError("begin", err, s.busy)
-		for _, op := range ops {
-			if op.state.CompareAndSwap(opQueued, opRunning) {
-				op.err = err
-				close(op.done)
+		for _, c := range calls {
+			if c.state.CompareAndSwap(callQueued, callRunning) {
+				c.err <- err
 			}
 		}
 		return
 	}
 	now := s.now()
-	running := ops[:0:0]
-	var lost error // the transaction was rolled back under us
-	for _, op := range ops {
-		if !op.state.CompareAndSwap(opQueued, opRunning) {
+	running := calls[:0]           // compacted in place
+	var errs [sqliteMaxBatch]error // errs[i] is the outcome of running[i]
+	var lost error
+	for _, c := range calls {
+		if !c.state.CompareAndSwap(callQueued, callRunning) {
 			continue // cancelled while queued
 		}
-		running = append(running, op)
+		running = append(running, c)
 		if lost != nil {
 			continue
 		}
-		if err := s.apply(ctx, op, now); err != nil {
-			op.err = err
-			if errors.Is(err, errSQLiteTxLost) {
-				lost = err
-			}
+		err := c.fn(ctx, now)
+		errs[len(running)-1] = err
+		if errors.Is(err, errSQLiteTxLost) {
+			lost = err
 		}
 	}
 	if lost == nil {
@@ -157,137 +170,40 @@ func (s *SQLiteStore) runBatch(ops []*sqliteOp) {
 	}
 	if lost != nil {
 		_, _ = s.stmt.rollback.ExecContext(ctx)
-		for _, op := range running {
-			op.status, op.token, op.n, op.finished = 0, "", 0, false
-			op.err = lost
-		}
 	}
-	for _, op := range running {
-		close(op.done)
+	for i, c := range running {
+		if lost != nil {
+			errs[i] = lost
+		}
+		c.err <- errs[i]
 	}
 }
 
-// errSQLiteTxLost marks an error after which SQLite rolled back the whole
-// transaction.
-var errSQLiteTxLost = errors.New("dedupe: sqlite: transaction rolled back")
-
-func allCancelled(ops []*sqliteOp) bool {
-	for _, op := range ops {
-		if op.state.Load() == opQueued {
+// allCancelled reports whether every call was cancelled while queued.
+func allCancelled(calls []*sqliteCall) bool {
+	for _, c := range calls {
+		if c.state.Load() == callQueued {
 			return false
 		}
 	}
 	return true
 }
 
-// apply runs op inside the open transaction. An operation of several writes
-// runs in a savepoint, so that it takes effect whole or not at all.
-func (s *SQLiteStore) apply(ctx context.Context, op *sqliteOp, now time.Time) error {
-	switch op.kind {
-	case sqliteMark, sqliteCleanup:
-		if _, err := s.stmt.savepoint.ExecContext(ctx); err != nil {
-			return txErr("savepoint", err, s.busy)
+// inSavepoint runs write, a write of several statements, in a savepoint, so
+// that it takes effect whole or not at all and its failure fails its call
+// alone.
+func (s *SQLiteStore) inSavepoint(ctx context.Context, write func() error) error {
+	if _, err := s.stmt.savepoint.ExecContext(ctx); err != nil {
+		return fmt.Errorf("%w: %w", errSQLiteTxLost, sqliteError("savepoint", err, s.busy))
+	}
+	err := write()
+	if err != nil {
+		if _, rerr := s.stmt.rollbackTo.ExecContext(ctx); rerr != nil {
+			return fmt.Errorf("%w: %w", errSQLiteTxLost, err)
 		}
-		var err error
-		if op.kind == sqliteMark {
-			err = s.applyMark(ctx, op, now)
-		} else {
-			err = s.applyCleanup(ctx, op, now)
-		}
-		if err != nil {
-			if _, rerr := s.stmt.rollbackTo.ExecContext(ctx); rerr != nil {
-				return fmt.Errorf("%w: %w", errSQLiteTxLost, err)
-			}
-		}
-		if _, rerr := s.stmt.release.ExecContext(ctx); rerr != nil {
-			return fmt.Errorf("%w: %w", errSQLiteTxLost, sqliteError("release savepoint", rerr, s.busy))
-		}
-		return err
-	case sqliteClaim:
-		return s.applyClaim(ctx, op, now)
-	case sqliteExtend, sqliteRelease:
-		return s.applyOwned(ctx, op, now)
 	}
-	return fmt.Errorf("dedupe: sqlite: unknown operation %d", op.kind)
-}
-
-func txErr(what string, err error, busy time.Duration) error {
-	return fmt.Errorf("%w: %w", errSQLiteTxLost, sqliteError(what, err, busy))
-}
-
-func (s *SQLiteStore) applyMark(ctx context.Context, op *sqliteOp, now time.Time) error {
-	dkey := op.key.String()
-	if _, err := s.stmt.claimDelete.ExecContext(ctx, dkey); err != nil {
-		return sqliteError("mark", err, s.busy)
+	if _, rerr := s.stmt.release.ExecContext(ctx); rerr != nil {
+		return fmt.Errorf("%w: %w", errSQLiteTxLost, sqliteError("release savepoint", rerr, s.busy))
 	}
-	created := formatSQLiteTime(now, s.loc)
-	expires := formatSQLiteTime(now.Add(op.d), s.loc)
-	if _, err := s.stmt.markUpsert.ExecContext(ctx, dkey, op.key.Channel, op.key.MessageID, created, expires); err != nil {
-		return sqliteError("mark", err, s.busy)
-	}
-	return nil
-}
-
-// marked reports whether dkey has an unexpired mark.
-func (s *SQLiteStore) marked(ctx context.Context, dkey string, now time.Time) (bool, error) {
-	var exp sql.NullString
-	err := s.stmt.markGet.QueryRowContext(ctx, dkey).Scan(&exp)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return sqliteLive(exp, now, s.loc), nil
-}
-
-func (s *SQLiteStore) applyClaim(ctx context.Context, op *sqliteOp, now time.Time) error {
-	dkey := op.key.String()
-	dup, err := s.marked(ctx, dkey, now)
-	if err != nil {
-		return sqliteError("claim", err, s.busy)
-	}
-	if dup {
-		op.status = Duplicate
-		return nil
-	}
-	tok := s.newToken()
-	res, err := s.stmt.claimTake.ExecContext(ctx, dkey, tok, now.Add(op.d).UnixNano(), now.UnixNano())
-	if err != nil {
-		return sqliteError("claim", err, s.busy)
-	}
-	if n, _ := res.RowsAffected(); n == 1 {
-		op.status, op.token = Claimed, tok
-	} else {
-		op.status = InFlight
-	}
-	return nil
-}
-
-func (s *SQLiteStore) applyOwned(ctx context.Context, op *sqliteOp, now time.Time) error {
-	what := "release"
-	if op.kind == sqliteExtend {
-		what = "extend"
-	}
-	dkey := op.key.String()
-	dup, err := s.marked(ctx, dkey, now)
-	if err != nil {
-		return sqliteError(what, err, s.busy)
-	}
-	if dup {
-		return fmt.Errorf("%w: %s is marked", ErrNotOwner, op.key)
-	}
-	var res sql.Result
-	if op.kind == sqliteExtend {
-		res, err = s.stmt.claimExtend.ExecContext(ctx, now.Add(op.d).UnixNano(), dkey, op.token, now.UnixNano())
-	} else {
-		res, err = s.stmt.claimDrop.ExecContext(ctx, dkey, op.token, now.UnixNano())
-	}
-	if err != nil {
-		return sqliteError(what, err, s.busy)
-	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return fmt.Errorf("%w: %s", ErrNotOwner, op.key)
-	}
-	return nil
+	return err
 }

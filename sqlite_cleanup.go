@@ -2,6 +2,7 @@ package dedupe
 
 import (
 	"context"
+	"math"
 	"time"
 )
 
@@ -15,25 +16,37 @@ import (
 // deleted some hours after it expired, once its text sorts before the current
 // local time; it is absent to every method from its expiry all the same.
 func (s *SQLiteStore) CleanupExpired(ctx context.Context) (int64, error) {
-	if s.isClosed.Load() {
+	if s.closed.Load() {
 		return 0, ErrClosed
 	}
 	var total int64
-	cur := sqliteCursor{rowid: -1 << 63}
+	cur := sqliteCursor{rowid: math.MinInt64}
 	for {
 		if err := ctx.Err(); err != nil {
 			return total, err
 		}
-		op := &sqliteOp{kind: sqliteCleanup, cur: cur}
-		if err := s.submit(ctx, op); err != nil {
+		step := sqliteCleanupStep{cur: cur}
+		err := s.submit(ctx, func(ctx context.Context, now time.Time) error {
+			return s.inSavepoint(ctx, func() error { return s.cleanupStep(ctx, now, &step) })
+		})
+		if err != nil {
 			return total, err
 		}
-		total += op.n
-		if op.finished {
+		total += step.n
+		if step.finished {
 			return total, nil
 		}
-		cur = op.cur
+		cur = step.cur
 	}
+}
+
+// sqliteCleanupStep is one transaction of CleanupExpired: where its scan of
+// the marks in other formats resumes, and, once it ran, how many rows it
+// deleted, and whether nothing is left to delete.
+type sqliteCleanupStep struct {
+	cur      sqliteCursor
+	n        int64
+	finished bool
 }
 
 // sqliteCursor is a position in the expires_at index of the marks table.
@@ -42,46 +55,29 @@ type sqliteCursor struct {
 	rowid   int64
 }
 
-// applyCleanup deletes up to s.batch expired claims and up to s.batch expired
-// marks in the store's own format; once those are gone, it goes on through the
-// marks in other formats whose text sorts at or before the current local time
-// (which holds every expired row in a naive format), from op.cur on, s.batch
-// at a time, parsing each and deleting it if it has expired.
-func (s *SQLiteStore) applyCleanup(ctx context.Context, op *sqliteOp, now time.Time) error {
+// cleanupStep deletes up to a batch of expired claims and up to a batch of
+// expired marks in the store's own format; once those are gone, it goes on
+// through the marks in other formats whose text sorts at or before the
+// current local time (which holds every expired row in a naive format), from
+// st.cur on, a batch at a time, parsing each and deleting it if it has
+// expired.
+func (s *SQLiteStore) cleanupStep(ctx context.Context, now time.Time, st *sqliteCleanupStep) error {
 	nowText := formatSQLiteTime(now, s.loc)
-	res, err := s.stmt.cleanClaims.ExecContext(ctx, now.UnixNano(), s.batch)
+	res, err := s.stmt.cleanClaims.ExecContext(ctx, now.UnixNano(), s.cleanupBatch)
 	if err != nil {
 		return sqliteError("cleanup", err, s.busy)
 	}
 	nClaims, _ := res.RowsAffected()
-	if res, err = s.stmt.cleanMarks.ExecContext(ctx, nowText, s.batch); err != nil {
+	if res, err = s.stmt.cleanMarks.ExecContext(ctx, nowText, s.cleanupBatch); err != nil {
 		return sqliteError("cleanup", err, s.busy)
 	}
 	nMarks, _ := res.RowsAffected()
-	op.n = nClaims + nMarks
-	if nClaims == int64(s.batch) || nMarks == int64(s.batch) {
+	st.n = nClaims + nMarks
+	if nClaims == int64(s.cleanupBatch) || nMarks == int64(s.cleanupBatch) {
 		return nil // more to do
 	}
-	rows, err := s.stmt.cleanScan.QueryContext(ctx, nowText, op.cur.expires, op.cur.rowid, s.batch)
+	expired, scanned, err := s.scanOtherFormats(ctx, now, nowText, &st.cur)
 	if err != nil {
-		return sqliteError("cleanup", err, s.busy)
-	}
-	var expired []int64
-	scanned := 0
-	for rows.Next() {
-		var rowid int64
-		var exp string
-		if err := rows.Scan(&rowid, &exp); err != nil {
-			rows.Close()
-			return sqliteError("cleanup", err, s.busy)
-		}
-		scanned++
-		op.cur = sqliteCursor{expires: exp, rowid: rowid}
-		if t, ok := parseSQLiteTime(exp, s.loc); ok && !now.Before(t) {
-			expired = append(expired, rowid)
-		}
-	}
-	if err := rows.Err(); err != nil {
 		return sqliteError("cleanup", err, s.busy)
 	}
 	for _, id := range expired {
@@ -89,9 +85,33 @@ func (s *SQLiteStore) applyCleanup(ctx context.Context, op *sqliteOp, now time.T
 			return sqliteError("cleanup", err, s.busy)
 		}
 	}
-	op.n += int64(len(expired))
-	op.finished = scanned < s.batch
+	st.n += int64(len(expired))
+	st.finished = scanned < s.cleanupBatch
 	return nil
+}
+
+// scanOtherFormats reads up to a batch of marks in formats other than the
+// store's whose text sorts at or before nowText, after cur, and returns the
+// rowids of those expired at now and how many it read. It moves cur past them.
+func (s *SQLiteStore) scanOtherFormats(ctx context.Context, now time.Time, nowText string, cur *sqliteCursor) (expired []int64, scanned int, err error) {
+	rows, err := s.stmt.cleanScan.QueryContext(ctx, nowText, cur.expires, cur.rowid, s.cleanupBatch)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var rowid int64
+		var exp string
+		if err := rows.Scan(&rowid, &exp); err != nil {
+			return nil, 0, err
+		}
+		scanned++
+		*cur = sqliteCursor{expires: exp, rowid: rowid}
+		if t, ok := parseSQLiteTime(exp, s.loc); ok && !now.Before(t) {
+			expired = append(expired, rowid)
+		}
+	}
+	return expired, scanned, rows.Err()
 }
 
 // sweep calls CleanupExpired every interval until ctx is cancelled.
