@@ -156,20 +156,8 @@ func OpenSQLite(path string, cfg SQLiteConfig) (*SQLiteStore, error) {
 	if err := cfg.normalize(); err != nil {
 		return nil, err
 	}
-	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
-		return nil, fmt.Errorf("dedupe: open sqlite %q: want the path of a database file", path)
-	}
-	dir := filepath.Dir(path)
-	if fi, err := os.Stat(dir); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("dedupe: open sqlite %s: directory %s does not exist", path, dir)
-		}
-		return nil, fmt.Errorf("dedupe: open sqlite %s: %w", path, err)
-	} else if !fi.IsDir() {
-		return nil, fmt.Errorf("dedupe: open sqlite %s: %s is not a directory", path, dir)
-	}
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return nil, fmt.Errorf("dedupe: open sqlite %s: is a directory", path)
+	if err := checkSQLitePath(path); err != nil {
+		return nil, sqliteFail("open", path, err, cfg.BusyTimeout)
 	}
 	// A file: URI, so that no character of path is taken for a query.
 	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(filepath.ToSlash(path))
@@ -177,16 +165,37 @@ func OpenSQLite(path string, cfg SQLiteConfig) (*SQLiteStore, error) {
 		esc, sqliteBusySlice.Milliseconds(), cfg.Synchronous)
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
-		return nil, fmt.Errorf("dedupe: open sqlite %s: %w", path, err)
+		return nil, sqliteFail("open", path, err, cfg.BusyTimeout)
 	}
 	db.SetMaxOpenConns(sqliteMaxReadConns + 1)
 	db.SetMaxIdleConns(sqliteMaxReadConns + 1)
-	s, err := newSQLiteStore(db, cfg, true)
+	s, err := newSQLiteStore(db, cfg, path)
 	if err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("dedupe: open sqlite %s: %w", path, err)
+		return nil, err
 	}
 	return s, nil
+}
+
+// checkSQLitePath returns why path cannot be the file of a database, if it
+// cannot.
+func checkSQLitePath(path string) error {
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return errors.New("want the path of a database file")
+	}
+	dir := filepath.Dir(path)
+	if fi, err := os.Stat(dir); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("directory %s does not exist", dir)
+		}
+		return err
+	} else if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return errors.New("is a directory")
+	}
+	return nil
 }
 
 // NewSQLiteStore returns a store on db, an open SQLite database (the
@@ -202,15 +211,15 @@ func OpenSQLite(path string, cfg SQLiteConfig) (*SQLiteStore, error) {
 // database busy for up to [SQLiteConfig.BusyTimeout].
 func NewSQLiteStore(db *sql.DB, cfg SQLiteConfig) (*SQLiteStore, error) {
 	if db == nil {
-		return nil, errors.New("dedupe: sqlite: nil *sql.DB")
+		return nil, errors.New("dedupe: sqlite: open: nil *sql.DB")
 	}
 	if err := cfg.normalize(); err != nil {
 		return nil, err
 	}
 	if n := db.Stats().MaxOpenConnections; n == 1 {
-		return nil, errors.New("dedupe: sqlite: the *sql.DB allows one open connection; the store needs one for its writes and more for reads")
+		return nil, errors.New("dedupe: sqlite: open: the *sql.DB allows one open connection; the store needs one for its writes and more for reads")
 	}
-	return newSQLiteStore(db, cfg, false)
+	return newSQLiteStore(db, cfg, "")
 }
 
 // normalize checks cfg and fills in the defaults of its zero fields.
@@ -253,14 +262,17 @@ func (cfg *SQLiteConfig) normalize() error {
 	return nil
 }
 
-func newSQLiteStore(db *sql.DB, cfg SQLiteConfig, own bool) (*SQLiteStore, error) {
+// newSQLiteStore returns a store on db with cfg, normalized. path is the
+// database file when the store owns db ([OpenSQLite]) and "" when the caller
+// does ([NewSQLiteStore]).
+func newSQLiteStore(db *sql.DB, cfg SQLiteConfig, path string) (*SQLiteStore, error) {
 	var pre [8]byte
 	if _, err := rand.Read(pre[:]); err != nil {
-		return nil, fmt.Errorf("dedupe: sqlite: token prefix: %w", err)
+		return nil, sqliteFail("open", path, fmt.Errorf("token prefix: %w", err), cfg.BusyTimeout)
 	}
 	s := &SQLiteStore{
 		db:           db,
-		ownDB:        own,
+		ownDB:        path != "",
 		ttl:          cfg.TTL,
 		lease:        cfg.Lease,
 		loc:          cfg.Location,
@@ -282,11 +294,11 @@ func newSQLiteStore(db *sql.DB, cfg SQLiteConfig, own bool) (*SQLiteStore, error
 		s.conn, err = db.Conn(ctx)
 		return err
 	}); err != nil {
-		return nil, sqliteError("connect", err, s.busy)
+		return nil, s.fail("open", path, fmt.Errorf("connect: %w", err))
 	}
-	if err := s.setup(ctx, cfg, own); err != nil {
+	if err := s.setup(ctx, cfg); err != nil {
 		s.closeConn()
-		return nil, err
+		return nil, s.fail("open", path, err)
 	}
 	go s.writer()
 	if cfg.CleanupInterval > 0 {
@@ -302,14 +314,14 @@ func newSQLiteStore(db *sql.DB, cfg SQLiteConfig, own bool) (*SQLiteStore, error
 // database the store owns in WAL mode, creates the tables that are missing
 // and prepares the statements. It refuses incompatible tables before
 // changing anything, the journal mode included.
-func (s *SQLiteStore) setup(ctx context.Context, cfg SQLiteConfig, own bool) error {
-	if err := s.configure(ctx, cfg.Synchronous, own); err != nil {
-		return sqliteError("configure", err, s.busy)
+func (s *SQLiteStore) setup(ctx context.Context, cfg SQLiteConfig) error {
+	if err := s.configure(ctx, cfg.Synchronous); err != nil {
+		return fmt.Errorf("configure: %w", err)
 	}
 	if err := s.checkTables(ctx); err != nil {
 		return err
 	}
-	if own {
+	if s.ownDB {
 		if err := s.setWAL(ctx); err != nil {
 			return err
 		}
@@ -323,8 +335,8 @@ func (s *SQLiteStore) setup(ctx context.Context, cfg SQLiteConfig, own bool) err
 // configure sets the busy timeout and the synchronous setting of the
 // writer's connection, after noting those of a caller's connection for Close
 // to restore.
-func (s *SQLiteStore) configure(ctx context.Context, synchronous string, own bool) error {
-	if !own {
+func (s *SQLiteStore) configure(ctx context.Context, synchronous string) error {
+	if !s.ownDB {
 		var busy int64
 		var sync int
 		if err := s.conn.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&busy); err != nil {
@@ -346,15 +358,16 @@ func (s *SQLiteStore) configure(ctx context.Context, synchronous string, own boo
 	return nil
 }
 
+// setWAL puts the database in WAL mode.
 func (s *SQLiteStore) setWAL(ctx context.Context) error {
 	var mode string
 	if err := s.retryBusy(ctx, nil, func() error {
 		return s.conn.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode)
 	}); err != nil {
-		return sqliteError("set WAL mode", err, s.busy)
+		return fmt.Errorf("set WAL mode: %w", err)
 	}
 	if !strings.EqualFold(mode, "wal") {
-		return fmt.Errorf("dedupe: sqlite: cannot switch to WAL mode, journal mode is %q", mode)
+		return fmt.Errorf("cannot switch to WAL mode, journal mode is %q", mode)
 	}
 	return nil
 }
@@ -385,7 +398,7 @@ func (s *SQLiteStore) Exists(ctx context.Context, key Key) (bool, error) {
 	case ctx.Err() != nil:
 		return false, ctx.Err()
 	}
-	return false, sqliteError("exists", err, s.busy)
+	return false, s.fail("exists", dkey, err)
 }
 
 // Mark records key as processed for ttl (ttl <= 0: the configured TTL),
@@ -397,14 +410,14 @@ func (s *SQLiteStore) Mark(ctx context.Context, key Key, ttl time.Duration) erro
 	}
 	ttl = orDefault(ttl, s.ttl)
 	dkey := key.String()
-	return s.submit(ctx, func(ctx context.Context, now time.Time) error {
+	return s.submit(ctx, "mark", dkey, func(ctx context.Context, now time.Time) error {
 		return s.inSavepoint(ctx, func() error {
 			if _, err := s.stmt.claimDelete.ExecContext(ctx, dkey); err != nil {
-				return sqliteError("mark", err, s.busy)
+				return err
 			}
 			created, expires := formatSQLiteTime(now, s.loc), formatSQLiteTime(now.Add(ttl), s.loc)
 			_, err := s.stmt.markUpsert.ExecContext(ctx, dkey, key.Channel, key.MessageID, created, expires)
-			return sqliteError("mark", err, s.busy)
+			return err
 		})
 	})
 }
@@ -419,10 +432,10 @@ func (s *SQLiteStore) Claim(ctx context.Context, key Key, lease time.Duration) (
 	lease = orDefault(lease, s.lease)
 	dkey := key.String()
 	c := Claim{Key: key}
-	err := s.submit(ctx, func(ctx context.Context, now time.Time) error {
+	err := s.submit(ctx, "claim", dkey, func(ctx context.Context, now time.Time) error {
 		dup, err := s.marked(ctx, dkey, now)
 		if err != nil {
-			return sqliteError("claim", err, s.busy)
+			return err
 		}
 		if dup {
 			c.Status = Duplicate
@@ -431,7 +444,7 @@ func (s *SQLiteStore) Claim(ctx context.Context, key Key, lease time.Duration) (
 		tok := s.newToken()
 		res, err := s.stmt.claimTake.ExecContext(ctx, dkey, tok, now.Add(lease).UnixNano(), now.UnixNano())
 		if err != nil {
-			return sqliteError("claim", err, s.busy)
+			return err
 		}
 		if n, _ := res.RowsAffected(); n == 1 {
 			c.Status, c.Token = Claimed, tok
@@ -488,10 +501,10 @@ func (s *SQLiteStore) owned(ctx context.Context, op string, c Claim,
 	change func(ctx context.Context, dkey string, now time.Time) (sql.Result, error)) error {
 	dkey := c.Key.String()
 	var refused error
-	err := s.submit(ctx, func(ctx context.Context, now time.Time) error {
+	err := s.submit(ctx, op, dkey, func(ctx context.Context, now time.Time) error {
 		dup, err := s.marked(ctx, dkey, now)
 		if err != nil {
-			return sqliteError(op, err, s.busy)
+			return err
 		}
 		if dup {
 			refused = fmt.Errorf("%w: %s is marked", ErrNotOwner, c.Key)
@@ -499,7 +512,7 @@ func (s *SQLiteStore) owned(ctx context.Context, op string, c Claim,
 		}
 		res, err := change(ctx, dkey, now)
 		if err != nil {
-			return sqliteError(op, err, s.busy)
+			return err
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
 			refused = fmt.Errorf("%w: %s", ErrNotOwner, c.Key)

@@ -51,13 +51,14 @@ type sqliteQueue struct {
 
 // errSQLiteTxLost marks an error after which SQLite rolled back the whole
 // transaction, so that every call in it fails.
-var errSQLiteTxLost = errors.New("dedupe: sqlite: transaction rolled back")
+var errSQLiteTxLost = errors.New("transaction rolled back")
 
 // submit queues fn for the writer and waits for its outcome. A call whose
 // context ends while fn is still queued returns the context's error and fn
 // never runs; once the writer has started fn, submit waits for its outcome,
-// so an error always means that nothing was written.
-func (s *SQLiteStore) submit(ctx context.Context, fn sqliteWrite) error {
+// so an error always means that nothing was written. A failure is returned
+// as the failure of op on subject.
+func (s *SQLiteStore) submit(ctx context.Context, op, subject string, fn sqliteWrite) error {
 	c := &sqliteCall{fn: fn, err: make(chan error, 1)}
 	q := &s.queue
 	q.mu.Lock()
@@ -71,15 +72,19 @@ func (s *SQLiteStore) submit(ctx context.Context, fn sqliteWrite) error {
 	case q.wake <- struct{}{}:
 	default:
 	}
+	var err error
 	select {
-	case err := <-c.err:
-		return err
+	case err = <-c.err:
 	case <-ctx.Done():
 		if c.state.CompareAndSwap(callQueued, callCancelled) {
 			return ctx.Err()
 		}
-		return <-c.err
+		err = <-c.err
 	}
+	if err != nil {
+		return s.fail(op, subject, err)
+	}
+	return nil
 }
 
 // writer runs every write of the store until Close, batching the calls
@@ -133,7 +138,7 @@ func (s *SQLiteStore) runBatch(calls []*sqliteCall) {
 		_, err := s.stmt.begin.ExecContext(ctx)
 		return err
 	}); err != nil {
-		err = sqliteError("begin", err, s.busy)
+		err = fmt.Errorf("begin: %w", err)
 		for _, c := range calls {
 			if c.state.CompareAndSwap(callQueued, callRunning) {
 				c.err <- err
@@ -165,7 +170,7 @@ func (s *SQLiteStore) runBatch(calls []*sqliteCall) {
 			_, err := s.stmt.commit.ExecContext(ctx)
 			return err
 		}); err != nil {
-			lost = sqliteError("commit", err, s.busy)
+			lost = fmt.Errorf("commit: %w", err)
 		}
 	}
 	if lost != nil {
@@ -194,7 +199,7 @@ func allCancelled(calls []*sqliteCall) bool {
 // alone.
 func (s *SQLiteStore) inSavepoint(ctx context.Context, write func() error) error {
 	if _, err := s.stmt.savepoint.ExecContext(ctx); err != nil {
-		return fmt.Errorf("%w: %w", errSQLiteTxLost, sqliteError("savepoint", err, s.busy))
+		return fmt.Errorf("%w: savepoint: %w", errSQLiteTxLost, err)
 	}
 	err := write()
 	if err != nil {
@@ -203,7 +208,7 @@ func (s *SQLiteStore) inSavepoint(ctx context.Context, write func() error) error
 		}
 	}
 	if _, rerr := s.stmt.release.ExecContext(ctx); rerr != nil {
-		return fmt.Errorf("%w: %w", errSQLiteTxLost, sqliteError("release savepoint", rerr, s.busy))
+		return fmt.Errorf("%w: release savepoint: %w", errSQLiteTxLost, rerr)
 	}
 	return err
 }

@@ -26,7 +26,7 @@ func (s *SQLiteStore) CleanupExpired(ctx context.Context) (int64, error) {
 			return total, err
 		}
 		step := sqliteCleanupStep{cur: cur}
-		err := s.submit(ctx, func(ctx context.Context, now time.Time) error {
+		err := s.submit(ctx, "cleanup", s.table, func(ctx context.Context, now time.Time) error {
 			return s.inSavepoint(ctx, func() error { return s.cleanupStep(ctx, now, &step) })
 		})
 		if err != nil {
@@ -65,11 +65,11 @@ func (s *SQLiteStore) cleanupStep(ctx context.Context, now time.Time, st *sqlite
 	nowText := formatSQLiteTime(now, s.loc)
 	res, err := s.stmt.cleanClaims.ExecContext(ctx, now.UnixNano(), s.cleanupBatch)
 	if err != nil {
-		return sqliteError("cleanup", err, s.busy)
+		return err
 	}
 	nClaims, _ := res.RowsAffected()
 	if res, err = s.stmt.cleanMarks.ExecContext(ctx, nowText, s.cleanupBatch); err != nil {
-		return sqliteError("cleanup", err, s.busy)
+		return err
 	}
 	nMarks, _ := res.RowsAffected()
 	st.n = nClaims + nMarks
@@ -78,11 +78,11 @@ func (s *SQLiteStore) cleanupStep(ctx context.Context, now time.Time, st *sqlite
 	}
 	expired, scanned, err := s.scanOtherFormats(ctx, now, nowText, &st.cur)
 	if err != nil {
-		return sqliteError("cleanup", err, s.busy)
+		return err
 	}
 	for _, id := range expired {
 		if _, err := s.stmt.cleanRow.ExecContext(ctx, id); err != nil {
-			return sqliteError("cleanup", err, s.busy)
+			return err
 		}
 	}
 	st.n += int64(len(expired))

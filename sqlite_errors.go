@@ -20,6 +20,8 @@ const (
 	sqliteNotADB   = 26
 )
 
+// sqliteCode returns the primary SQLite result code of err, or 0 if err is
+// not an error of the driver.
 func sqliteCode(err error) int {
 	var e *sqlite.Error
 	if errors.As(err, &e) {
@@ -28,31 +30,43 @@ func sqliteCode(err error) int {
 	return 0
 }
 
-// sqliteError wraps err, from a step of the store, with an explanation of the
-// common failures.
-func sqliteError(what string, err error, busy time.Duration) error {
-	if err == nil {
-		return nil
-	}
-	var hint string
+// sqliteHint explains the common SQLite failures in words, or returns "".
+// busy is the store's busy timeout.
+func sqliteHint(err error, busy time.Duration) string {
 	switch sqliteCode(err) {
 	case sqliteBusy, sqliteLocked:
-		hint = fmt.Sprintf("database is locked by another connection for longer than the busy timeout (%v)", busy)
+		return fmt.Sprintf("database is locked by another connection for longer than the busy timeout (%v)", busy)
 	case sqliteReadonly:
-		hint = "database is read-only (check the permissions of the file and its directory)"
+		return "database is read-only (check the permissions of the file and its directory)"
 	case sqliteCantOpen:
-		hint = "cannot open the database file or its journal (check that the directory exists and is writable)"
+		return "cannot open the database file or its journal (check that the directory exists and is writable)"
 	case sqliteNotADB:
-		hint = "file is not a SQLite database"
+		return "file is not a SQLite database"
 	case sqliteCorrupt:
-		hint = "database file is corrupt"
+		return "database file is corrupt"
 	case sqliteFull:
-		hint = "disk is full"
+		return "disk is full"
 	case sqliteIOErr:
-		hint = "I/O error"
+		return "I/O error"
 	}
-	if hint != "" {
-		return fmt.Errorf("dedupe: sqlite: %s: %s: %w", what, hint, err)
+	return ""
+}
+
+// sqliteFail wraps err, the failure of op on subject (a key, a path, a table;
+// "" for none), as "dedupe: sqlite: <op> <subject>: <hint>: <err>", with the
+// hint of [sqliteHint] when there is one.
+func sqliteFail(op, subject string, err error, busy time.Duration) error {
+	prefix := "dedupe: sqlite: " + op
+	if subject != "" {
+		prefix += " " + subject
 	}
-	return fmt.Errorf("dedupe: sqlite: %s: %w", what, err)
+	if hint := sqliteHint(err, busy); hint != "" {
+		return fmt.Errorf("%s: %s: %w", prefix, hint, err)
+	}
+	return fmt.Errorf("%s: %w", prefix, err)
+}
+
+// fail is [sqliteFail] with the store's busy timeout.
+func (s *SQLiteStore) fail(op, subject string, err error) error {
+	return sqliteFail(op, subject, err, s.busy)
 }

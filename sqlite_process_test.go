@@ -387,7 +387,7 @@ func TestSQLiteReadOnly(t *testing.T) {
 				}
 			}
 			t.Log(msg)
-			require.True(t, strings.HasPrefix(msg, "error: dedupe: open sqlite "+path), msg)
+			require.True(t, strings.HasPrefix(msg, "error: dedupe: sqlite: open "+path+": "), msg)
 			assert.Regexp(t, "read-only|cannot open the database file or its journal", msg)
 
 			_ = os.Chmod(dir, 0o755)

@@ -72,7 +72,7 @@ func (s *SQLiteStore) checkTables(ctx context.Context) error {
 	if err := s.retryBusy(ctx, nil, func() error {
 		return s.conn.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n)
 	}); err != nil {
-		return sqliteError("read schema", err, s.busy)
+		return fmt.Errorf("read schema: %w", err)
 	}
 	for _, t := range s.tables() {
 		if err := s.retryBusy(ctx, nil, func() error {
@@ -95,18 +95,17 @@ func (s *SQLiteStore) createTables(ctx context.Context) error {
 		return err
 	}
 	if err := s.retryBusy(ctx, nil, func() error { return exec("BEGIN IMMEDIATE") }); err != nil {
-		return sqliteError("create tables", err, s.busy)
+		return fmt.Errorf("create tables: %w", err)
 	}
 	err := s.createMissing(ctx, exec)
 	if err == nil {
-		if err = s.retryBusy(ctx, nil, func() error { return exec("COMMIT") }); err != nil {
-			err = sqliteError("create tables", err, s.busy)
-		}
+		err = s.retryBusy(ctx, nil, func() error { return exec("COMMIT") })
 	}
 	if err != nil {
 		_ = exec("ROLLBACK")
+		return fmt.Errorf("create tables: %w", err)
 	}
-	return err
+	return nil
 }
 
 func (s *SQLiteStore) createMissing(ctx context.Context, exec func(q string) error) error {
@@ -128,7 +127,7 @@ func (s *SQLiteStore) createMissing(ctx context.Context, exec func(q string) err
 		"RELEASE dedupe_probe")
 	for _, q := range stmts {
 		if err := exec(q); err != nil {
-			return sqliteError("create tables", err, s.busy)
+			return err
 		}
 	}
 	return nil
@@ -151,7 +150,7 @@ func (s *SQLiteStore) checkTable(ctx context.Context, t sqliteTable) (bool, erro
 		return false, nil
 	}
 	if err != nil {
-		return false, sqliteError("read schema", err, s.busy)
+		return false, fmt.Errorf("read schema: %w", err)
 	}
 	if typ != "table" {
 		return true, incompatibleTable(t, "it is a %s", typ)
@@ -191,14 +190,14 @@ func (s *SQLiteStore) checkTable(ctx context.Context, t sqliteTable) (bool, erro
 }
 
 func incompatibleTable(t sqliteTable, format string, args ...any) error {
-	return fmt.Errorf("dedupe: sqlite: table %s has an incompatible shape: %s", t.name, fmt.Sprintf(format, args...))
+	return fmt.Errorf("table %s has an incompatible shape: %s", t.name, fmt.Sprintf(format, args...))
 }
 
 // columns returns the columns of table by their names in lower case.
 func (s *SQLiteStore) columns(ctx context.Context, table string) (map[string]sqliteColumnInfo, error) {
 	rows, err := s.conn.QueryContext(ctx, `SELECT name, type, "notnull", dflt_value IS NOT NULL, pk FROM pragma_table_info(?)`, table)
 	if err != nil {
-		return nil, sqliteError("read schema", err, s.busy)
+		return nil, fmt.Errorf("read schema: %w", err)
 	}
 	defer rows.Close()
 	cols := map[string]sqliteColumnInfo{}
@@ -206,12 +205,12 @@ func (s *SQLiteStore) columns(ctx context.Context, table string) (map[string]sql
 		var name string
 		var col sqliteColumnInfo
 		if err := rows.Scan(&name, &col.typ, &col.notNull, &col.hasDef, &col.pk); err != nil {
-			return nil, sqliteError("read schema", err, s.busy)
+			return nil, fmt.Errorf("read schema: %w", err)
 		}
 		cols[strings.ToLower(name)] = col
 	}
 	if err := rows.Err(); err != nil {
-		return nil, sqliteError("read schema", err, s.busy)
+		return nil, fmt.Errorf("read schema: %w", err)
 	}
 	return cols, nil
 }

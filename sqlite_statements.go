@@ -3,6 +3,7 @@ package dedupe
 import (
 	"context"
 	"database/sql"
+	"fmt"
 )
 
 // sqliteStatements are the prepared statements of a store: exists on the
@@ -68,7 +69,7 @@ func (s *SQLiteStore) prepare(ctx context.Context) error {
 			*p.stmt, err = on.PrepareContext(ctx, p.sql)
 			return err
 		}); err != nil {
-			return sqliteError("prepare", err, s.busy)
+			return fmt.Errorf("prepare: %w", err)
 		}
 	}
 	return nil
