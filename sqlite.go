@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,6 +65,10 @@ type SQLiteConfig struct {
 	// CleanupExpired deletes, so that writers are never blocked for long.
 	// Default 1000 ([DefaultSQLiteCleanupBatch]).
 	CleanupBatch int
+	// Logger receives the errors of the background sweeper (see
+	// CleanupInterval), which has no caller to return them to. Default
+	// [slog.Default].
+	Logger *slog.Logger
 }
 
 // SQLiteStore is a [Store] in a SQLite database file, so that marks survive a
@@ -112,9 +117,10 @@ type SQLiteStore struct {
 	now          func() time.Time
 	busy         time.Duration
 	cleanupBatch int
-	table        string // the marks table's name
+	table        string // the marks table's name, for messages
 	marks        string // quoted identifiers
 	claims       string
+	log          *slog.Logger
 	tokenPre     string
 	tokenSeq     atomic.Uint64
 
@@ -238,6 +244,9 @@ func (cfg *SQLiteConfig) normalize() error {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
 	if cfg.CleanupInterval < 0 {
 		return fmt.Errorf("dedupe: sqlite: negative CleanupInterval %v", cfg.CleanupInterval)
 	}
@@ -282,6 +291,7 @@ func newSQLiteStore(db *sql.DB, cfg SQLiteConfig, path string) (*SQLiteStore, er
 		table:        cfg.Table,
 		marks:        `"` + cfg.Table + `"`,
 		claims:       `"` + cfg.Table + `_claims"`,
+		log:          cfg.Logger,
 		tokenPre:     hex.EncodeToString(pre[:]),
 		queue: sqliteQueue{
 			wake: make(chan struct{}, 1),

@@ -2,6 +2,7 @@ package dedupe
 
 import (
 	"context"
+	"errors"
 	"math"
 	"time"
 )
@@ -114,7 +115,9 @@ func (s *SQLiteStore) scanOtherFormats(ctx context.Context, now time.Time, nowTe
 	return expired, scanned, rows.Err()
 }
 
-// sweep calls CleanupExpired every interval until ctx is cancelled.
+// sweep calls CleanupExpired every interval until ctx is cancelled, and logs
+// its failures, which it retries at the next tick; expired rows are absent to
+// readers meanwhile.
 func (s *SQLiteStore) sweep(ctx context.Context, interval time.Duration) {
 	defer close(s.sweeperDone)
 	t := time.NewTicker(interval)
@@ -124,9 +127,10 @@ func (s *SQLiteStore) sweep(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			// A failure (a lock held too long, a closed store) is retried at
-			// the next tick; expired rows are absent to readers meanwhile.
-			_, _ = s.CleanupExpired(ctx)
+		}
+		n, err := s.CleanupExpired(ctx)
+		if err != nil && ctx.Err() == nil && !errors.Is(err, ErrClosed) {
+			s.log.Warn("dedupe: sqlite: background cleanup failed", "table", s.table, "deleted", n, "error", err)
 		}
 	}
 }

@@ -1,9 +1,12 @@
 package dedupe_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"testing"
 	"testing/synctest"
@@ -129,5 +132,44 @@ func TestSQLiteSweeper(t *testing.T) {
 		require.NoError(t, db.Close())
 		require.NoError(t, s.Close()) // stops and waits for the sweeper: synctest fails on a leaked goroutine
 		require.NoError(t, s.Close())
+	})
+}
+
+// TestSQLiteSweeperLogsErrors makes the sweeper's cleanup fail on a real
+// file, where a trigger refuses to delete an expired mark, and finds the error
+// in the configured Logger, once per failed sweep.
+func TestSQLiteSweeperLogsErrors(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "d.db")
+	synctest.Test(t, func(t *testing.T) {
+		clock := dedupetest.NewClock(sqliteT0)
+		var logs bytes.Buffer // written by the sweeper, read once Close has stopped it
+		s, err := dedupe.OpenSQLite(path, dedupe.SQLiteConfig{
+			Now: clock.Now, CleanupInterval: time.Minute, Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
+		})
+		require.NoError(t, err)
+		require.NoError(t, s.Mark(context.Background(), dedupe.Key{Channel: "s", MessageID: "1"}, time.Second))
+		db, err := sql.Open("sqlite", path)
+		require.NoError(t, err)
+		_, err = db.Exec(`CREATE TRIGGER keep_marks BEFORE DELETE ON gateway_dedupe BEGIN SELECT RAISE(ABORT, 'marks are kept'); END`)
+		require.NoError(t, err)
+		require.NoError(t, db.Close())
+
+		clock.Advance(time.Hour)
+		time.Sleep(2 * time.Minute) // two ticks
+		synctest.Wait()             // and their cleanups, done
+		require.NoError(t, s.Close())
+
+		dec := json.NewDecoder(&logs)
+		for range 2 {
+			var rec map[string]any
+			require.NoError(t, dec.Decode(&rec))
+			assert.Equal(t, "WARN", rec["level"])
+			assert.Equal(t, "dedupe: sqlite: background cleanup failed", rec["msg"])
+			assert.Equal(t, "gateway_dedupe", rec["table"])
+			assert.EqualValues(t, 0, rec["deleted"])
+			assert.Contains(t, rec["error"], "dedupe: sqlite: cleanup gateway_dedupe: ")
+			assert.Contains(t, rec["error"], "marks are kept")
+		}
+		assert.False(t, dec.More(), "one record per failed sweep, none for Close: %s", logs.String())
 	})
 }
