@@ -31,35 +31,7 @@ func TestSQLiteCleanupExpired(t *testing.T) {
 	assert.Zero(t, n, "empty store")
 
 	const short, long = 350, 40
-	var claims []dedupe.Claim
-	for i := range short {
-		require.NoError(t, s.Mark(ctx, dedupe.Key{Channel: "m", MessageID: fmt.Sprint(i)}, time.Minute))
-		c, err := s.Claim(ctx, dedupe.Key{Channel: "c", MessageID: fmt.Sprint(i)}, time.Minute)
-		require.NoError(t, err)
-		claims = append(claims, c)
-	}
-	for i := range long {
-		require.NoError(t, s.Mark(ctx, dedupe.Key{Channel: "M", MessageID: fmt.Sprint(i)}, time.Hour))
-		_, err := s.Claim(ctx, dedupe.Key{Channel: "C", MessageID: fmt.Sprint(i)}, time.Hour)
-		require.NoError(t, err)
-	}
-	// Rows in other formats: kept forever, or expired in an offset NekoBot's
-	// text comparison and ours would read late, or live though their text
-	// sorts early (250 of them, more than a batch).
-	insert := func(key string, expires any) {
-		_, err := db.Exec("INSERT INTO gateway_dedupe VALUES (?, 'x', 'x', '2026-11-29T20:00:00', ?)", key, expires)
-		require.NoError(t, err)
-	}
-	insert("x:null", nil)
-	insert("x:garbage", "garbage")
-	insert("x:0000", "0000-00-00")
-	insert("x:z-expired", "2026-11-29T20:05:00Z")
-	insert("x:space-expired", "2026-11-29 20:05:00")
-	insert("x:milli-expired", "2026-11-29T20:05:00.123")
-	for i := range 250 {
-		insert(fmt.Sprintf("x:west-%d", i), fmt.Sprintf("2026-11-29T20:%02d:00-05:00", i%60)) // 01:xx next day UTC
-	}
-	insert("x:east-expired", "2026-11-29T22:00:00+05:00") // 17:00Z, but its text sorts after 20:40
+	claims := fillForCleanup(t, s, db, short, long)
 
 	clock.Advance(10 * time.Minute) // 20:40: the short ones have expired
 	n, err = s.CleanupExpired(ctx)
@@ -104,6 +76,44 @@ func TestSQLiteCleanupExpired(t *testing.T) {
 	require.NoError(t, s.Close())
 	_, err = s.CleanupExpired(ctx)
 	assert.ErrorIs(t, err, dedupe.ErrClosed)
+}
+
+// fillForCleanup marks short keys m:i and claims short keys c:i for a minute,
+// marks long keys M:i and claims long keys C:i for an hour, and writes marks
+// in other formats than the store's: kept forever, or expired in an offset
+// NekoBot's text comparison and ours would read late, or live though their
+// text sorts early (250 of them, more than a batch). It returns the short
+// claims.
+func fillForCleanup(t *testing.T, s *dedupe.SQLiteStore, db *sql.DB, short, long int) []dedupe.Claim {
+	t.Helper()
+	ctx := context.Background()
+	var claims []dedupe.Claim
+	for i := range short {
+		require.NoError(t, s.Mark(ctx, dedupe.Key{Channel: "m", MessageID: fmt.Sprint(i)}, time.Minute))
+		c, err := s.Claim(ctx, dedupe.Key{Channel: "c", MessageID: fmt.Sprint(i)}, time.Minute)
+		require.NoError(t, err)
+		claims = append(claims, c)
+	}
+	for i := range long {
+		require.NoError(t, s.Mark(ctx, dedupe.Key{Channel: "M", MessageID: fmt.Sprint(i)}, time.Hour))
+		_, err := s.Claim(ctx, dedupe.Key{Channel: "C", MessageID: fmt.Sprint(i)}, time.Hour)
+		require.NoError(t, err)
+	}
+	insert := func(key string, expires any) {
+		_, err := db.Exec("INSERT INTO gateway_dedupe VALUES (?, 'x', 'x', '2026-11-29T20:00:00', ?)", key, expires)
+		require.NoError(t, err)
+	}
+	insert("x:null", nil)
+	insert("x:garbage", "garbage")
+	insert("x:0000", "0000-00-00")
+	insert("x:z-expired", "2026-11-29T20:05:00Z")
+	insert("x:space-expired", "2026-11-29 20:05:00")
+	insert("x:milli-expired", "2026-11-29T20:05:00.123")
+	for i := range 250 {
+		insert(fmt.Sprintf("x:west-%d", i), fmt.Sprintf("2026-11-29T20:%02d:00-05:00", i%60)) // 01:xx next day UTC
+	}
+	insert("x:east-expired", "2026-11-29T22:00:00+05:00") // 17:00Z, but its text sorts after 20:40
+	return claims
 }
 
 func TestSQLiteSweeper(t *testing.T) {

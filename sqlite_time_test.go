@@ -74,32 +74,9 @@ func TestSQLiteNekoBotFixture(t *testing.T) {
 
 	clock := dedupetest.NewClock(sqliteT0)
 	s := openSQLite(t, path, dedupe.SQLiteConfig{Location: time.UTC, Now: clock.Now})
-	ctx := context.Background()
-
-	live := map[string]bool{"qq:1001": true, "telegram:5": true, "web:a:b:c": true, "discord:123456789012345678": true}
 	db := rawDB(t, path)
-	rows, err := db.Query("SELECT dedupe_key FROM gateway_dedupe ORDER BY dedupe_key")
-	require.NoError(t, err)
-	var all []string
-	for rows.Next() {
-		var k string
-		require.NoError(t, rows.Scan(&k))
-		all = append(all, k)
-	}
-	require.NoError(t, rows.Err())
-	require.Len(t, all, 6, "fixture rows")
-	got := map[string]bool{}
-	for _, text := range all {
-		k, err := dedupe.ParseKey(text)
-		require.NoError(t, err, text)
-		ok, err := s.Exists(ctx, k)
-		require.NoError(t, err)
-		if ok {
-			got[text] = true
-		}
-		assert.Equal(t, ok, nekobotExists(t, db, text, clock.Now()), "store and NekoBot agree on %s", text)
-	}
-	assert.Equal(t, live, got, "live keys at %v", sqliteT0)
+	ctx := context.Background()
+	storeReadsNekoBotMarks(t, s, db, clock)
 
 	// Claim sees NekoBot's marks; an expired one can be claimed.
 	c, err := s.Claim(ctx, dedupe.Key{Channel: "telegram", MessageID: "5"}, 0)
@@ -110,52 +87,13 @@ func TestSQLiteNekoBotFixture(t *testing.T) {
 	require.Equal(t, dedupe.Claimed, c.Status)
 	assert.False(t, nekobotExists(t, db, "qq:1002", clock.Now()), "a claim is no mark to NekoBot")
 
-	// Marks written by the store read correctly by NekoBot's rules, with and
-	// without microseconds.
-	k1 := dedupe.Key{Channel: "telegram", MessageID: "6"}
-	require.NoError(t, s.Mark(ctx, k1, time.Hour))
-	clock.Advance(250001 * time.Microsecond)
-	require.NoError(t, s.Mark(ctx, c.Key, 2*time.Hour)) // qq:1002 again, and drops the claim
-	k3 := dedupe.Key{Channel: "web", MessageID: "x:y"}
-	require.NoError(t, s.Mark(ctx, k3, time.Minute))
-	type row struct{ channel, id, created, expires string }
-	read := func(key string) row {
-		var r row
-		require.NoError(t, db.QueryRow("SELECT channel_id, message_id, created_at, expires_at FROM gateway_dedupe WHERE dedupe_key = ?", key).
-			Scan(&r.channel, &r.id, &r.created, &r.expires))
-		return r
-	}
-	assert.Equal(t, row{"telegram", "6", "2026-11-29T20:30:00", "2026-11-29T21:30:00"}, read("telegram:6"))
-	// NekoBot's upsert keeps created_at and updates expires_at.
-	assert.Equal(t, row{"qq", "1002", "2026-11-29T20:28:32.893487", "2026-11-29T22:30:00.250001"}, read("qq:1002"))
-	assert.Equal(t, row{"web", "x:y", "2026-11-29T20:30:00.250001", "2026-11-29T20:31:00.250001"}, read("web:x:y"))
-	for _, at := range []time.Time{clock.Now(), sqliteT0.Add(time.Minute), sqliteT0.Add(59 * time.Minute), sqliteT0.Add(61 * time.Minute)} {
-		for _, k := range []dedupe.Key{k1, c.Key, k3} {
-			clock.Set(at)
-			ok, err := s.Exists(ctx, k)
-			require.NoError(t, err)
-			assert.Equal(t, nekobotExists(t, db, k.String(), at), ok, "%s at %v", k, at)
-		}
-	}
-	clock.Set(sqliteT0)
-	var claims int
-	require.NoError(t, db.QueryRow("SELECT count(*) FROM gateway_dedupe_claims").Scan(&claims))
-	assert.Zero(t, claims, "Mark dropped the claim")
+	nekobotReadsStoreMarks(t, s, db, clock, c.Key)
 
 	// Only x:1 has expired now; qq:1002 was marked again.
 	n, err := s.CleanupExpired(ctx)
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, n)
-	var left []string
-	rows, err = db.Query("SELECT dedupe_key FROM gateway_dedupe ORDER BY dedupe_key")
-	require.NoError(t, err)
-	for rows.Next() {
-		var k string
-		require.NoError(t, rows.Scan(&k))
-		left = append(left, k)
-	}
-	require.NoError(t, rows.Err())
-	assert.Equal(t, []string{"discord:123456789012345678", "qq:1001", "qq:1002", "telegram:5", "telegram:6", "web:a:b:c", "web:x:y"}, left)
+	assert.Equal(t, []string{"discord:123456789012345678", "qq:1001", "qq:1002", "telegram:5", "telegram:6", "web:a:b:c", "web:x:y"}, markKeys(t, db))
 
 	pythonReadsMarks(t, path, map[string]bool{"qq:1001": true, "qq:1002": true, "telegram:5": true, "telegram:6": true, "web:x:y": true, "web:a:b:c": true})
 
@@ -174,6 +112,79 @@ func TestSQLiteNekoBotFixture(t *testing.T) {
 	require.NoError(t, db.Close())
 	assert.Equal(t, others, dumpTables(t, path, "gateway_dedupe", "gateway_dedupe_claims"), "NekoBot's other tables")
 	assert.Equal(t, dedupeSchema, schemaOf(t, path, "gateway_dedupe"), "NekoBot's table and index")
+}
+
+// markKeys returns the keys of the marks table, in order.
+func markKeys(t *testing.T, db *sql.DB) []string {
+	t.Helper()
+	rows, err := db.Query("SELECT dedupe_key FROM gateway_dedupe ORDER BY dedupe_key")
+	require.NoError(t, err)
+	var keys []string
+	for rows.Next() {
+		var k string
+		require.NoError(t, rows.Scan(&k))
+		keys = append(keys, k)
+	}
+	require.NoError(t, rows.Err())
+	return keys
+}
+
+// storeReadsNekoBotMarks checks that the store and NekoBot agree on every
+// mark of the fixture, at the clock's time.
+func storeReadsNekoBotMarks(t *testing.T, s *dedupe.SQLiteStore, db *sql.DB, clock *dedupetest.Clock) {
+	t.Helper()
+	live := map[string]bool{"qq:1001": true, "telegram:5": true, "web:a:b:c": true, "discord:123456789012345678": true}
+	all := markKeys(t, db)
+	require.Len(t, all, 6, "fixture rows")
+	got := map[string]bool{}
+	for _, text := range all {
+		k, err := dedupe.ParseKey(text)
+		require.NoError(t, err, text)
+		ok, err := s.Exists(context.Background(), k)
+		require.NoError(t, err)
+		if ok {
+			got[text] = true
+		}
+		assert.Equal(t, ok, nekobotExists(t, db, text, clock.Now()), "store and NekoBot agree on %s", text)
+	}
+	assert.Equal(t, live, got, "live keys at %v", clock.Now())
+}
+
+// nekobotReadsStoreMarks marks telegram:6, claimed (qq:1002, which it holds)
+// and web:x:y, and checks that NekoBot reads the marks as the store does, with
+// and without microseconds. It leaves the clock at sqliteT0.
+func nekobotReadsStoreMarks(t *testing.T, s *dedupe.SQLiteStore, db *sql.DB, clock *dedupetest.Clock, claimed dedupe.Key) {
+	t.Helper()
+	ctx := context.Background()
+	k1 := dedupe.Key{Channel: "telegram", MessageID: "6"}
+	require.NoError(t, s.Mark(ctx, k1, time.Hour))
+	clock.Advance(250001 * time.Microsecond)
+	require.NoError(t, s.Mark(ctx, claimed, 2*time.Hour)) // qq:1002 again, and drops the claim
+	k3 := dedupe.Key{Channel: "web", MessageID: "x:y"}
+	require.NoError(t, s.Mark(ctx, k3, time.Minute))
+	type row struct{ channel, id, created, expires string }
+	read := func(key string) row {
+		var r row
+		require.NoError(t, db.QueryRow("SELECT channel_id, message_id, created_at, expires_at FROM gateway_dedupe WHERE dedupe_key = ?", key).
+			Scan(&r.channel, &r.id, &r.created, &r.expires))
+		return r
+	}
+	assert.Equal(t, row{"telegram", "6", "2026-11-29T20:30:00", "2026-11-29T21:30:00"}, read("telegram:6"))
+	// NekoBot's upsert keeps created_at and updates expires_at.
+	assert.Equal(t, row{"qq", "1002", "2026-11-29T20:28:32.893487", "2026-11-29T22:30:00.250001"}, read("qq:1002"))
+	assert.Equal(t, row{"web", "x:y", "2026-11-29T20:30:00.250001", "2026-11-29T20:31:00.250001"}, read("web:x:y"))
+	for _, at := range []time.Time{clock.Now(), sqliteT0.Add(time.Minute), sqliteT0.Add(59 * time.Minute), sqliteT0.Add(61 * time.Minute)} {
+		for _, k := range []dedupe.Key{k1, claimed, k3} {
+			clock.Set(at)
+			ok, err := s.Exists(ctx, k)
+			require.NoError(t, err)
+			assert.Equal(t, nekobotExists(t, db, k.String(), at), ok, "%s at %v", k, at)
+		}
+	}
+	clock.Set(sqliteT0)
+	var claims int
+	require.NoError(t, db.QueryRow("SELECT count(*) FROM gateway_dedupe_claims").Scan(&claims))
+	assert.Zero(t, claims, "Mark dropped the claim")
 }
 
 // pythonReadsMarks runs NekoBot's read rule in Python's own sqlite3 and
@@ -220,7 +231,7 @@ func TestSQLiteTimestampFormats(t *testing.T) {
 	// The store's zone is UTC+2, so a naive "22:30" is the test clock's 20:30Z.
 	loc := time.FixedZone("UTC+2", 2*60*60)
 	path := filepath.Join(t.TempDir(), "d.db")
-	s := openSQLite(t, path, dedupe.SQLiteConfig{Location: loc, Now: func() time.Time { return sqliteT0 }})
+	s := openSQLite(t, path, dedupe.SQLiteConfig{Location: loc, Now: dedupetest.NewClock(sqliteT0).Now})
 	db := rawDB(t, path)
 	for i, tc := range []struct {
 		expires any
@@ -265,7 +276,7 @@ func TestSQLiteWritesLocalTime(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "d.db")
 	loc := time.FixedZone("UTC-3:30", -(3*60+30)*60)
 	now := time.Date(2026, 12, 31, 23, 0, 0, 999, time.UTC) // sub-microsecond part is dropped
-	s := openSQLite(t, path, dedupe.SQLiteConfig{Location: loc, Now: func() time.Time { return now }})
+	s := openSQLite(t, path, dedupe.SQLiteConfig{Location: loc, Now: dedupetest.NewClock(now).Now})
 	k := dedupe.Key{Channel: "qq", MessageID: "a:b"}
 	require.NoError(t, s.Mark(context.Background(), k, 90*time.Minute+time.Microsecond))
 	var channel, id, created, expires string
@@ -286,7 +297,7 @@ func FuzzSQLiteExpiresAt(f *testing.F) {
 		f.Add(s)
 	}
 	path := filepath.Join(f.TempDir(), "d.db")
-	s := openSQLite(f, path, dedupe.SQLiteConfig{Location: time.UTC, Now: func() time.Time { return sqliteT0 }})
+	s := openSQLite(f, path, dedupe.SQLiteConfig{Location: time.UTC, Now: dedupetest.NewClock(sqliteT0).Now})
 	db := rawDB(f, path)
 	f.Fuzz(func(t *testing.T, exp string) {
 		k := dedupe.Key{Channel: "fuzz", MessageID: "k"}
