@@ -108,6 +108,9 @@ func (s *SQLiteStore) createTables(ctx context.Context) error {
 	return nil
 }
 
+// createMissing is the body of createTables' transaction: it checks each
+// table, creates it if it is missing, creates its expiry index if that is,
+// and probes the claims table with a write it undoes.
 func (s *SQLiteStore) createMissing(ctx context.Context, exec func(q string) error) error {
 	var stmts []string
 	for _, t := range s.tables() {

@@ -5,6 +5,9 @@ import (
 	"time"
 )
 
+// The NekoBot timestamp codec: the marks table holds naive ISO-8601 text,
+// as NekoBot (Python) writes it, in the store's Location.
+
 // sqliteLive reports whether a mark with expiry exp is present at now: NULL or
 // unreadable text is present forever, as NekoBot reads it.
 func sqliteLive(exp sql.NullString, now time.Time, loc *time.Location) bool {
