@@ -199,31 +199,7 @@ func TestSQLiteMultiProcessClaim(t *testing.T) {
 	// The parent makes the file, so that children race on claims, not on its creation.
 	s := openSQLite(t, path, dedupe.SQLiteConfig{})
 
-	type child struct {
-		cmd   *exec.Cmd
-		stdin io.WriteCloser
-		lines chan string
-	}
-	exe := testExecutable(t)
-	children := make([]child, procs)
-	for i := range children {
-		cmd := childCmd(t, exe, "race", path, sqliteKeysEnv+"="+strconv.Itoa(keys))
-		stdin, err := cmd.StdinPipe()
-		require.NoError(t, err)
-		stdout, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		require.NoError(t, cmd.Start())
-		lines := make(chan string, 4*keys*8)
-		go func() {
-			defer close(lines)
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-		}()
-		children[i] = child{cmd, stdin, lines}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	}
+	children := startRaceChildren(t, path, procs, keys)
 
 	// counts[phase][status][key] over all processes.
 	counts := [3]map[string][]int{nil, {}, {}}
@@ -264,6 +240,39 @@ func TestSQLiteMultiProcessClaim(t *testing.T) {
 	ok, err := s.Exists(context.Background(), dedupe.Key{Channel: "race", MessageID: "0"})
 	require.NoError(t, err)
 	assert.True(t, ok)
+}
+
+// raceChild is a child process of TestSQLiteMultiProcessClaim.
+type raceChild struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines chan string // its output
+}
+
+// startRaceChildren starts procs "race" children on path, each racing on keys.
+func startRaceChildren(t *testing.T, path string, procs, keys int) []raceChild {
+	t.Helper()
+	exe := testExecutable(t)
+	children := make([]raceChild, procs)
+	for i := range children {
+		cmd := childCmd(t, exe, "race", path, sqliteKeysEnv+"="+strconv.Itoa(keys))
+		stdin, err := cmd.StdinPipe()
+		require.NoError(t, err)
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		lines := make(chan string, 4*keys*8)
+		go func() {
+			defer close(lines)
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+		children[i] = raceChild{cmd, stdin, lines}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	}
+	return children
 }
 
 // waitLine reads a child's lines, counting "<status> <phase> <key>" outcomes,
@@ -387,7 +396,7 @@ func TestSQLiteReadOnly(t *testing.T) {
 				}
 			}
 			t.Log(msg)
-			require.True(t, strings.HasPrefix(msg, "error: dedupe: open sqlite "+path), msg)
+			require.True(t, strings.HasPrefix(msg, "error: dedupe: sqlite: open "+path+": "), msg)
 			assert.Regexp(t, "read-only|cannot open the database file or its journal", msg)
 
 			_ = os.Chmod(dir, 0o755)
