@@ -303,48 +303,63 @@ func run(ctx context.Context, cfg config) (report, error) {
 	p := newPlatform(cfg.Seed)
 	defer p.close()
 
-	var sums []summary
 	first, err := runPhase(ctx, cfg, spec, 0, func(urls []string) { p.deliver(ctx, urls, msgs, true) })
 	if err != nil {
 		return rep, stopped(ctx, err)
 	}
-	sums = append(sums, first...)
+	sums := append([]summary(nil), first...)
 	rep.PerProcess = first
 	if rep.Restart {
-		// The platform redelivers a quarter of the updates, as if their answers
-		// had been lost, to new gateways on the store opened again.
-		rng := rand.New(rand.NewPCG(cfg.Seed, 2))
-		var batch []message
-		for _, i := range rng.Perm(len(msgs))[:max(1, len(msgs)/4)] {
-			batch = append(batch, msgs[i])
-		}
-		again, err := runPhase(ctx, cfg, spec, 1, func(urls []string) { p.deliver(ctx, urls, batch, false) })
+		again, err := rep.restart(ctx, cfg, spec, p, msgs, first)
 		if err != nil {
 			return rep, stopped(ctx, err)
 		}
 		sums = append(sums, again...)
-		rep.Redelivered = len(batch)
-		before := make(map[int64]bool)
-		for _, s := range first {
-			for id := range s.Processed {
-				before[id] = true
-			}
-		}
-		for _, s := range again {
-			for id, n := range s.Processed {
-				if before[id] {
-					rep.ProcessedAgain += n
-				} else {
-					rep.FirstAfterRestart += n
-				}
-			}
-		}
 	}
 	if ctx.Err() != nil {
 		return rep, stopped(ctx, nil)
 	}
-
 	rep.Platform = p.stats()
+	rep.total(msgs, sums)
+	rep.Elapsed = time.Since(start)
+	return rep, nil
+}
+
+// restart runs the second phase: the platform redelivers a quarter of the
+// updates, as if their answers had been lost, to new gateways on the store
+// opened again. It counts what the new gateways processed.
+func (rep *report) restart(ctx context.Context, cfg config, spec storeSpec, p *platform, msgs []message, first []summary) ([]summary, error) {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 2))
+	var batch []message
+	for _, i := range rng.Perm(len(msgs))[:max(1, len(msgs)/4)] {
+		batch = append(batch, msgs[i])
+	}
+	again, err := runPhase(ctx, cfg, spec, 1, func(urls []string) { p.deliver(ctx, urls, batch, false) })
+	if err != nil {
+		return nil, err
+	}
+	rep.Redelivered = len(batch)
+	before := make(map[int64]bool)
+	for _, s := range first {
+		for id := range s.Processed {
+			before[id] = true
+		}
+	}
+	for _, s := range again {
+		for id, n := range s.Processed {
+			if before[id] {
+				rep.ProcessedAgain += n
+			} else {
+				rep.FirstAfterRestart += n
+			}
+		}
+	}
+	return again, nil
+}
+
+// total adds up the gateways' summaries and checks that each update was
+// processed exactly once.
+func (rep *report) total(msgs []message, sums []summary) {
 	total := make(map[int64]int, len(msgs))
 	failed := make(map[int64]bool)
 	for _, s := range sums {
@@ -380,8 +395,6 @@ func run(ctx context.Context, cfg config) (report, error) {
 		}
 	}
 	rep.ExactlyOnce = rep.Never == 0 && rep.Twice == 0
-	rep.Elapsed = time.Since(start)
-	return rep, nil
 }
 
 // stopped returns the error of a run that failed with err, or that was
