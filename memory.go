@@ -166,10 +166,13 @@ func (s *MemoryStore) Exists(ctx context.Context, key Key) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	now := s.nanotime()
 	sh := s.shard(key)
 	sh.mu.Lock()
-	ok := sh.marked(key, now)
+	exp, found := sh.marks.Get(key)
+	ok := found && s.nanotime() < exp // the clock is read only for a key present
+	if found && !ok {
+		sh.marks.Remove(key)
+	}
 	sh.mu.Unlock()
 	if ok {
 		// Only valid keys are ever stored, so a hit needs no validation.
