@@ -27,7 +27,7 @@ func TestHTTPCollector(t *testing.T) {
 	}
 	send(tg, `{"update_id":1}`) // no secret token
 	send(tg, `{"update_id":2}`)
-	send(ob, `{"post_type":"message","message_id":3}`)                  // no bot id
+	send(ob, `{"post_type":"message","message_id":3}`)                   // no bot id
 	send(ob, `{"post_type":"meta_event","meta_event_type":"heartbeat"}`) // protocol
 	send(ob, `{"post_type":`)                                            // malformed
 
