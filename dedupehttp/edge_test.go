@@ -97,6 +97,10 @@ type recorder struct {
 
 func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)
+	if r.ContentLength >= 0 && r.ContentLength != int64(len(b)) {
+		http.Error(w, "Content-Length is not the body's", http.StatusInternalServerError)
+		return
+	}
 	k, v := dedupehttp.KeyFrom(r.Context())
 	rec.mu.Lock()
 	rec.seen = append(rec.seen, seen{b, k, v})

@@ -93,6 +93,7 @@ func (c *config) prepare(w http.ResponseWriter, r *http.Request, extract Extract
 		c.refuseBody(w, r, err)
 		return nil, nil, nextDone
 	}
+	received := len(data)
 	if c.preset != nil {
 		var answered bool
 		if data, answered = c.authenticate(w, r, data); answered {
@@ -103,6 +104,9 @@ func (c *config) prepare(w http.ResponseWriter, r *http.Request, extract Extract
 	d.body.set(data)
 	r2 := r.WithContext(d) // handlers must not modify the request they are given
 	r2.Body = &d.body
+	if len(data) != received { // decrypted: the handler reads the plaintext
+		r2.ContentLength = int64(len(data))
+	}
 	key, err := extract(r2)
 	d.body.set(data)
 	r2.Body = &d.body
