@@ -93,7 +93,14 @@ func ParseKey(s string) (Key, error) {
 const maxExactFloat = 1 << 53
 
 // ExtractKey finds the platform message id in an adapter's parsed message and
-// returns the key for channel. It looks, in order, at
+// returns the key for channel. Its input is not a platform's webhook body but
+// the message an adapter has already parsed, in the NekoBot gateway's layout
+// (a top-level message_id, or one under metadata); for raw webhook bodies use
+// the presets of package platform, which also authenticate them. The two
+// disagree on purpose for OneBot: ExtractKey keys on the message id alone
+// ("onebot:<message_id>", as NekoBot stores it), while the OneBot preset's key
+// includes the bot's id ("onebot:<self_id>:<message_id>"), since OneBot counts
+// message ids per bot; do not mix the two on one store. It looks, in order, at
 // parsed["metadata"]["message_id"], parsed["metadata"][channel+"_message_id"] and
 // parsed["message_id"], and skips values that are absent, nil, "", false or
 // numeric zero, as the NekoBot gateway does.

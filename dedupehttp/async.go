@@ -71,9 +71,10 @@ func WithDone(done func(ctx context.Context, key dedupe.Key, err error)) Option 
 // [Middleware] but answers each new message at once and processes it in the
 // background, for handlers slower than the platform's timeout (an AI turn, for
 // example). For each request it:
-//   - reads the body and extracts the key as [Middleware] does; a request the
-//     extract-error policy lets through is served at once, synchronously, so
-//     that the handler can answer a platform handshake;
+//   - reads the body, authenticates it (given [WithVerify]) and extracts the
+//     key as [Middleware] does; a request the extract-error policy lets
+//     through is served at once, synchronously, so that the handler can
+//     answer a platform handshake;
 //   - claims the key synchronously: a duplicate and a copy in flight are
 //     answered as by [Middleware] and never reach the handler, and a store
 //     failure is answered 503 with Retry-After;
@@ -118,7 +119,9 @@ type Async struct {
 }
 
 // NewAsync returns an [Async] that deduplicates with d, keyed by extract, and
-// processes new messages with h. opts are those of [Middleware], and
+// processes new messages with h. Give it [WithVerify] with the platform's
+// preset to authenticate deliveries; without it NewAsync logs a warning that
+// the endpoint is unauthenticated. opts are those of [Middleware], and
 // [WithWorkers], [WithQueueSize], [WithAcceptedStatus] and [WithDone], which
 // only an Async reads:
 //
@@ -167,7 +170,7 @@ type job struct {
 // ServeHTTP claims the message of r and queues it, or answers it as a
 // duplicate, a copy in flight, or with 503. See [Async].
 func (a *Async) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	r, key, next := a.c.prepare(w, r, a.extract)
+	r, d, next := a.c.prepare(w, r, a.extract)
 	switch next {
 	case nextDone:
 		return
@@ -183,13 +186,14 @@ func (a *Async) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case a.slots <- struct{}{}:
 	default:
 		a.wg.Done()
-		a.full(w, r, key)
+		a.full(w, r, d)
 		return
 	}
-	j := a.newJob(r, key)
+	d.verdict = VerdictNew // before the worker may read it
+	j := a.newJob(r, d.key)
 	go a.run(j)
 	if err := <-j.queued; err != nil {
-		a.c.answer(w, r, a.next, err)
+		a.c.answer(w, r, d, a.next, err)
 		return
 	}
 	w.Header().Set(HeaderQueueID, j.id)
@@ -210,14 +214,14 @@ func (a *Async) enter() bool {
 
 // full answers a request that found the queue full. It claims the key first,
 // so that duplicates are still answered as such, and releases the claim.
-func (a *Async) full(w http.ResponseWriter, r *http.Request, key dedupe.Key) {
-	err := a.d.Do(r.Context(), key, func(context.Context) error { return ErrQueueFull })
+func (a *Async) full(w http.ResponseWriter, r *http.Request, d *delivery) {
+	err := a.d.Do(r.Context(), d.key, func(context.Context) error { return ErrQueueFull })
 	if !errors.Is(err, ErrQueueFull) {
-		a.c.answer(w, r, a.next, err)
+		a.c.answer(w, r, d, a.next, err)
 		return
 	}
 	a.c.log(r.Context(), slog.LevelWarn, "dedupe: dedupehttp: queue full, asked the platform to retry",
-		slog.String("key", key.String()))
+		slog.String("key", d.key.String()))
 	a.c.unavailable(w, "queue full")
 }
 
@@ -311,6 +315,10 @@ func (a *Async) finish(j *job, err error) {
 		a.c.done(j.ctx, j.key, err)
 	}
 }
+
+// Stats returns a snapshot of the counters of a's middleware. It is safe to
+// call concurrently with ServeHTTP.
+func (a *Async) Stats() Stats { return a.c.stats.snapshot() }
 
 // Close stops accepting requests (they are answered 503 with Retry-After) and
 // waits until every queued request has been processed and every goroutine of

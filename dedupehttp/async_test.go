@@ -66,9 +66,10 @@ func TestAsyncAcceptsThenProcesses(t *testing.T) {
 	id := resp.Header.Get(dedupehttp.HeaderQueueID)
 	assert.NotEmpty(t, id)
 
-	// A copy while it waits or runs is in flight; it never reaches the handler.
+	// A copy while it waits or runs is in flight; it never reaches the handler,
+	// and is asked to come back.
 	inFlight := post(srv, body)
-	assert.Equal(t, http.StatusOK, inFlight.status)
+	assert.Equal(t, http.StatusServiceUnavailable, inFlight.status)
 	assert.Equal(t, "in_flight", inFlight.verdict)
 
 	close(responded)
@@ -195,7 +196,7 @@ func TestAsyncFullQueueStillAnswersDuplicates(t *testing.T) {
 		verdict string
 	}{
 		{update(1), http.StatusOK, "duplicate"},
-		{update(2), http.StatusOK, "in_flight"},
+		{update(2), http.StatusServiceUnavailable, "in_flight"},
 		{update(3), http.StatusServiceUnavailable, "unavailable"},
 	} {
 		w := record(a, ctx, tc.body)
@@ -376,8 +377,8 @@ func TestAsyncStoreErrorIsUnavailable(t *testing.T) {
 func TestAsyncOptions(t *testing.T) {
 	t.Run("accepted status", func(t *testing.T) {
 		done := make(chan ended, 1)
-		a := dedupehttp.NewAsync(dedupe.New(nil), telegram, http.NotFoundHandler(),
-			dedupehttp.WithAcceptedStatus(http.StatusOK), dedupehttp.WithDone(doneTo(done)))
+		a := dedupehttp.NewAsync(dedupe.New(nil), telegram, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}),
+			dedupehttp.WithAcceptedStatus(http.StatusOK), dedupehttp.WithDone(doneTo(done)), dedupehttp.WithLogger(quiet))
 		w := record(a, t.Context(), update(1))
 		assert.Equal(t, http.StatusOK, w.Code)
 		assert.Equal(t, "queued", w.Header().Get(dedupehttp.HeaderVerdict))

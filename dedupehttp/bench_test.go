@@ -19,11 +19,14 @@ type reusableBody struct{ bytes.Reader }
 func (*reusableBody) Close() error { return nil }
 
 // bench serves b.N Telegram updates through h, in memory. The update_id is
-// id(i) for the i-th request.
-func bench(b *testing.B, h http.Handler, id func(i int) int) {
+// id(i) for the i-th request; header, if any, is sent with each.
+func bench(b *testing.B, h http.Handler, id func(i int) int, header ...string) {
 	var body reusableBody
 	buf := make([]byte, 0, 128)
 	r := httptest.NewRequest(http.MethodPost, "/telegram", &body)
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
 	w := httptest.NewRecorder()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -63,12 +66,21 @@ func BenchmarkMiddleware(b *testing.B) {
 	b.Run("baseline=bare", func(b *testing.B) { bench(b, trivial, fresh) })
 	b.Run("baseline=bare+extract", func(b *testing.B) { bench(b, extracting, fresh) })
 	b.Run("middleware/new", func(b *testing.B) {
-		h := dedupehttp.Middleware(dedupe.New(nil), dedupehttp.FromPreset(platform.Telegram))(trivial)
+		h := dedupehttp.Middleware(dedupe.New(nil), dedupehttp.FromPreset(platform.Telegram), dedupehttp.WithLogger(quiet))(trivial)
 		bench(b, h, fresh)
 	})
 	b.Run("middleware/duplicate", func(b *testing.B) {
-		h := dedupehttp.Middleware(dedupe.New(nil), dedupehttp.FromPreset(platform.Telegram))(trivial)
+		h := dedupehttp.Middleware(dedupe.New(nil), dedupehttp.FromPreset(platform.Telegram), dedupehttp.WithLogger(quiet))(trivial)
 		bench(b, h, same)
+	})
+	// New authenticates each update with the preset's secret first.
+	secret := []string{"X-Telegram-Bot-Api-Secret-Token", "s3cret"}
+	tg := platform.Telegram.WithSecret("s3cret")
+	b.Run("new+secret/new", func(b *testing.B) {
+		bench(b, dedupehttp.New(dedupe.New(nil), tg, trivial, dedupehttp.WithLogger(quiet)), fresh, secret...)
+	})
+	b.Run("new+secret/duplicate", func(b *testing.B) {
+		bench(b, dedupehttp.New(dedupe.New(nil), tg, trivial, dedupehttp.WithLogger(quiet)), same, secret...)
 	})
 }
 
@@ -79,7 +91,7 @@ func BenchmarkMiddleware(b *testing.B) {
 func TestDuplicateAllocs(t *testing.T) {
 	key := dedupe.Key{Channel: "test", MessageID: "1"}
 	extract := func(*http.Request) (dedupe.Key, error) { return key, nil }
-	h := dedupehttp.Middleware(dedupe.New(nil), extract)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	h := dedupehttp.Middleware(dedupe.New(nil), extract, dedupehttp.WithLogger(quiet))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	var body reusableBody
 	r := httptest.NewRequest(http.MethodPost, "/", &body)
 	w := httptest.NewRecorder()

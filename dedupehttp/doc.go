@@ -1,28 +1,40 @@
 // Package dedupehttp deduplicates chat-platform webhooks in a net/http server
-// with a [dedupe.Deduper]: each message reaches the handler once, however
-// often the platform redelivers it, and a message whose handler failed is
-// processed when the platform retries.
+// with a [dedupe.Deduper]: each authentic message reaches the handler once,
+// however often the platform redelivers it, a forged one never touches the
+// store, and a message whose handler failed is processed when the platform
+// retries.
 //
-//	d := dedupe.New(store, dedupe.WithTTL(platform.Telegram.TTL))
-//	mw := dedupehttp.Middleware(d, dedupehttp.FromPreset(platform.Telegram))
-//	http.Handle("POST /telegram", mw(telegramHandler))
+//	d := dedupe.New(store) // one Deduper for every platform
+//	tg := platform.Telegram.WithSecret(os.Getenv("TELEGRAM_WEBHOOK_SECRET"))
+//	http.Handle("POST /telegram", dedupehttp.New(d, tg, telegramHandler))
 //
 // # Verdicts
 //
-// [Middleware] reads the body once (up to [WithMaxBodySize], 413 beyond),
-// extracts the message's key with an [Extractor], such as one made by
-// [FromPreset], and runs the handler under [dedupe.Deduper.Do] with the
-// request's context:
+// [New] reads the body once (up to [WithMaxBodySize], 413 beyond),
+// authenticates it with the preset's secret, extracts the message's key and
+// runs the handler under [dedupe.Deduper.Do] with the request's context, the
+// preset's TTL and its acknowledgement budget:
 //
-//	new message            the handler answers; 2xx-4xx: marked processed
-//	handler 5xx or panic   claim released, so the platform's retry is processed
-//	duplicate              200 at once, the handler is not called
-//	copy in flight         200 at once (configurable: WithInFlight)
-//	store error            503 with Retry-After (fail closed; see dedupe.WithFallback)
-//	no message id          passed to the handler without deduplication (handshakes)
-//	malformed body         400 Bad Request (configurable: WithExtractError)
+//	forged or stale          401 at once; nothing stored, counted, logged (warn)
+//	new message              the handler answers; 2xx: marked processed
+//	handler non-2xx, panic   claim released, so the platform's retry is processed
+//	duplicate                200 at once, the handler is not called
+//	copy in flight           waits up to the preset's AckBudget for the first:
+//	                         200 if it was processed, processed itself if the
+//	                         first failed, else 503 with Retry-After
+//	store error              503 with Retry-After (fail closed; see dedupe.WithFallback)
+//	protocol request         passed to the handler (handshakes), or answered
+//	                         by the middleware (QQ's URL validation)
+//	no message id            passed to the handler undeduplicated, counted and
+//	                         logged (warn); 400 with WithRefuseUndeduplicated
+//	malformed body           400 Bad Request (configurable: WithExtractError)
 //
-// Answers the middleware gives itself carry the [HeaderVerdict] header.
+// Answers the middleware gives itself carry the [HeaderVerdict] header; the
+// handler learns the key and the verdict from [KeyFrom]. [Handler.Stats]
+// counts what the middleware refused or passed through; the Deduper counts
+// the rest. A preset without a secret is served unauthenticated, and New
+// logs a warning saying so when it is built. [Middleware] does the same for
+// a custom [Extractor], authenticating only with [WithVerify].
 //
 // # Asynchronous processing
 //
@@ -33,12 +45,14 @@
 // full it releases the claim and answers 503 with Retry-After, so that nothing
 // is dropped silently. [Async.Close] stops it and waits for its goroutines:
 //
-//	a := dedupehttp.NewAsync(d, dedupehttp.FromPreset(platform.Slack), slackHandler,
+//	a := dedupehttp.NewAsync(d.With(dedupe.WithTTL(platform.Slack.TTL)),
+//		dedupehttp.FromPreset(platform.Slack), slackHandler,
+//		dedupehttp.WithVerify(platform.Slack.WithSecret(signingSecret)),
 //		dedupehttp.WithWorkers(4), dedupehttp.WithQueueSize(64))
 //	http.Handle("POST /slack", a)
 //	// after http.Server.Shutdown:
 //	err := a.Close(ctx)
 //
 // This package uses only the standard library besides the root package and
-// package platform, whose presets [FromPreset] takes.
+// package platform, whose presets [New] and [FromPreset] take.
 package dedupehttp

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -37,7 +38,7 @@ func ExampleMiddleware() {
 
 func ExampleWithInFlight() {
 	// Ask the platform to retry a copy that arrives while the first is being
-	// processed, instead of acknowledging it.
+	// processed ten seconds later, rather than after the default Retry-After.
 	retryLater := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "10")
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -102,4 +103,35 @@ func ExampleNewAsync() {
 	// done: <nil>
 	// 200 verdict=duplicate queued=false
 	// close: <nil>
+}
+
+// One Deduper serves every platform; each endpoint authenticates with its
+// platform's secret and marks with its preset's TTL. A forged delivery is
+// refused before it reaches the store, so the real one is still processed.
+func ExampleNew() {
+	d := dedupe.New(nil)                               // a memory store
+	tg := platform.Telegram.WithSecret("s3cret-token") // the secret_token given to setWebhook
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, verdict := dedupehttp.KeyFrom(r.Context())
+		fmt.Println("handler:", key, verdict)
+	})
+	h := dedupehttp.New(d, tg, handler, dedupehttp.WithLogger(slog.New(slog.DiscardHandler)))
+
+	deliver := func(secret string) {
+		r := httptest.NewRequest(http.MethodPost, "/telegram", strings.NewReader(`{"update_id":5001}`))
+		r.Header.Set("X-Telegram-Bot-Api-Secret-Token", secret)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Printf("%d verdict=%q\n", w.Code, w.Header().Get(dedupehttp.HeaderVerdict))
+	}
+	deliver("guess")        // a forgery
+	deliver("s3cret-token") // Telegram
+	deliver("s3cret-token") // Telegram's redelivery
+	fmt.Printf("%+v\n", h.Stats())
+	// Output:
+	// 401 verdict="unauthenticated"
+	// handler: telegram:5001 new
+	// 200 verdict=""
+	// 200 verdict="duplicate"
+	// {Unauthenticated:1 Undeduplicated:0 Protocol:0 Malformed:0}
 }

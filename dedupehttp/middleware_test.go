@@ -44,11 +44,13 @@ func TestConcurrentDuplicatesRunHandlerOnce(t *testing.T) {
 		wg.Go(func() { replies <- post(srv, update(42)) })
 	}
 	<-entered
-	// Every copy but the one being processed is answered while it runs.
+	// Every copy but the one being processed is answered while it runs, and
+	// asked to come back: the Deduper does not wait for the owner.
 	for range copies - 1 {
 		r := <-replies
 		require.NoError(t, r.err)
-		assert.Equal(t, http.StatusOK, r.status)
+		assert.Equal(t, http.StatusServiceUnavailable, r.status)
+		assert.NotEmpty(t, r.header.Get("Retry-After"))
 		assert.Equal(t, "in_flight", r.verdict)
 	}
 	close(release)
@@ -139,11 +141,11 @@ func TestFailureStatusOption(t *testing.T) {
 	assert.Equal(t, http.StatusOK, record(mw, t.Context(), update(1)).Code)
 	assert.EqualValues(t, 2, calls.Load())
 
-	// By default a 4xx is an answer: the message is marked.
+	// A policy may remember a refusal.
 	d = dedupe.New(nil)
-	bad := dedupehttp.Middleware(d, telegram)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusUnprocessableEntity)
-	}))
+	keep422 := func(s int) bool { return (s < 200 || s > 299) && s != http.StatusUnprocessableEntity }
+	bad := dedupehttp.Middleware(d, telegram, dedupehttp.WithFailureStatus(keep422), dedupehttp.WithLogger(quiet))(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusUnprocessableEntity) }))
 	assert.Equal(t, http.StatusUnprocessableEntity, record(bad, t.Context(), update(1)).Code)
 	assert.Equal(t, "duplicate", record(bad, t.Context(), update(1)).Header().Get(dedupehttp.HeaderVerdict))
 }
@@ -246,8 +248,9 @@ func TestInFlightAnswer(t *testing.T) {
 		opts []dedupehttp.Option
 		want int
 	}{
-		{"default", nil, http.StatusOK},
-		{"503", []dedupehttp.Option{dedupehttp.WithInFlight(busy)}, http.StatusServiceUnavailable},
+		{"default", nil, http.StatusServiceUnavailable},
+		{"custom", []dedupehttp.Option{dedupehttp.WithInFlight(busy)}, http.StatusServiceUnavailable},
+		{"acknowledge", []dedupehttp.Option{dedupehttp.WithInFlight(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))}, http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			entered := make(chan struct{})

@@ -1,6 +1,8 @@
 package platform
 
 import (
+	"crypto/ed25519"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"time"
@@ -17,27 +19,71 @@ import (
 // not be answered anyway. Snowflakes never repeat, so the TTL only bounds
 // memory.
 //
+// AckBudget 2 s: the initial response is due within 3 seconds (Receiving and
+// Responding, "Responding to an interaction"); the last second is left for
+// the network and the answer.
+//
+// Secret: the application's Public Key, 64 hex digits, from the developer
+// portal. Discord signs each request with Ed25519 over
+// "{X-Signature-Timestamp}{body}" and sends the hex signature in
+// X-Signature-Ed25519; an endpoint must refuse a bad one with 401, and
+// Discord tests that it does (Discord developer docs, Receiving and Responding
+// to interactions, "Security and Authorization"). [Preset.Verify] also refuses
+// a timestamp further than the TTL from now: a replay older than the TTL would
+// no longer be caught as a duplicate.
+//
 // A PING (type 1), which Discord sends to check the endpoint, returns
-// [ErrNotAMessage]. Verify the request's Ed25519 signature before trusting it;
-// this preset does not.
+// [ErrNotAMessage].
 var Discord = Preset{
-	Name:      "discord",
-	TTL:       time.Hour,
-	MessageID: discordMessageID,
+	Name:        "discord",
+	TTL:         time.Hour,
+	AckBudget:   2 * time.Second,
+	MessageID:   discordMessageID,
+	newVerifier: newDiscordVerifier,
 }
 
-type discordInteraction struct {
-	Type jsonID `json:"type"`
-	ID   jsonID `json:"id"`
-}
+var discordFields = [...]string{"type", "id"}
 
 func discordMessageID(body []byte, _ http.Header) (string, error) {
-	var in discordInteraction
-	if err := decodeBody("discord", body, &in); err != nil {
+	var v [len(discordFields)][]byte
+	if err := decodeBody("discord", body, discordFields[:], v[:]); err != nil {
 		return "", err
 	}
-	if in.Type.kind == kindNumber && in.Type.text == "1" {
+	if parseID(v[0]).isNumber("1") {
 		return "", fmt.Errorf("%w: discord PING", ErrNotAMessage)
 	}
-	return in.ID.require("discord interaction", "id")
+	return parseID(v[1]).require("discord interaction", "id")
+}
+
+type discordVerifier struct{ key ed25519.PublicKey }
+
+func newDiscordVerifier(secret string) (verifier, error) {
+	key, err := hex.DecodeString(secret)
+	if err != nil || len(key) != ed25519.PublicKeySize {
+		return nil, unauthenticated("discord", "secret is not a public key of 64 hex digits")
+	}
+	return discordVerifier{key}, nil
+}
+
+func (v discordVerifier) verify(p *Preset, body []byte, h http.Header, now time.Time) ([]byte, error) {
+	return verifyEd25519(p, "discord", v.key, body, h, now)
+}
+
+// verifyEd25519 checks the Ed25519 signature, in X-Signature-Ed25519, of
+// "{X-Signature-Timestamp}{body}": the scheme of Discord and QQ.
+func verifyEd25519(p *Preset, name string, key ed25519.PublicKey, body []byte, h http.Header, now time.Time) ([]byte, error) {
+	ts := h.Get("X-Signature-Timestamp")
+	if err := checkTimestamp(name, "X-Signature-Timestamp", ts, now, replayWindow(p)); err != nil {
+		return nil, err
+	}
+	sig, err := hex.DecodeString(h.Get("X-Signature-Ed25519"))
+	if err != nil || len(sig) != ed25519.SignatureSize {
+		return nil, unauthenticated(name, "request has no Ed25519 signature of 128 hex digits in X-Signature-Ed25519")
+	}
+	msg := make([]byte, 0, len(ts)+len(body))
+	msg = append(append(msg, ts...), body...)
+	if !ed25519.Verify(key, msg, sig) {
+		return nil, unauthenticated(name, "X-Signature-Ed25519 does not match the body")
+	}
+	return body, nil
 }

@@ -10,8 +10,10 @@
 // # Presets
 //
 // A [Preset] is plain data: a Name, which is the Channel of every key it
-// extracts; a TTL, longer than the platform's redelivery window; and a
-// MessageID func that finds the id in the raw body. The presets are
+// extracts; a TTL, longer than the platform's redelivery window; an
+// AckBudget, how long a copy may wait for the first copy's outcome, below the
+// time the platform waits for an answer; and a MessageID func that finds the
+// id in the raw body. The presets are
 // [Telegram], [Slack], [Feishu], [Discord], [OneBot] and [QQ], each documented
 // with the id it keys on and where its TTL comes from; [Presets] lists them.
 // Copy one and change a field to adapt it: a Name per bot when several bots of
@@ -23,6 +25,30 @@
 // but is never keyed by that message's id (it has its own event id, or no
 // key), so that it is not dropped as a copy of that message. Ids are kept exactly as the platform wrote them, never decoded
 // through float64, so Discord snowflakes and other ids beyond 2^53 stay exact.
+//
+// # Authentication
+//
+// As declared the presets authenticate nothing. [Preset.WithSecret] gives a
+// preset the secret its platform names (Telegram's secret_token, Slack's
+// Signing Secret, Feishu's Encrypt Key or Verification Token, Discord's
+// application Public Key, OneBot's HTTP POST secret, QQ's AppSecret), and
+// [Preset.Verify] then checks a delivery's signature, token or encryption
+// before anything is read from it, returning an error wrapping
+// [ErrUnauthenticated] for a forgery and the body to key on (for Feishu, the
+// decrypted one) for an authentic delivery. Each preset documents its scheme
+// and source. Verify uses only the standard library, and compares in constant
+// time. Signed timestamps are checked against replays: within 5 minutes for
+// Slack, as Slack asks, and within the preset's TTL for the others, since a
+// replay older than the TTL would no longer be found a duplicate.
+// [Preset.CheckSecret] says whether a preset authenticates, and
+// [Preset.Answer] answers QQ's callback URL validation, which needs the
+// secret. Package platformtest signs deliveries as the platforms do, for
+// tests.
+//
+// Member names are matched exactly, as the platform spells them, never
+// case-insensitively as encoding/json's struct decoding does, and a string id
+// that is not valid UTF-8 is refused rather than repaired, so two raw ids
+// never give one key.
 //
 // # Errors
 //
@@ -38,8 +64,9 @@
 //
 // # Without HTTP
 //
-// The presets read the body alone. A gateway that receives events over a
-// WebSocket (OneBot, for example) passes each frame to Extract with a nil
-// header. Package dedupehttp makes an HTTP middleware's extractor of a preset
+// The presets read the body (and OneBot the X-Self-ID header when the body
+// has no self_id). A gateway that receives events over a WebSocket (OneBot,
+// for example) passes each frame to Extract with a nil header; OneBot
+// authenticates such a connection when it is made, not frame by frame. Package dedupehttp makes an HTTP middleware's extractor of a preset
 // with dedupehttp.FromPreset.
 package platform

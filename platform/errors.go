@@ -1,6 +1,10 @@
 package platform
 
-import "github.com/gatewaykit/dedupe"
+import (
+	"errors"
+
+	"github.com/gatewaykit/dedupe"
+)
 
 // ErrNotAMessage reports a delivery that is part of a platform's protocol rather
 // than a message: a URL verification challenge (Slack, Feishu/Lark, QQ op 13), a
@@ -19,3 +23,16 @@ func (notAMessageError) Error() string { return "dedupe: platform: not a message
 
 // Is makes [ErrNotAMessage] match [dedupe.ErrNoMessageID].
 func (notAMessageError) Is(target error) bool { return target == dedupe.ErrNoMessageID }
+
+// ErrUnauthenticated reports a delivery that failed its preset's
+// authentication ([Preset.Verify]): a missing or wrong signature or secret
+// token, a signed timestamp too far from now, or a body that does not
+// decrypt. It also reports every delivery to a preset whose secret cannot be
+// the platform's (see [Preset.CheckSecret]). Nothing derived from such a
+// delivery may be written to a store.
+var ErrUnauthenticated = errors.New("dedupe: platform: unauthenticated")
+
+// ErrNoSecret is returned by [Preset.CheckSecret] for a preset that was not
+// given a secret with [Preset.WithSecret]: its deliveries are not
+// authenticated.
+var ErrNoSecret = errors.New("dedupe: platform: no secret")

@@ -23,49 +23,96 @@ import (
 // Open Platform, event subscription, "retry"), about 7 h 5 min in all. Twelve
 // hours cover that with margin and are half the memory of the 24 h default.
 //
+// AckBudget 2 s: Feishu waits 3 seconds for the HTTP 200; the last second is
+// left for the network and the answer.
+//
+// Secret: the app's Encrypt Key when one is set (events then come encrypted,
+// and the key both decrypts and authenticates them), otherwise its
+// Verification Token. See [Preset.Verify] for what each checks; the same
+// string works whichever mode the app is in, since an encrypted body is
+// checked with the Encrypt Key and a plain one with the token.
+//
 // A url_verification challenge returns [ErrNotAMessage]. A body encrypted with
-// the app's Encrypt Key ({"encrypt": "…"}) must be decrypted before Extract;
-// as it stands it returns an error wrapping [dedupe.ErrNoMessageID].
+// the app's Encrypt Key ({"encrypt": "…"}) is decrypted by [Preset.Verify];
+// given to Extract as it is, it returns an error wrapping
+// [dedupe.ErrNoMessageID].
 var Feishu = Preset{
-	Name:      "feishu",
-	TTL:       12 * time.Hour,
-	MessageID: feishuMessageID,
+	Name:        "feishu",
+	TTL:         12 * time.Hour,
+	AckBudget:   2 * time.Second,
+	MessageID:   feishuMessageID,
+	newVerifier: newFeishuVerifier,
 }
 
+var (
+	feishuFields        = [...]string{"schema", "type", "uuid", "encrypt", "header", "event"}
+	feishuHeaderFields  = [...]string{"event_id", "event_type"}
+	feishuEventFields   = [...]string{"type", "open_message_id", "message"}
+	feishuMessageFields = [...]string{"message_id"}
+)
+
+// feishuEvent is what the Feishu preset reads of a delivery.
 type feishuEvent struct {
-	Schema  string `json:"schema"`
-	Type    string `json:"type"`
-	UUID    jsonID `json:"uuid"`
-	Encrypt string `json:"encrypt"`
-	Header  struct {
-		EventID   jsonID `json:"event_id"`
-		EventType string `json:"event_type"`
-	} `json:"header"`
-	Event struct {
-		Type          string `json:"type"`            // 1.0 schema
-		OpenMessageID jsonID `json:"open_message_id"` // 1.0 schema
-		Message       struct {
-			MessageID jsonID `json:"message_id"`
-		} `json:"message"`
-	} `json:"event"`
+	schema, typ, eventType, eventTypeV1 string
+	encrypted                           bool
+	uuid, eventID, openMessageID, msgID []byte
 }
 
 func feishuMessageID(body []byte, _ http.Header) (string, error) {
-	var e feishuEvent
-	if err := decodeBody("feishu", body, &e); err != nil {
+	e, err := decodeFeishu(body)
+	if err != nil {
 		return "", err
 	}
 	switch {
-	case e.Type == "url_verification":
+	case e.typ == "url_verification":
 		return "", fmt.Errorf("%w: feishu url_verification", ErrNotAMessage)
-	case e.Encrypt != "":
-		return "", fmt.Errorf("%w: feishu body is encrypted: decrypt it with the app's Encrypt Key first", dedupe.ErrNoMessageID)
-	case e.Header.EventType == "im.message.receive_v1":
-		return e.Event.Message.MessageID.require("feishu im.message.receive_v1", "event.message.message_id")
-	case e.Schema == "" && e.Event.Type == "message":
-		return e.Event.OpenMessageID.require("feishu 1.0 message event", "event.open_message_id")
-	case e.Schema == "":
-		return e.UUID.require("feishu 1.0 event", "uuid")
+	case e.encrypted:
+		return "", fmt.Errorf("%w: feishu body is encrypted: decrypt it with the app's Encrypt Key first (Preset.WithSecret)", dedupe.ErrNoMessageID)
+	case e.eventType == "im.message.receive_v1":
+		return parseID(e.msgID).require("feishu im.message.receive_v1", "event.message.message_id")
+	case e.schema == "" && e.eventTypeV1 == "message":
+		return parseID(e.openMessageID).require("feishu 1.0 message event", "event.open_message_id")
+	case e.schema == "":
+		return parseID(e.uuid).require("feishu 1.0 event", "uuid")
 	}
-	return e.Header.EventID.require("feishu event", "header.event_id")
+	return parseID(e.eventID).require("feishu event", "header.event_id")
+}
+
+func decodeFeishu(body []byte) (feishuEvent, error) {
+	var (
+		e   feishuEvent
+		v   [len(feishuFields)][]byte
+		hdr [len(feishuHeaderFields)][]byte
+		ev  [len(feishuEventFields)][]byte
+		msg [len(feishuMessageFields)][]byte
+		err error
+	)
+	if err = decodeBody("feishu", body, feishuFields[:], v[:]); err != nil {
+		return e, err
+	}
+	if err = object("feishu", "header", v[4], feishuHeaderFields[:], hdr[:]); err != nil {
+		return e, err
+	}
+	if err = object("feishu", "event", v[5], feishuEventFields[:], ev[:]); err != nil {
+		return e, err
+	}
+	if err = object("feishu", "event.message", ev[2], feishuMessageFields[:], msg[:]); err != nil {
+		return e, err
+	}
+	e.uuid, e.eventID, e.openMessageID, e.msgID = v[2], hdr[0], ev[1], msg[0]
+	encrypt := ""
+	for _, f := range []struct {
+		dst   *string
+		field string
+		raw   []byte
+	}{
+		{&e.schema, "schema", v[0]}, {&e.typ, "type", v[1]}, {&encrypt, "encrypt", v[3]},
+		{&e.eventType, "header.event_type", hdr[1]}, {&e.eventTypeV1, "event.type", ev[0]},
+	} {
+		if *f.dst, err = stringField("feishu", f.field, f.raw); err != nil {
+			return e, err
+		}
+	}
+	e.encrypted = encrypt != ""
+	return e, nil
 }

@@ -10,15 +10,19 @@ import (
 
 // Preset is what this library knows about one chat platform's webhooks: the key
 // channel, which field of the delivery identifies a message across the
-// platform's redeliveries, and a TTL that outlasts its redelivery window. A
-// Preset is plain data: copy one and change a field to adapt it, for example a
-// Name per bot when several bots of one platform share a [dedupe.Store]:
+// platform's redeliveries, a TTL that outlasts its redelivery window, how long
+// a copy may wait for the first copy's outcome before the platform gives up on
+// it, and how the platform proves that a delivery comes from it. A Preset is
+// plain data: copy one and change a field to adapt it, for example a Name per
+// bot when several bots of one platform share a [dedupe.Store]:
 //
-//	bot2 := platform.Telegram
+//	bot2 := platform.Telegram.WithSecret(os.Getenv("BOT2_WEBHOOK_SECRET"))
 //	bot2.Name = "telegram-bot2"
 //
 // The presets are [Telegram], [Slack], [Feishu], [Discord], [OneBot] and [QQ];
-// [Presets] lists them. A Preset is safe for concurrent use.
+// [Presets] lists them. As declared they hold no secret and authenticate
+// nothing: give each its secret with [Preset.WithSecret]. A Preset is safe for
+// concurrent use.
 type Preset struct {
 	// Name is the platform's name and the Channel of every key the preset
 	// extracts, for example "telegram". It must be a valid key channel.
@@ -29,23 +33,131 @@ type Preset struct {
 	// configure the [dedupe.Deduper] with it.
 	TTL time.Duration
 
+	// AckBudget is how long a copy of a message that another request is
+	// processing may wait for that request's outcome (see [dedupe.WithWait])
+	// before it is answered: acknowledged if the first copy was processed,
+	// refused (so that the platform retries) if not. It is below the time the
+	// platform waits for an answer, leaving room to answer; each preset
+	// documents both. Zero or less: copies do not wait.
+	AckBudget time.Duration
+
 	// MessageID finds the message id in a delivery's raw body and headers;
 	// header may be nil. It returns an error wrapping [ErrNotAMessage] for
 	// protocol requests, [dedupe.ErrNoMessageID] for a delivery without a
 	// usable id (a body that is not the expected JSON included), and
 	// [dedupe.ErrInvalidKey] for an id that is not a string or an integer.
 	MessageID func(body []byte, header http.Header) (string, error)
+
+	// newVerifier makes the verifier of a secret; nil for a preset whose
+	// platform this package cannot authenticate.
+	newVerifier func(secret string) (verifier, error)
+	// verifier authenticates deliveries; nil until WithSecret.
+	verifier verifier
+}
+
+// verifier authenticates the deliveries of one platform with one secret. It
+// returns the body the preset keys on: the delivery's, or its plaintext.
+type verifier interface {
+	verify(p *Preset, body []byte, header http.Header, now time.Time) ([]byte, error)
+}
+
+// answerer is a verifier that answers a protocol request itself, because the
+// answer needs the secret.
+type answerer interface {
+	answer(body []byte) (response []byte, ok bool)
+}
+
+// refusal is the verifier of a secret that cannot be the platform's: it
+// refuses every delivery.
+type refusal struct{ err error }
+
+func (r refusal) verify(*Preset, []byte, http.Header, time.Time) ([]byte, error) { return nil, r.err }
+
+// WithSecret returns a copy of p that authenticates deliveries with secret,
+// the one the platform names (see each preset for which one, and
+// [Preset.Verify] for what is checked). A secret the platform cannot have
+// issued (empty, or malformed such as a Discord public key that is not 64 hex
+// digits) makes the copy refuse every delivery; [Preset.CheckSecret] reports
+// why. So does a secret given to a preset whose platform this package does
+// not know how to authenticate (a Preset built by hand): it fails closed.
+func (p Preset) WithSecret(secret string) Preset {
+	var (
+		v   verifier
+		err error
+	)
+	switch {
+	case p.newVerifier == nil:
+		err = fmt.Errorf("%w: preset %q has no authentication scheme", ErrUnauthenticated, p.Name)
+	case secret == "":
+		err = fmt.Errorf("%w: %s secret is empty", ErrUnauthenticated, p.Name)
+	default:
+		v, err = p.newVerifier(secret)
+	}
+	if err != nil {
+		v = refusal{err}
+	}
+	p.verifier = v
+	return p
+}
+
+// CheckSecret reports how p authenticates: nil when it was given a usable
+// secret, [ErrNoSecret] when it was given none (its deliveries are served
+// unauthenticated), and an error wrapping [ErrUnauthenticated] that says why
+// when its secret cannot be the platform's (every delivery is refused).
+func (p Preset) CheckSecret() error {
+	switch v := p.verifier.(type) {
+	case nil:
+		return fmt.Errorf("%w: %s deliveries are not authenticated", ErrNoSecret, p.Name)
+	case refusal:
+		return v.err
+	}
+	return nil
+}
+
+// Verify authenticates a delivery with the secret given by
+// [Preset.WithSecret], and returns the body to extract the key from and to
+// hand to the handler: body itself, or for an encrypted Feishu delivery its
+// plaintext. now is the time signed timestamps are checked against. A
+// delivery that fails returns an error wrapping [ErrUnauthenticated]; the
+// error never holds the secret. Without a secret, Verify returns body as it
+// is: the delivery is not authenticated.
+//
+// Verify needs the HTTP headers of the delivery, which carry the signatures.
+// A OneBot client connected over WebSocket has none: OneBot authenticates the
+// connection (its access token) when it is made, not each frame, so such a
+// client extracts keys from frames without Verify.
+func (p Preset) Verify(body []byte, header http.Header, now time.Time) ([]byte, error) {
+	if p.verifier == nil {
+		return body, nil
+	}
+	return p.verifier.verify(&p, body, header, now)
+}
+
+// Answer returns the answer to a protocol request that the preset answers
+// itself because the answer needs the secret: QQ's callback URL validation
+// (op 13). ok is false for any other delivery, and for a preset without a
+// usable secret. Call it on a body [Preset.Verify] accepted.
+func (p Preset) Answer(body []byte) (response []byte, ok bool) {
+	if a, isAnswerer := p.verifier.(answerer); isAnswerer {
+		return a.answer(body)
+	}
+	return nil, false
 }
 
 // Extract returns the key of a delivery: Channel is p.Name and MessageID what
 // p.MessageID finds in body and header. The key is validated, so an error
 // wraps [ErrNotAMessage], [dedupe.ErrNoMessageID] or [dedupe.ErrInvalidKey].
 // Extract never decodes a number through float64: ids of any length are kept
-// exactly as the platform wrote them.
+// exactly as the platform wrote them. Member names match exactly, as the
+// platform spells them ({"UPDATE_ID":5} has no update_id), a member the
+// preset reads may appear once, and a string id that is not valid UTF-8, raw
+// or as an escaped lone surrogate, is [dedupe.ErrInvalidKey]: two raw ids
+// never give one key.
 //
-// The presets of this package read the body alone, so header may be nil: a
-// client that receives events without HTTP, such as OneBot over WebSocket,
-// passes each frame as body with a nil header.
+// Extract does not authenticate: call [Preset.Verify] first, and pass the body
+// it returns. Only the OneBot preset reads a header (X-Self-ID), so header
+// may be nil: a client that receives events without HTTP, such as OneBot over
+// WebSocket, passes each frame as body with a nil header.
 func (p Preset) Extract(body []byte, header http.Header) (dedupe.Key, error) {
 	if p.MessageID == nil {
 		return dedupe.Key{}, fmt.Errorf("%w: preset %q has no MessageID func", dedupe.ErrNoMessageID, p.Name)

@@ -23,6 +23,14 @@
 // Deduper's store calls by phase: "claim", "mark", "release" and "extend". Its
 // buckets are [dedupe.LatencyBuckets] in seconds.
 //
+// dedupe_http_deliveries_total{platform,verdict} is a counter of what the
+// webhook endpoints built by dedupehttp.New decided before the Deduper:
+// "unauthenticated" (refused with 401: a forgery, a stale signature),
+// "undeduplicated" (no usable message id, not a protocol request: served
+// without deduplication, or refused under
+// dedupehttp.WithRefuseUndeduplicated), "protocol" (handshakes, heartbeats)
+// and "malformed" (refused with 400). [NewHTTPCollector] exports it.
+//
 // backend is the primary store's [dedupe.Store.Backend]; calls served by a
 // fallback store are counted under it too. [WithNamespace] prefixes the metric
 // names and [WithConstLabels] adds labels, for example to tell several

@@ -1,16 +1,19 @@
-// Command webhook serves a Telegram-style and a Slack-style webhook on one
-// net/http server, deduplicated by the platform presets and the dedupehttp
-// middleware, with Prometheus metrics on /metrics.
+// Command webhook serves a Telegram and a Slack webhook on one net/http
+// server, each authenticated with its platform's secret and deduplicated by
+// dedupehttp.New over one Deduper, with Prometheus metrics on /metrics.
 //
 // Run without flags, it starts the server on a loopback port, plays the part of
-// both platforms (a Telegram update delivered three times, one copy of it
-// concurrently; a Slack event and its retry with X-Slack-Retry-Num; Slack's URL
-// verification handshake), prints what the handlers saw and the decision
-// counters from /metrics, and exits:
+// both platforms (a forged Telegram update, then the real one delivered three
+// times, one copy of it concurrently; a Slack event and its retry with
+// X-Slack-Retry-Num; Slack's URL verification handshake), prints what the
+// handlers saw and the counters from /metrics, and exits:
 //
 //	go run ./examples/webhook
 //
-// With -serve it keeps serving on -addr until interrupted.
+// The secrets come from -telegram-secret and -slack-secret, or the
+// environment variables TELEGRAM_WEBHOOK_SECRET (the secret_token given to
+// setWebhook) and SLACK_SIGNING_SECRET, with demo values by default. With
+// -serve it keeps serving on -addr until interrupted.
 package main
 
 import (
@@ -33,6 +36,7 @@ import (
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
 	"github.com/gatewaykit/dedupe/platform"
+	"github.com/gatewaykit/dedupe/platform/platformtest"
 	dedupeprom "github.com/gatewaykit/dedupe/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -41,35 +45,53 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "listen address")
 	serve := flag.Bool("serve", false, "keep serving until interrupted instead of running the demo")
+	var s secrets
+	flag.StringVar(&s.telegram, "telegram-secret", envOr("TELEGRAM_WEBHOOK_SECRET", "demo-telegram-secret"),
+		"Telegram webhook secret_token (env TELEGRAM_WEBHOOK_SECRET)")
+	flag.StringVar(&s.slack, "slack-secret", envOr("SLACK_SIGNING_SECRET", "demo-slack-signing-secret"),
+		"Slack signing secret (env SLACK_SIGNING_SECRET)")
 	flag.Parse()
-	if err := run(*addr, *serve); err != nil {
+	if err := run(*addr, *serve, s); err != nil {
 		log.Fatal(err)
 	}
 }
 
-// gateway is the demo's server: one Deduper per platform, since each platform
-// has its own TTL, sharing one store and one metrics registry.
+// secrets are the platforms' secrets.
+type secrets struct{ telegram, slack string }
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// gateway is the demo's server: one Deduper for both platforms (each endpoint
+// marks with its preset's TTL), one store and one metrics registry.
 type gateway struct {
 	mux      *http.ServeMux
 	telegram atomic.Int64 // updates the Telegram handler processed
 	slack    atomic.Int64 // events the Slack handler processed
 }
 
-func newGateway(store dedupe.Store) *gateway {
+func newGateway(store dedupe.Store, s secrets) *gateway {
 	g := &gateway{mux: http.NewServeMux()}
 	reg := prometheus.NewRegistry()
+	d := dedupe.New(store)
+	reg.MustRegister(dedupeprom.NewCollector(d))
+	var endpoints []*dedupehttp.Handler
 	for _, p := range []struct {
 		preset  platform.Preset
 		handler http.HandlerFunc
 	}{
-		{platform.Telegram, g.handleTelegram},
-		{platform.Slack, g.handleSlack},
+		{platform.Telegram.WithSecret(s.telegram), g.handleTelegram},
+		{platform.Slack.WithSecret(s.slack), g.handleSlack},
 	} {
-		d := dedupe.New(store, dedupe.WithTTL(p.preset.TTL))
-		reg.MustRegister(dedupeprom.NewCollector(d, dedupeprom.WithConstLabels(prometheus.Labels{"platform": p.preset.Name})))
-		mw := dedupehttp.Middleware(d, dedupehttp.FromPreset(p.preset))
-		g.mux.Handle("POST /"+p.preset.Name, mw(p.handler))
+		h := dedupehttp.New(d, p.preset, p.handler)
+		endpoints = append(endpoints, h)
+		g.mux.Handle("POST /"+p.preset.Name, h)
 	}
+	reg.MustRegister(dedupeprom.NewHTTPCollector(endpoints))
 	g.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return g
 }
@@ -92,10 +114,10 @@ func (g *gateway) handleSlack(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-func run(addr string, serve bool) error {
+func run(addr string, serve bool, s secrets) error {
 	store := dedupe.NewMemoryStore(dedupe.MemoryConfig{})
 	defer store.Close()
-	g := newGateway(store)
+	g := newGateway(store, s)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
@@ -113,23 +135,32 @@ func run(addr string, serve bool) error {
 		return nil
 	}
 
+	// The platforms' side: they sign with the same secrets.
+	tg := platformtest.NewSigner("telegram", s.telegram)
+	sl := platformtest.NewSigner("slack", s.slack)
 	update := `{"update_id": 870012345, "message": {"message_id": 42, "chat": {"id": -1001234567890, "type": "supergroup"}, "text": "hello bot"}}`
+	forged := post(base+"/telegram", update, http.Header{"X-Telegram-Bot-Api-Secret-Token": {"guessed"}})
 	var wg sync.WaitGroup
 	for i := 0; i < 2; i++ { // a delivery and a concurrent copy from a proxy's retry
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			post(base+"/telegram", update, nil)
+			post(base+"/telegram", update, tg.Sign([]byte(update), time.Now()))
 		}()
 	}
 	wg.Wait()
-	post(base+"/telegram", update, nil) // a late redelivery
+	post(base+"/telegram", update, tg.Sign([]byte(update), time.Now())) // a late redelivery
 
 	event := `{"token": "XXYYZZ", "team_id": "T0001", "type": "event_callback", "event_id": "Ev08MFMKH6", "event_time": 1764448112, "event": {"type": "app_mention", "text": "<@U0LAN0Z89> hi", "channel": "C0LAN2Q65"}}`
-	post(base+"/slack", event, nil)
-	post(base+"/slack", event, http.Header{"X-Slack-Retry-Num": {"1"}, "X-Slack-Retry-Reason": {"http_timeout"}})
-	challenge := post(base+"/slack", `{"token": "XXYYZZ", "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P", "type": "url_verification"}`, nil)
+	post(base+"/slack", event, sl.Sign([]byte(event), time.Now()))
+	retry := sl.Sign([]byte(event), time.Now())
+	retry.Set("X-Slack-Retry-Num", "1")
+	retry.Set("X-Slack-Retry-Reason", "http_timeout")
+	post(base+"/slack", event, retry)
+	handshake := `{"token": "XXYYZZ", "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P", "type": "url_verification"}`
+	challenge := post(base+"/slack", handshake, sl.Sign([]byte(handshake), time.Now()))
 
+	fmt.Printf("telegram: a forged update was answered %q\n", strings.TrimSpace(forged))
 	fmt.Printf("telegram: 3 deliveries of update 870012345, handler ran %d time(s)\n", g.telegram.Load())
 	fmt.Printf("slack:    2 deliveries of event Ev08MFMKH6, handler ran %d time(s)\n", g.slack.Load())
 	fmt.Printf("slack:    url_verification answered %q\n", challenge)
@@ -171,7 +202,8 @@ func printMetrics(url string) error {
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		line := sc.Text()
-		if strings.HasPrefix(line, "dedupe_decisions_total{") && !strings.HasSuffix(line, " 0") {
+		if (strings.HasPrefix(line, "dedupe_decisions_total{") || strings.HasPrefix(line, "dedupe_http_deliveries_total{")) &&
+			!strings.HasSuffix(line, " 0") {
 			fmt.Println("  " + line)
 		}
 	}

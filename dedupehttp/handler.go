@@ -1,0 +1,58 @@
+package dedupehttp
+
+import (
+	"net/http"
+
+	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/platform"
+)
+
+// Handler is the webhook endpoint of one platform: an [http.Handler] that
+// authenticates each delivery with a [platform.Preset], deduplicates it with
+// a [dedupe.Deduper] under the preset's TTL, and serves it to the next
+// handler, as [Middleware] describes. Make one with [New]. Its [Stats] count
+// what it refused or passed through before the Deduper. A Handler is safe for
+// concurrent use.
+type Handler struct {
+	h    handler
+	name string
+}
+
+// New returns a [Handler] that serves the deliveries of platform p to next:
+//
+//	tg := platform.Telegram.WithSecret(os.Getenv("TELEGRAM_WEBHOOK_SECRET"))
+//	http.Handle("POST /telegram", dedupehttp.New(d, tg, telegramHandler))
+//
+// Each delivery is authenticated with p's secret first ([WithVerify]): a
+// forgery is answered 401 and nothing derived from it reaches the store.
+// Without a secret, deliveries are served unauthenticated and New logs a
+// warning saying so. The key is extracted with [FromPreset]. The message is
+// claimed and marked with d.With(dedupe.WithTTL(p.TTL),
+// dedupe.WithWait(p.AckBudget)): one Deduper serves every platform, each
+// with its own TTL, and a copy that arrives while the first is processed
+// waits up to p.AckBudget for its outcome, then is answered 200 if the first
+// was processed and 503 with Retry-After otherwise, never acknowledged
+// blindly. opts are those of [Middleware]; a [WithVerify] among them
+// replaces p's.
+func New(d *dedupe.Deduper, p platform.Preset, next http.Handler, opts ...Option) *Handler {
+	c := newConfig(append([]Option{WithVerify(p)}, opts...))
+	return &Handler{
+		h: handler{
+			d:       d.With(dedupe.WithTTL(p.TTL), dedupe.WithWait(p.AckBudget)),
+			extract: FromPreset(p),
+			next:    next,
+			c:       c,
+		},
+		name: p.Name,
+	}
+}
+
+// ServeHTTP authenticates, deduplicates and serves r, as [New] says.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.h.ServeHTTP(w, r) }
+
+// Name returns the name of the Handler's preset, such as "telegram".
+func (h *Handler) Name() string { return h.name }
+
+// Stats returns a snapshot of the Handler's counters. It is safe to call
+// concurrently with ServeHTTP.
+func (h *Handler) Stats() Stats { return h.h.c.stats.snapshot() }

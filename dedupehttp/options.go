@@ -1,0 +1,223 @@
+package dedupehttp
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/platform"
+)
+
+// An Option configures [New], [Middleware] or [NewAsync]. Each constructor
+// takes options alone; the options of an [Async]'s queue ([WithWorkers],
+// [WithQueueSize], [WithAcceptedStatus], [WithDone]) are ignored by the
+// others.
+type Option func(*config)
+
+type config struct {
+	maxBody      int64
+	duplicate    http.Handler
+	inFlight     http.Handler
+	extractError func(http.ResponseWriter, *http.Request, error) bool
+	failed       func(status int) bool
+	retryAfter   string
+	logger       *slog.Logger
+	now          func() time.Time
+
+	preset     *platform.Preset // set by WithVerify: authenticate with it
+	refuseNoID bool             // WithRefuseUndeduplicated
+	stats      counters
+	warnings   [numWarnings]limiter
+
+	// Read by Async alone.
+	workers        int
+	queueSize      int
+	acceptedStatus int
+	done           func(context.Context, dedupe.Key, error)
+}
+
+func newConfig(opts []Option) *config {
+	c := &config{
+		maxBody:      DefaultMaxBodySize,
+		duplicate:    http.HandlerFunc(answerOK),
+		extractError: DefaultExtractError,
+		failed:       func(status int) bool { return status < 200 || status > 299 },
+		logger:       slog.Default(),
+		now:          time.Now,
+
+		workers:        DefaultWorkers,
+		queueSize:      DefaultQueueSize,
+		acceptedStatus: http.StatusAccepted,
+	}
+	c.inFlight = http.HandlerFunc(c.answerInFlight)
+	WithRetryAfter(DefaultRetryAfter)(c)
+	for _, o := range opts {
+		o(c)
+	}
+	c.warnUnauthenticated()
+	return c
+}
+
+// warnUnauthenticated logs, once at construction, that the endpoint does not
+// authenticate deliveries, or that its secret cannot work.
+func (c *config) warnUnauthenticated() {
+	ctx := context.Background()
+	if c.preset == nil {
+		c.log(ctx, slog.LevelWarn, "dedupe: dedupehttp: endpoint is unauthenticated: deliveries are remembered without checking that they come from the platform; use dedupehttp.New or WithVerify with a preset given its secret")
+		return
+	}
+	switch err := c.preset.CheckSecret(); {
+	case errors.Is(err, platform.ErrNoSecret):
+		c.log(ctx, slog.LevelWarn, "dedupe: dedupehttp: endpoint is unauthenticated: the preset has no secret (platform.Preset.WithSecret)",
+			slog.String("platform", c.preset.Name))
+	case err != nil:
+		c.log(ctx, slog.LevelError, "dedupe: dedupehttp: the preset's secret cannot be the platform's: every delivery will be refused",
+			slog.String("platform", c.preset.Name), slog.Any("error", err))
+	}
+}
+
+func answerOK(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }
+
+// answerInFlight is the default answer to a copy in flight: 503 with
+// Retry-After, so that the platform delivers it again.
+func (c *config) answerInFlight(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Retry-After", c.retryAfter)
+	http.Error(w, "message in flight, retry later", http.StatusServiceUnavailable)
+}
+
+// WithVerify makes the middleware authenticate each delivery with
+// [platform.Preset.Verify] before anything else: a delivery that fails is
+// answered 401 Unauthorized with [HeaderVerdict] "unauthenticated", counted
+// in [Stats].Unauthenticated and logged at warn level (at most once a minute,
+// with the number left out), and nothing of it reaches the extractor, the
+// store or the handler. The extractor and the handler read the body Verify
+// returns (for an encrypted Feishu delivery, the plaintext). A protocol
+// request that the preset answers itself, QQ's callback URL validation, is
+// answered by the middleware ([platform.Preset.Answer]).
+//
+// [New] sets it. Without it, [Middleware] and [NewAsync] authenticate
+// nothing, and log a warning at construction saying so; so does a preset
+// given no secret.
+func WithVerify(p platform.Preset) Option {
+	return func(c *config) { c.preset = &p }
+}
+
+// WithRefuseUndeduplicated makes the middleware refuse, with 400 Bad Request
+// and [HeaderVerdict] "undeduplicated", a delivery whose key it cannot find
+// and that is not a protocol request (see [DefaultExtractError]): for
+// example an encrypted Feishu body without the Encrypt Key, a OneBot message
+// event without a bot id, a QQ dispatch without an id. By default such a
+// delivery is served without deduplication; either way it is counted in
+// [Stats].Undeduplicated and logged at warn level (at most once a minute).
+// OneBot notices and requests carry no id of their own, so with OneBot this
+// refuses them too.
+func WithRefuseUndeduplicated() Option {
+	return func(c *config) { c.refuseNoID = true }
+}
+
+// WithClock sets the clock against which signed timestamps are checked
+// (default time.Now).
+func WithClock(now func() time.Time) Option {
+	return func(c *config) {
+		if now != nil {
+			c.now = now
+		}
+	}
+}
+
+// WithMaxBodySize sets the largest request body the middleware reads (default
+// [DefaultMaxBodySize]). A larger body is answered 413 Request Entity Too Large
+// and reaches neither the extractor nor the handler. n <= 0 keeps the default.
+func WithMaxBodySize(n int64) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.maxBody = n
+		}
+	}
+}
+
+// WithDuplicate sets the handler that answers a message already processed.
+// The default answers 200 OK with an empty body, so that the platform stops
+// redelivering. The message's own handler never sees a duplicate. [KeyFrom]
+// gives the handler the key and [VerdictDuplicate].
+func WithDuplicate(h http.Handler) Option {
+	return func(c *config) {
+		if h != nil {
+			c.duplicate = h
+		}
+	}
+}
+
+// WithInFlight sets the handler that answers a copy of a message that another
+// request is still processing, after the copy waited for it as long as the
+// Deduper's [dedupe.WithWait] allows ([New] waits for the preset's
+// AckBudget). The default answers 503 Service Unavailable with Retry-After,
+// so that the platform delivers the copy again: acknowledging it would lose
+// the message if the first request then failed. [KeyFrom] gives the handler
+// the key and [VerdictInFlight].
+func WithInFlight(h http.Handler) Option {
+	return func(c *config) {
+		if h != nil {
+			c.inFlight = h
+		}
+	}
+}
+
+// WithExtractError sets the policy for a request whose key the [Extractor]
+// could not find (default [DefaultExtractError]). The policy either returns
+// true, and the request reaches the handler without deduplication, or answers
+// the request itself and returns false. It must not read the body.
+func WithExtractError(f func(w http.ResponseWriter, r *http.Request, err error) bool) Option {
+	return func(c *config) {
+		if f != nil {
+			c.extractError = f
+		}
+	}
+}
+
+// WithFailureStatus sets which statuses of the handler's answer count as a
+// failure: the claim is then released instead of the message being marked, so
+// that the platform's retry is processed. The default is any status outside
+// 2xx: a handler that refuses a delivery (401, 403, 400, 429, 5xx) leaves the
+// message unmarked, so that a forged or premature delivery never hides the
+// real one. A handler that panics has always failed. A gateway whose handler
+// answers 422 to a message it will never accept, and wants it remembered,
+// can use
+//
+//	dedupehttp.WithFailureStatus(func(s int) bool { return (s < 200 || s > 299) && s != 422 })
+func WithFailureStatus(failed func(status int) bool) Option {
+	return func(c *config) {
+		if failed != nil {
+			c.failed = failed
+		}
+	}
+}
+
+// WithRetryAfter sets the Retry-After of the middleware's 503 answers (default
+// [DefaultRetryAfter]), rounded up to whole seconds and at least 1.
+func WithRetryAfter(d time.Duration) Option {
+	return func(c *config) {
+		secs := max(1, int64((d+time.Second-1)/time.Second))
+		c.retryAfter = strconv.FormatInt(secs, 10)
+	}
+}
+
+// WithLogger sets the logger for the middleware's own records: at warn level
+// an unauthenticated endpoint (once, at construction), refused forgeries and
+// deliveries served without deduplication (each at most once a minute), and
+// a full queue; at debug level other refused requests; at error level a
+// secret that cannot work and the failures of requests [Async] had already
+// accepted, which the platform will not redeliver. The default is
+// [slog.Default]. The [dedupe.Deduper] logs its verdicts and store errors to
+// its own logger.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l != nil {
+			c.logger = l
+		}
+	}
+}

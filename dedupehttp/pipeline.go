@@ -1,0 +1,232 @@
+package dedupehttp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/platform"
+)
+
+// What every request goes through before the Deduper sees it: the body is
+// read once, authenticated, answered if it is a protocol request the preset
+// answers itself, and keyed; and how the middleware answers what the Deduper
+// decided.
+
+// Extractor returns the [dedupe.Key] of a webhook delivery. The middleware
+// has buffered the body: an Extractor may read r.Body, or get the bytes
+// without a copy from [Body], and the handler still sees the whole body.
+//
+// An Extractor returns an error wrapping [dedupe.ErrNoMessageID] for a
+// request that carries no message (a platform handshake such as a Slack
+// url_verification): by default such requests reach the handler without
+// deduplication. See [DefaultExtractError] for the other errors.
+type Extractor func(r *http.Request) (dedupe.Key, error)
+
+// FromPreset returns an [Extractor] that extracts keys with the platform
+// preset p from the request's body and headers, using
+// [platform.Preset.Extract]. It does not authenticate: [New], or
+// [WithVerify], runs p's [platform.Preset.Verify] first.
+func FromPreset(p platform.Preset) Extractor {
+	return func(r *http.Request) (dedupe.Key, error) {
+		b, err := Body(r)
+		if err != nil {
+			return dedupe.Key{}, err
+		}
+		return p.Extract(b, r.Header)
+	}
+}
+
+// DefaultExtractError is the default policy of [WithExtractError]:
+//   - An error wrapping [dedupe.ErrNoMessageID] (and so [platform.ErrNotAMessage])
+//     means a request that carries no message, such as a Slack or Feishu
+//     url_verification challenge, a Discord PING or a OneBot heartbeat: it
+//     passes to the handler without deduplication, and the handler answers
+//     it.
+//     So does a request with an empty body, such as a GET that verifies the
+//     webhook's URL.
+//   - A non-empty body that is not JSON, or JSON of the wrong shape (an error
+//     wrapping a [*json.SyntaxError] or a [*json.UnmarshalTypeError]), an
+//     invalid id ([dedupe.ErrInvalidKey]) and any other error are answered 400
+//     Bad Request, with the error in the body.
+//
+// Whatever the policy, a delivery served without deduplication that is not a
+// protocol request is counted in [Stats].Undeduplicated and logged at warn
+// level; see [WithRefuseUndeduplicated] to refuse those instead.
+func DefaultExtractError(w http.ResponseWriter, r *http.Request, err error) bool {
+	if errors.Is(err, dedupe.ErrNoMessageID) {
+		if b, _ := Body(r); len(b) == 0 || !malformed(err) {
+			return true
+		}
+	}
+	http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
+	return false
+}
+
+// malformed reports whether err tells of a body that is not the expected
+// JSON.
+func malformed(err error) bool {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	return errors.As(err, &syntax) || errors.As(err, &typ)
+}
+
+// next tells a handler what to do with a request after prepare.
+type next int
+
+const (
+	nextDedupe next = iota // deduplicate under the key
+	nextPass               // serve without deduplication
+	nextDone               // answered already
+)
+
+// prepare buffers r's body, authenticates it (see WithVerify), extracts its
+// key and applies the extract-error policy. It returns a shallow copy of r
+// whose Body reads the buffer and whose context carries the delivery.
+func (c *config) prepare(w http.ResponseWriter, r *http.Request, extract Extractor) (*http.Request, *delivery, next) {
+	data, err := c.readBody(w, r)
+	if err != nil {
+		c.refuseBody(w, r, err)
+		return nil, nil, nextDone
+	}
+	received := len(data)
+	if c.preset != nil {
+		var answered bool
+		if data, answered = c.authenticate(w, r, data); answered {
+			return nil, nil, nextDone
+		}
+	}
+	d := &delivery{Context: r.Context()}
+	d.body.set(data)
+	r2 := r.WithContext(d) // handlers must not modify the request they are given
+	r2.Body = &d.body
+	if len(data) != received { // decrypted: the handler reads the plaintext
+		r2.ContentLength = int64(len(data))
+	}
+	key, err := extract(r2)
+	d.body.set(data)
+	r2.Body = &d.body
+	if err != nil {
+		return r2, d, c.extractFailed(w, r2, d, err)
+	}
+	d.key = key
+	return r2, d, nextDedupe
+}
+
+// refuseBody answers a request whose body could not be read.
+func (c *config) refuseBody(w http.ResponseWriter, r *http.Request, err error) {
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		c.debug(r.Context(), "dedupe: dedupehttp: request body too large", slog.Int64("limit", c.maxBody))
+		http.Error(w, fmt.Sprintf("request body larger than %d bytes", c.maxBody), http.StatusRequestEntityTooLarge)
+		return
+	}
+	c.debug(r.Context(), "dedupe: dedupehttp: cannot read request body", slog.Any("error", err))
+	http.Error(w, "cannot read request body", http.StatusBadRequest)
+}
+
+// authenticate verifies data with the preset. It returns the body to key on,
+// or answered true when it answered the request itself: 401 for a forgery,
+// the preset's answer to a protocol request that needs the secret.
+func (c *config) authenticate(w http.ResponseWriter, r *http.Request, data []byte) ([]byte, bool) {
+	p := c.preset
+	verified, err := p.Verify(data, r.Header, c.now())
+	if err != nil {
+		c.stats.unauthenticated.Add(1)
+		c.warn(r.Context(), warnUnauthenticated, "dedupe: dedupehttp: unauthenticated delivery refused",
+			slog.String("platform", p.Name), slog.String("remote_addr", r.RemoteAddr), slog.Any("error", err))
+		w.Header().Set(HeaderVerdict, "unauthenticated")
+		http.Error(w, "unauthenticated", http.StatusUnauthorized)
+		return nil, true
+	}
+	if resp, ok := p.Answer(verified); ok {
+		c.stats.protocol.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set(HeaderVerdict, string(VerdictProtocol))
+		_, _ = w.Write(resp)
+		return nil, true
+	}
+	return verified, false
+}
+
+// extractFailed applies the extract-error policy to a request without a key,
+// and counts and logs what it decided.
+func (c *config) extractFailed(w http.ResponseWriter, r *http.Request, d *delivery, err error) next {
+	protocol := errors.Is(err, platform.ErrNotAMessage)
+	noID := !protocol && errors.Is(err, dedupe.ErrNoMessageID) && (len(d.body.data) == 0 || !malformed(err))
+	if noID && c.refuseNoID {
+		c.undeduplicated(r, err, "refused")
+		w.Header().Set(HeaderVerdict, string(VerdictUndeduplicated))
+		http.Error(w, "bad request: no message id to deduplicate: "+err.Error(), http.StatusBadRequest)
+		return nextDone
+	}
+	if !c.extractError(w, r, err) {
+		c.stats.malformed.Add(1)
+		c.debug(r.Context(), "dedupe: dedupehttp: no key, refused", slog.Any("error", err))
+		return nextDone
+	}
+	if protocol {
+		c.stats.protocol.Add(1)
+		d.verdict = VerdictProtocol
+		c.debug(r.Context(), "dedupe: dedupehttp: protocol request served without deduplication", slog.Any("error", err))
+	} else {
+		c.undeduplicated(r, err, "served")
+		d.verdict = VerdictUndeduplicated
+	}
+	return nextPass
+}
+
+// undeduplicated counts and logs a delivery without a usable message id.
+func (c *config) undeduplicated(r *http.Request, err error, how string) {
+	c.stats.undeduplicated.Add(1)
+	attrs := []slog.Attr{slog.String("outcome", how), slog.Any("error", err)}
+	if c.preset != nil {
+		attrs = append(attrs, slog.String("platform", c.preset.Name))
+	}
+	c.warn(r.Context(), warnUndeduplicated, "dedupe: dedupehttp: delivery without a usable message id, not deduplicated", attrs...)
+}
+
+// answer answers a request whose Deduper.Do did not run the handler.
+func (c *config) answer(w http.ResponseWriter, r *http.Request, d *delivery, h http.Handler, err error) {
+	switch {
+	case errors.Is(err, dedupe.ErrDuplicate):
+		d.verdict = VerdictDuplicate
+		w.Header().Set(HeaderVerdict, string(VerdictDuplicate))
+		c.duplicate.ServeHTTP(w, r)
+	case errors.Is(err, dedupe.ErrInFlight):
+		d.verdict = VerdictInFlight
+		w.Header().Set(HeaderVerdict, string(VerdictInFlight))
+		c.inFlight.ServeHTTP(w, r)
+	case errors.Is(err, dedupe.ErrInvalidKey):
+		d.key = dedupe.Key{}
+		if c.extractFailed(w, r, d, err) == nextPass {
+			h.ServeHTTP(w, r)
+		}
+	default: // the store failed; the Deduper logged it
+		c.unavailable(w, "message store unavailable")
+	}
+}
+
+// unavailable answers 503 with Retry-After, so that the platform retries.
+func (c *config) unavailable(w http.ResponseWriter, why string) {
+	w.Header().Set("Retry-After", c.retryAfter)
+	w.Header().Set(HeaderVerdict, "unavailable")
+	http.Error(w, why+", retry later", http.StatusServiceUnavailable)
+}
+
+func (c *config) debug(ctx context.Context, msg string, attrs ...slog.Attr) {
+	if c.logger.Enabled(ctx, slog.LevelDebug) {
+		c.log(ctx, slog.LevelDebug, msg, attrs...)
+	}
+}
+
+func (c *config) log(ctx context.Context, level slog.Level, msg string, attrs ...slog.Attr) {
+	if id := dedupe.TraceID(ctx); id != "" {
+		attrs = append(attrs, slog.String("trace_id", id))
+	}
+	c.logger.LogAttrs(ctx, level, msg, attrs...)
+}

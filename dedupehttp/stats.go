@@ -1,0 +1,142 @@
+package dedupehttp
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/gatewaykit/dedupe"
+)
+
+// Stats counts what the middleware decided itself, before any store call; the
+// [dedupe.Deduper] counts the rest (processed, duplicates, copies in flight,
+// releases) in [dedupe.Stats]. Each [Handler] and [Async] has its own.
+type Stats struct {
+	// Unauthenticated counts deliveries refused with 401 because they failed
+	// the preset's authentication (see [WithVerify]).
+	Unauthenticated uint64
+	// Undeduplicated counts deliveries without a usable message id that are
+	// not protocol requests: served without deduplication, or refused with
+	// 400 under [WithRefuseUndeduplicated].
+	Undeduplicated uint64
+	// Protocol counts protocol requests (URL verification, PING, heartbeat),
+	// passed to the handler without deduplication or answered by the
+	// middleware (QQ's callback URL validation).
+	Protocol uint64
+	// Malformed counts deliveries refused with 400 because their body is not
+	// the platform's JSON or their id is invalid.
+	Malformed uint64
+}
+
+type counters struct {
+	unauthenticated, undeduplicated, protocol, malformed atomic.Uint64
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{
+		Unauthenticated: c.unauthenticated.Load(),
+		Undeduplicated:  c.undeduplicated.Load(),
+		Protocol:        c.protocol.Load(),
+		Malformed:       c.malformed.Load(),
+	}
+}
+
+// Kinds of rate-limited warnings.
+const (
+	warnUnauthenticated = iota
+	warnUndeduplicated
+	numWarnings
+)
+
+// warnInterval is the least time between two warnings of one kind.
+const warnInterval = time.Minute
+
+// limiter lets a warning through at most once per warnInterval, and counts
+// the ones it held back.
+type limiter struct {
+	next       atomic.Int64 // UnixNano before which warnings are held back
+	suppressed atomic.Uint64
+}
+
+// allow reports whether to log now, and how many warnings were held back
+// since the last one logged.
+func (l *limiter) allow(now time.Time) (bool, uint64) {
+	n := l.next.Load()
+	if now.UnixNano() < n || !l.next.CompareAndSwap(n, now.Add(warnInterval).UnixNano()) {
+		l.suppressed.Add(1)
+		return false, 0
+	}
+	return true, l.suppressed.Swap(0)
+}
+
+// warn logs msg at warn level unless a warning of the same kind was logged
+// less than warnInterval ago.
+func (c *config) warn(ctx context.Context, kind int, msg string, attrs ...slog.Attr) {
+	ok, held := c.warnings[kind].allow(c.now())
+	if !ok {
+		return
+	}
+	if held > 0 {
+		attrs = append(attrs, slog.Uint64("since_last_warning", held))
+	}
+	c.log(ctx, slog.LevelWarn, msg, attrs...)
+}
+
+// A Verdict is what the middleware decided about a request, as [KeyFrom]
+// tells the handler. The verdicts of the answers the middleware gives itself
+// are sent in the [HeaderVerdict] header.
+type Verdict string
+
+// Verdicts a handler can see.
+const (
+	// VerdictNew: the message is claimed and this request processes it. It is
+	// marked processed if the handler answers 2xx, released otherwise.
+	VerdictNew Verdict = "new"
+	// VerdictDuplicate: the message was processed already; seen by the
+	// handler of [WithDuplicate].
+	VerdictDuplicate Verdict = "duplicate"
+	// VerdictInFlight: another request is processing the message and did not
+	// finish within the wait; seen by the handler of [WithInFlight].
+	VerdictInFlight Verdict = "in_flight"
+	// VerdictProtocol: a protocol request (URL verification, PING,
+	// heartbeat), served without deduplication; the handler answers it.
+	VerdictProtocol Verdict = "protocol"
+	// VerdictUndeduplicated: the delivery has no usable message id and is
+	// served without deduplication.
+	VerdictUndeduplicated Verdict = "undeduplicated"
+)
+
+// delivery is what the middleware knows of one request. It is the request's
+// context (wrapping the original one) and holds the buffered body, so that
+// one allocation serves both.
+type delivery struct {
+	context.Context
+	body    body
+	key     dedupe.Key
+	verdict Verdict
+}
+
+type deliveryKey struct{}
+
+// Value returns the delivery itself for deliveryKey, and asks the wrapped
+// context otherwise.
+func (d *delivery) Value(key any) any {
+	if key == (deliveryKey{}) {
+		return d
+	}
+	return d.Context.Value(key)
+}
+
+// KeyFrom returns the key of the message that the request whose context is
+// ctx carries, and what the middleware decided about it: the handler behind
+// [New], [Middleware] or [Async] (and those of [WithDuplicate] and
+// [WithInFlight]) learns it without parsing the body again. The key is zero
+// for a request without one (a protocol request, an undeduplicated delivery),
+// and both are zero outside the middleware.
+func KeyFrom(ctx context.Context) (dedupe.Key, Verdict) {
+	if d, ok := ctx.Value(deliveryKey{}).(*delivery); ok {
+		return d.key, d.verdict
+	}
+	return dedupe.Key{}, ""
+}
