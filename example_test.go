@@ -5,11 +5,39 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gatewaykit/dedupe"
 )
+
+// A gateway runs each webhook delivery through Deduper.Do: the message is
+// processed once however often the platform sends it.
+func Example() {
+	d := dedupe.New(nil) // in memory; a SQLite, Redis or PostgreSQL store remembers across restarts
+	defer d.Close()
+
+	handle := func(ctx context.Context, updateID int64, text string) error {
+		key := dedupe.Key{Channel: "telegram", MessageID: strconv.FormatInt(updateID, 10)}
+		err := d.Do(ctx, key, func(ctx context.Context) error {
+			fmt.Println("answering:", text) // dispatch to the AI core, deliver the answer
+			return nil
+		})
+		if errors.Is(err, dedupe.ErrDuplicate) || errors.Is(err, dedupe.ErrInFlight) {
+			return nil // acknowledge: processed already, or being processed now
+		}
+		return err // nil, or a failure: released, so the platform's retry is processed
+	}
+
+	ctx := context.Background()
+	_ = handle(ctx, 1001, "hello")
+	_ = handle(ctx, 1001, "hello") // the platform's retry after a timeout
+	fmt.Println("processed:", d.Stats().Processed, "duplicates:", d.Stats().Duplicates)
+	// Output:
+	// answering: hello
+	// processed: 1 duplicates: 1
+}
 
 func ExampleParseKey() {
 	k, err := dedupe.ParseKey("web:a:b")
