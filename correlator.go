@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/gatewaykit/dedupe/internal/canon"
 )
 
 // Defaults of [CorrelatorConfig].
@@ -133,30 +135,30 @@ func (ev *Event) appendCanonical(buf []byte) (_ []byte, ok bool) {
 		if ev.MessageType == "private" || session == "" {
 			session = ev.UserID
 		}
-		buf = appendNetstring(buf, "message")
-		buf = appendNetstring(buf, ev.MessageType)
-		buf = appendNetstring(buf, session)
-		buf = appendNetstring(buf, ev.UserID)
+		buf = canon.AppendNetstring(buf, "message")
+		buf = canon.AppendNetstring(buf, ev.MessageType)
+		buf = canon.AppendNetstring(buf, session)
+		buf = canon.AppendNetstring(buf, ev.UserID)
 		return appendSignature(buf, ev.Segments), true
 	case "notice", "request":
-		buf = appendNetstring(buf, ev.Kind)
+		buf = canon.AppendNetstring(buf, ev.Kind)
 		if ev.Kind == "notice" {
-			buf = appendNetstring(buf, ev.NoticeType)
+			buf = canon.AppendNetstring(buf, ev.NoticeType)
 		} else {
-			buf = appendNetstring(buf, ev.RequestType)
+			buf = canon.AppendNetstring(buf, ev.RequestType)
 		}
-		buf = appendNetstring(buf, ev.SubType)
-		buf = appendNetstring(buf, ev.GroupID)
-		buf = appendNetstring(buf, ev.UserID)
-		buf = appendNetstring(buf, ev.OperatorID)
+		buf = canon.AppendNetstring(buf, ev.SubType)
+		buf = canon.AppendNetstring(buf, ev.GroupID)
+		buf = canon.AppendNetstring(buf, ev.UserID)
+		buf = canon.AppendNetstring(buf, ev.OperatorID)
 		var sec []byte
 		var tmp [24]byte
 		if !ev.Identity.Timestamp.IsZero() {
 			sec = strconv.AppendInt(tmp[:0], ev.Identity.Timestamp.Unix(), 10)
 		}
-		buf = appendNetstringBytes(buf, sec)
+		buf = canon.AppendNetstringBytes(buf, sec)
 		if ev.Kind == "request" {
-			buf = appendNetstring(buf, ev.Comment)
+			buf = canon.AppendNetstring(buf, ev.Comment)
 		}
 		return buf, true
 	}

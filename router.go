@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gatewaykit/dedupe/internal/canon"
 )
 
 // Bot is a bot account as connected through one adapter.
@@ -151,7 +153,7 @@ func (r *Router) MentionedBots(ev *Event) []Bot {
 	var targets []string
 	for _, seg := range ev.Segments {
 		if seg.Type == "at" {
-			targets = append(targets, string(appendScalar(nil, firstOf(seg.Data, "qq", "target"))))
+			targets = append(targets, string(canon.AppendScalar(nil, firstOf(seg.Data, "qq", "target"))))
 		}
 	}
 	var out []Bot
