@@ -1,9 +1,8 @@
-package dedupe
+package dedupe_test
 
 import (
 	"bufio"
 	"compress/gzip"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -19,6 +17,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/dedupetest"
 )
 
 // corpusDir holds the shared multi-bot corpus and the reference verdicts; see
@@ -29,22 +33,22 @@ var corpusDir = filepath.Join("..", "shared", "testdata", "correlator")
 type corpusEvent struct {
 	at      time.Time
 	logical int
-	ev      *Event
+	ev      *dedupe.Event
 }
 
 // corpusLine is the JSON form of a corpus delivery.
 type corpusLine struct {
-	AtMS        int64     `json:"at_ms"`
-	Kind        string    `json:"kind"`
-	MessageType string    `json:"message_type"`
-	NoticeType  string    `json:"notice_type"`
-	RequestType string    `json:"request_type"`
-	SubType     string    `json:"sub_type"`
-	GroupID     string    `json:"group_id"`
-	UserID      string    `json:"user_id"`
-	OperatorID  string    `json:"operator_id"`
-	Comment     string    `json:"comment"`
-	Message     []Segment `json:"message"`
+	AtMS        int64            `json:"at_ms"`
+	Kind        string           `json:"kind"`
+	MessageType string           `json:"message_type"`
+	NoticeType  string           `json:"notice_type"`
+	RequestType string           `json:"request_type"`
+	SubType     string           `json:"sub_type"`
+	GroupID     string           `json:"group_id"`
+	UserID      string           `json:"user_id"`
+	OperatorID  string           `json:"operator_id"`
+	Comment     string           `json:"comment"`
+	Message     []dedupe.Segment `json:"message"`
 	Identity    struct {
 		Adapter       string `json:"adapter"`
 		BotID         string `json:"bot_id"`
@@ -64,14 +68,10 @@ func openCorpusFile(tb testing.TB, name string) io.Reader {
 	if errors.Is(err, os.ErrNotExist) {
 		tb.Skipf("shared corpus absent: %s not found (the shared test data is not checked out next to the repository)", filepath.Join(corpusDir, name))
 	}
-	if err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, err)
 	tb.Cleanup(func() { f.Close() })
 	zr, err := gzip.NewReader(f)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, err)
 	return zr
 }
 
@@ -94,12 +94,10 @@ func decodeCorpus(tb testing.TB, r io.Reader) []corpusEvent {
 		if err == io.EOF {
 			break
 		}
-		if err != nil {
-			tb.Fatalf("corpus line %d: %v", len(out)+1, err)
-		}
-		ev := &Event{
+		require.NoError(tb, err, "corpus line %d", len(out)+1)
+		ev := &dedupe.Event{
 			Kind: l.Kind,
-			Identity: Identity{
+			Identity: dedupe.Identity{
 				Adapter: l.Identity.Adapter, BotID: l.Identity.BotID, EventType: l.Identity.EventType,
 				MessageID: l.Identity.MessageID, NativeEventID: l.Identity.NativeEventID,
 				Timestamp: time.UnixMilli(l.Identity.Timestamp),
@@ -122,128 +120,91 @@ func loadReference(tb testing.TB) []bool {
 		var v struct {
 			Duplicate *bool `json:"duplicate"`
 		}
-		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
-			tb.Fatal(err)
-		}
+		require.NoError(tb, json.Unmarshal(sc.Bytes(), &v))
 		if v.Duplicate != nil {
 			out = append(out, *v.Duplicate)
 		}
 	}
-	if err := sc.Err(); err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, sc.Err())
 	return out
 }
 
-// clock is a fake clock, safe for concurrent use.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
+// corpusScore counts a run's verdicts against the ground truth.
+type corpusScore struct {
+	trueDups, missed, falseMerges int
 }
 
-func newClock() *clock { return &clock{now: time.Unix(1_700_000_000, 0)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	c.now = t
-	c.mu.Unlock()
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-// TestCorrelatorParity replays the shared corpus through a Router with the three
-// bots registered, each delivery at its at_ms, and scores the duplicate flags
-// against the ground truth and the reference implementation (Mioku 1.0.8's
-// EventCorrelator), which misses 53 duplicates and makes no false merge.
-// Set DEDUPE_CORRELATOR_FLAGS to a path to write the flags for
-// ../shared/tools/score-correlator.
-func TestCorrelatorParity(t *testing.T) {
-	corpus := loadCorpus(t)
-	ref := loadReference(t)
-	if len(ref) != len(corpus) {
-		t.Fatalf("%d reference verdicts for %d deliveries", len(ref), len(corpus))
-	}
-
-	clk := newClock()
-	c := NewCorrelator(CorrelatorConfig{Now: clk.Now})
-	r := NewRouter(c)
-	for _, b := range []Bot{{"onebotv11", "111"}, {"icqq", "222"}, {"onebotv11", "333"}} {
-		r.RegisterBot(b.Adapter, b.ID)
-	}
-	flags := make([]bool, 0, len(corpus))
-	var seen *bool
-	r.Handle("!message, !notice, !request", HandlerFunc(func(_ context.Context, _ *Event, obs Observation) error {
-		*seen = obs.Duplicate
-		return nil
-	}))
-	for i, d := range corpus {
-		clk.Set(d.at)
-		var dup bool
-		dup = false
-		seen = &dup
-		if err := r.Dispatch(context.Background(), d.ev); err != nil {
-			t.Fatalf("delivery %d: %v", i, err)
-		}
-		flags = append(flags, dup)
-	}
-
+func scoreCorpus(corpus []corpusEvent, flags []bool) corpusScore {
+	var s corpusScore
 	logical := map[int]bool{}
-	var trueDups, missed, falseMerges, agree int
 	for i, d := range corpus {
 		truth := logical[d.logical]
 		logical[d.logical] = true
 		if truth {
-			trueDups++
+			s.trueDups++
 		}
 		switch {
 		case truth && !flags[i]:
-			missed++
+			s.missed++
 		case !truth && flags[i]:
-			falseMerges++
+			s.falseMerges++
 		}
+	}
+	return s
+}
+
+// replayCorpus observes every delivery at its at_ms and returns the duplicate
+// flags and the final stats.
+func replayCorpus(corpus []corpusEvent, cfg dedupe.CorrelatorConfig) ([]bool, dedupe.CorrelatorStats) {
+	clk := dedupetest.NewClock(corpus[0].at)
+	cfg.Now = clk.Now
+	c := dedupe.NewEventCorrelator(cfg)
+	flags := make([]bool, 0, len(corpus))
+	for _, d := range corpus {
+		clk.Set(d.at)
+		flags = append(flags, c.Observe(d.ev).Duplicate)
+	}
+	return flags, c.Stats()
+}
+
+// writeFlags writes verdicts in the format of ../shared/tools/score-correlator.
+func writeFlags(tb testing.TB, path string, flags []bool, st dedupe.CorrelatorStats) {
+	f, err := os.Create(path)
+	require.NoError(tb, err)
+	w := bufio.NewWriter(f)
+	for _, dup := range flags {
+		fmt.Fprintf(w, "{\"duplicate\": %t}\n", dup)
+	}
+	fmt.Fprintf(w, "{\"groups\": %d, \"observed\": %d, \"duplicates\": %d, \"evicted\": %d}\n", st.Groups, st.Observed, st.Duplicates, st.Evicted)
+	require.NoError(tb, w.Flush())
+	require.NoError(tb, f.Close())
+}
+
+// TestCorrelatorParity replays the shared corpus, each delivery at its at_ms,
+// and scores the duplicate flags against the ground truth and the reference
+// implementation (Mioku 1.0.8's EventCorrelator), which misses 53 duplicates
+// and makes no false merge. Set DEDUPE_CORRELATOR_FLAGS to a path to write the
+// flags for ../shared/tools/score-correlator.
+func TestCorrelatorParity(t *testing.T) {
+	corpus := loadCorpus(t)
+	ref := loadReference(t)
+	require.Len(t, ref, len(corpus), "reference verdicts")
+
+	flags, st := replayCorpus(corpus, dedupe.CorrelatorConfig{})
+	s := scoreCorpus(corpus, flags)
+	agree := 0
+	for i := range flags {
 		if flags[i] == ref[i] {
 			agree++
 		}
 	}
-	st := c.Stats()
-	t.Logf("deliveries=%d true_dups=%d missed=%d false_merges=%d agree_with_reference=%d/%d", len(corpus), trueDups, missed, falseMerges, agree, len(ref))
+	t.Logf("deliveries=%d true_dups=%d missed=%d false_merges=%d agree_with_reference=%d/%d", len(corpus), s.trueDups, s.missed, s.falseMerges, agree, len(ref))
 	t.Logf("stats: groups=%d observed=%d duplicates=%d evicted=%d (reference: groups 1589, observed 5000, duplicates 2169, evicted 0)", st.Groups, st.Observed, st.Duplicates, st.Evicted)
-	if falseMerges != 0 {
-		t.Errorf("false merges = %d, want 0", falseMerges)
-	}
-	if missed > 53 {
-		t.Errorf("missed duplicates = %d, want at most the reference's 53", missed)
-	}
-	if st.Observed != uint64(len(corpus)) {
-		t.Errorf("observed = %d, want %d", st.Observed, len(corpus))
-	}
-
+	assert.Zero(t, s.falseMerges, "false merges")
+	assert.LessOrEqual(t, s.missed, 53, "missed duplicates, at most the reference's 53")
+	assert.EqualValues(t, len(corpus), st.Observed)
 	if path := os.Getenv("DEDUPE_CORRELATOR_FLAGS"); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w := bufio.NewWriter(f)
-		for _, dup := range flags {
-			fmt.Fprintf(w, "{\"duplicate\": %t}\n", dup)
-		}
-		fmt.Fprintf(w, "{\"groups\": %d, \"observed\": %d, \"duplicates\": %d, \"evicted\": %d}\n", st.Groups, st.Observed, st.Duplicates, st.Evicted)
-		if err := w.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
+		writeFlags(t, path, flags, st)
 	}
 }
 
@@ -259,89 +220,92 @@ type delivery struct {
 	parts   int    // want len(Participants)
 }
 
-func (d delivery) event() *Event {
-	ev := &Event{Identity: Identity{Adapter: d.bot[:1], BotID: d.bot[1:], MessageID: d.msg, Timestamp: time.Unix(1_700_000_000, 0)}}
+func (d delivery) event() *dedupe.Event {
+	ev := &dedupe.Event{Identity: dedupe.Identity{Adapter: d.bot[:1], BotID: d.bot[1:], MessageID: d.msg, Timestamp: time.Unix(1_700_000_000, 0)}}
 	if user, ok := strings.CutPrefix(d.content, "notice:"); ok {
 		ev.Kind, ev.NoticeType, ev.GroupID, ev.UserID = "notice", "group_increase", "100", user
 		return ev
 	}
 	ev.Kind, ev.MessageType, ev.GroupID, ev.UserID = "message", "group", "100", "20001"
-	ev.Segments = []Segment{{Type: "text", Data: map[string]any{"text": d.content}}}
+	ev.Segments = []dedupe.Segment{{Type: "text", Data: map[string]any{"text": d.content}}}
 	return ev
 }
 
-func (p Participant) short() string { return p.Adapter + p.BotID + "/" + p.MessageID }
+func short(p dedupe.Participant) string { return p.Adapter + p.BotID + "/" + p.MessageID }
+
+// newCorrelatorClock returns a fake clock at a fixed start.
+func newCorrelatorClock() *dedupetest.Clock { return dedupetest.NewClock(time.Unix(1_700_000_000, 0)) }
 
 // TestCorrelatorRules checks windows, groups and the repeat rule step by step.
 func TestCorrelatorRules(t *testing.T) {
 	const s = time.Second
 	tests := []struct {
 		name  string
-		cfg   CorrelatorConfig
+		cfg   dedupe.CorrelatorConfig
 		steps []delivery
 	}{
-		{"copies from three bots", CorrelatorConfig{}, []delivery{
+		{"copies from three bots", dedupe.CorrelatorConfig{}, []delivery{
 			{0, "a1", "m1", "hi", false, "a1/m1", 1},
 			{100 * time.Millisecond, "b2", "n1", "hi", true, "a1/m1", 2},
 			{200 * time.Millisecond, "a3", "o1", "hi", true, "a1/m1", 3},
 		}},
-		{"different content is another group", CorrelatorConfig{}, []delivery{
+		{"different content is another group", dedupe.CorrelatorConfig{}, []delivery{
 			{0, "a1", "m1", "hi", false, "a1/m1", 1},
 			{0, "b2", "n1", "ho", false, "b2/n1", 1},
 		}},
-		{"message window boundary is inclusive", CorrelatorConfig{}, []delivery{
+		{"message window boundary is inclusive", dedupe.CorrelatorConfig{}, []delivery{
 			{0, "a1", "m1", "hi", false, "a1/m1", 1},
 			{15 * s, "b2", "n1", "hi", true, "a1/m1", 2},
 			{15*s + 1, "a3", "o1", "hi", false, "a3/o1", 1},
 		}},
-		{"window is fixed from the first arrival", CorrelatorConfig{}, []delivery{
+		{"window is fixed from the first arrival", dedupe.CorrelatorConfig{}, []delivery{
 			{0, "a1", "m1", "hi", false, "a1/m1", 1},
 			{10 * s, "b2", "n1", "hi", true, "a1/m1", 2},
 			{20 * s, "a3", "o1", "hi", false, "a3/o1", 1},
 			{21 * s, "b2", "n2", "hi", true, "a3/o1", 2},
 		}},
-		{"configured message window", CorrelatorConfig{MessageWindow: 2 * s}, []delivery{
+		{"configured message window", dedupe.CorrelatorConfig{MessageWindow: 2 * s}, []delivery{
 			{0, "a1", "m1", "hi", false, "a1/m1", 1},
 			{2 * s, "b2", "n1", "hi", true, "a1/m1", 2},
 			{3 * s, "a3", "o1", "hi", false, "a3/o1", 1},
 		}},
-		{"notice window is 60 s, inclusive", CorrelatorConfig{}, []delivery{
+		{"notice window is 60 s, inclusive", dedupe.CorrelatorConfig{}, []delivery{
 			{0, "a1", "", "notice:7", false, "a1/", 1},
 			{60 * s, "b2", "", "notice:7", true, "a1/", 2},
 			{60*s + 1, "a3", "", "notice:7", false, "a3/", 1},
 		}},
-		{"genuine repeat is not a duplicate", CorrelatorConfig{}, []delivery{
+		{"genuine repeat is not a duplicate", dedupe.CorrelatorConfig{}, []delivery{
 			{0, "a1", "m1", "hi", false, "a1/m1", 1},
 			{100 * time.Millisecond, "b2", "n1", "hi", true, "a1/m1", 2},
 			{3 * s, "a1", "m2", "hi", false, "a1/m2", 1},
 			{3*s + 100*time.Millisecond, "b2", "n2", "hi", true, "a1/m2", 2},
 		}},
-		{"a copy joins the oldest group its bot is missing from", CorrelatorConfig{}, []delivery{
+		{"a copy joins the oldest group its bot is missing from", dedupe.CorrelatorConfig{}, []delivery{
 			{0, "a1", "m1", "hi", false, "a1/m1", 1},
 			{1 * s, "a1", "m2", "hi", false, "a1/m2", 1},
 			{2 * s, "b2", "n1", "hi", true, "a1/m1", 2},
 			{3 * s, "b2", "n2", "hi", true, "a1/m2", 2},
 			{4 * s, "b2", "n3", "hi", false, "b2/n3", 1},
 		}},
-		{"same adapter, other bot is a copy", CorrelatorConfig{}, []delivery{
+		{"same adapter, other bot is a copy", dedupe.CorrelatorConfig{}, []delivery{
 			{0, "a1", "m1", "hi", false, "a1/m1", 1},
 			{0, "a2", "m1", "hi", true, "a1/m1", 2},
 		}},
-		{"same bot id, other adapter is a copy", CorrelatorConfig{}, []delivery{
+		{"same bot id, other adapter is a copy", dedupe.CorrelatorConfig{}, []delivery{
 			{0, "a1", "m1", "hi", false, "a1/m1", 1},
 			{0, "b1", "m1", "hi", true, "a1/m1", 2},
 		}},
-		{"redelivery of the same message id is a duplicate", CorrelatorConfig{}, []delivery{
+		{"redelivery of the same message id is a duplicate", dedupe.CorrelatorConfig{}, []delivery{
 			{0, "a1", "m1", "hi", false, "a1/m1", 1},
 			{0, "b2", "n1", "hi", true, "a1/m1", 2},
 			{1 * s, "a1", "m1", "hi", true, "a1/m1", 1},
 			{2 * s, "b2", "n1", "hi", true, "a1/m1", 2},
 		}},
-		{"notices without ids: the same bot again is a redelivery", CorrelatorConfig{}, []delivery{
+		{"notices without ids: the same bot again is a redelivery", dedupe.CorrelatorConfig{}, []delivery{
 			{0, "a1", "", "notice:7", false, "a1/", 1},
 			{1 * s, "a1", "", "notice:7", true, "a1/", 1},
 		}},
-		{"repeat after the window is new", CorrelatorConfig{}, []delivery{
+		{"repeat after the window is new", dedupe.CorrelatorConfig{}, []delivery{
 			{0, "a1", "m1", "hi", false, "a1/m1", 1},
 			{16 * s, "a1", "m2", "hi", false, "a1/m2", 1},
 			{17 * s, "b2", "n2", "hi", true, "a1/m2", 2},
@@ -349,117 +313,101 @@ func TestCorrelatorRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := newClock()
+			clk := newCorrelatorClock()
 			start := clk.Now()
 			tt.cfg.Now = clk.Now
-			c := NewCorrelator(tt.cfg)
+			c := dedupe.NewEventCorrelator(tt.cfg)
 			var dups uint64
 			for i, d := range tt.steps {
 				clk.Set(start.Add(d.at))
 				obs := c.Observe(d.event())
-				if obs.Duplicate != d.dup || obs.Primary.short() != d.primary || len(obs.Participants) != d.parts {
-					t.Errorf("step %d (%s %s at %v): got dup=%v primary=%s parts=%d, want dup=%v primary=%s parts=%d",
-						i, d.bot, d.msg, d.at, obs.Duplicate, obs.Primary.short(), len(obs.Participants), d.dup, d.primary, d.parts)
-				}
-				if obs.Participants[0] != obs.Primary {
-					t.Errorf("step %d: first participant %v is not the primary %v", i, obs.Participants[0], obs.Primary)
-				}
+				got := fmt.Sprintf("dup=%v primary=%s parts=%d", obs.Duplicate, short(obs.Primary), len(obs.Participants))
+				want := fmt.Sprintf("dup=%v primary=%s parts=%d", d.dup, d.primary, d.parts)
+				assert.Equal(t, want, got, "step %d (%s %s at %v)", i, d.bot, d.msg, d.at)
+				assert.Equal(t, obs.Primary, obs.Participants[0], "step %d: first participant is the primary", i)
 				if d.dup {
 					dups++
 				}
 			}
-			if st := c.Stats(); st.Observed != uint64(len(tt.steps)) || st.Duplicates != dups || st.Evicted != 0 {
-				t.Errorf("stats %+v, want observed %d, duplicates %d", st, len(tt.steps), dups)
-			}
+			st := c.Stats()
+			assert.EqualValues(t, len(tt.steps), st.Observed)
+			assert.Equal(t, dups, st.Duplicates)
+			assert.Zero(t, st.Evicted)
 		})
 	}
 }
 
-// TestCorrelatorParticipantsSnapshot checks that an observation's participants
-// do not change when later copies arrive, and that the router's view does.
-func TestCorrelatorParticipantsSnapshot(t *testing.T) {
-	c := NewCorrelator(CorrelatorConfig{})
-	var obs []Observation
-	var evs []*Event
+// TestCorrelatorParticipants checks that an observation's participants do not
+// change when later copies arrive, and that the group's current participants,
+// from any of its observations, do.
+func TestCorrelatorParticipants(t *testing.T) {
+	c := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{})
+	var obs []dedupe.Observation
 	for i, bot := range []string{"a1", "b2", "a3", "c4", "d5"} {
-		ev := delivery{bot: bot, msg: fmt.Sprint("m", i), content: "hi"}.event()
-		evs = append(evs, ev)
-		obs = append(obs, c.Observe(ev))
+		obs = append(obs, c.Observe(delivery{bot: bot, msg: fmt.Sprint("m", i), content: "hi"}.event()))
 	}
 	for i, o := range obs {
-		if len(o.Participants) != i+1 {
-			t.Errorf("observation %d has %d participants, want %d", i, len(o.Participants), i+1)
-		}
+		require.Len(t, o.Participants, i+1, "observation %d", i)
 		for j, p := range o.Participants {
-			if p.MessageID != fmt.Sprint("m", j) {
-				t.Errorf("observation %d participant %d = %v", i, j, p)
-			}
+			assert.Equal(t, fmt.Sprint("m", j), p.MessageID, "observation %d participant %d", i, j)
 		}
+		assert.Len(t, c.Participants(o), 5, "current participants from observation %d", i)
 	}
-	if parts, _ := c.participants(evs[0]); len(parts) != 5 {
-		t.Errorf("current participants of the first copy: %d, want 5", len(parts))
-	}
+	other := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{})
+	assert.Equal(t, obs[1].Participants, other.Participants(obs[1]), "another correlator gives the observation's own")
+	assert.Empty(t, c.Participants(dedupe.Observation{}))
 }
 
-// TestCorrelatorSameEvent checks that observing one *Event twice returns the
-// first observation and counts nothing, and that a copy is a new delivery.
+// TestCorrelatorSameEvent checks that an Event is plain data: observing it
+// again is a redelivery, counted again, and a copy of it or another correlator
+// sees a delivery like any other.
 func TestCorrelatorSameEvent(t *testing.T) {
-	c := NewCorrelator(CorrelatorConfig{})
+	c := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{})
 	first := delivery{bot: "a1", msg: "m1", content: "hi"}.event()
 	ev := delivery{bot: "b2", msg: "n1", content: "hi"}.event()
-	if _, ok := c.Correlation(ev); ok {
-		t.Fatal("Correlation of an unobserved event reports ok")
-	}
-	c.Observe(first)
+	assert.False(t, c.Observe(first).Duplicate)
 	o1 := c.Observe(ev)
-	before := c.Stats()
 	o2 := c.Observe(ev)
-	if !o1.Duplicate || !reflect.DeepEqual(o1, o2) {
-		t.Errorf("second Observe = %+v, want the first %+v", o2, o1)
-	}
-	if after := c.Stats(); after != before {
-		t.Errorf("second Observe changed stats: %+v -> %+v", before, after)
-	}
-	if got, ok := c.Correlation(ev); !ok || !reflect.DeepEqual(got, o1) {
-		t.Errorf("Correlation = %+v, %v; want %+v, true", got, ok, o1)
-	}
-	if _, ok := NewCorrelator(CorrelatorConfig{}).Correlation(ev); ok {
-		t.Error("another correlator reports a correlation")
-	}
-	cp := *ev // a copy is another delivery: the same bot and id, so a redelivery
-	if _, ok := c.Correlation(&cp); ok {
-		t.Error("a copy of an observed event reports a correlation")
-	}
-	c.Observe(&cp)
-	if st := c.Stats(); st.Observed != before.Observed+1 {
-		t.Errorf("observing a copy: observed %d, want %d", st.Observed, before.Observed+1)
-	}
+	assert.True(t, o1.Duplicate)
+	assert.Equal(t, o1, o2, "observing an Event again is its redelivery")
+	again := c.Observe(first)
+	assert.True(t, again.Duplicate, "the primary observed again is a redelivery")
+	assert.Equal(t, first.Identity.MessageID, again.Primary.MessageID)
+	cp := *ev
+	assert.Equal(t, o1.Participants, c.Observe(&cp).Participants, "a copy of an Event is the same delivery")
+	st := c.Stats()
+	assert.EqualValues(t, 5, st.Observed)
+	assert.EqualValues(t, 4, st.Duplicates)
+	assert.False(t, dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{}).Observe(ev).Duplicate, "another correlator")
 }
 
 // TestCorrelatorOtherKinds checks that kinds other than message, notice and
 // request are observed but never correlated.
 func TestCorrelatorOtherKinds(t *testing.T) {
-	c := NewCorrelator(CorrelatorConfig{})
+	c := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{})
 	for i := range 3 {
-		ev := &Event{Kind: "meta_event", Identity: Identity{Adapter: "a", BotID: "1", MessageID: fmt.Sprint(i)}}
+		ev := &dedupe.Event{Kind: "meta_event", Identity: dedupe.Identity{Adapter: "a", BotID: "1", MessageID: fmt.Sprint(i)}}
 		obs := c.Observe(ev)
-		if obs.Duplicate || !obs.Key.IsZero() || obs.Primary.MessageID != fmt.Sprint(i) || len(obs.Participants) != 1 {
-			t.Errorf("meta_event %d: %+v", i, obs)
-		}
+		assert.False(t, obs.Duplicate)
+		assert.True(t, obs.Key.IsZero())
+		assert.Equal(t, fmt.Sprint(i), obs.Primary.MessageID)
+		assert.Len(t, obs.Participants, 1)
+		assert.Equal(t, obs.Participants, c.Participants(obs))
 	}
-	if st := c.Stats(); st.Observed != 3 || st.Groups != 0 || st.Duplicates != 0 {
-		t.Errorf("stats %+v", st)
-	}
+	st := c.Stats()
+	assert.EqualValues(t, 3, st.Observed)
+	assert.Zero(t, st.Groups)
+	assert.Zero(t, st.Duplicates)
 }
 
 // TestCorrelatorEviction checks MaxGroups: the oldest group by creation goes,
 // across windows, in order, and a group renewed after its window is new.
 func TestCorrelatorEviction(t *testing.T) {
-	clk := newClock()
+	clk := newCorrelatorClock()
 	start := clk.Now()
 	at := func(d time.Duration) { clk.Set(start.Add(d)) }
-	c := NewCorrelator(CorrelatorConfig{MaxGroups: 2, Now: clk.Now})
-	obs := func(bot, msg, content string) Observation {
+	c := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{MaxGroups: 2, Now: clk.Now})
+	obs := func(bot, msg, content string) dedupe.Observation {
 		return c.Observe(delivery{bot: bot, msg: msg, content: content}.event())
 	}
 
@@ -468,97 +416,47 @@ func TestCorrelatorEviction(t *testing.T) {
 	at(1 * time.Second)
 	obs("a1", "x1", "x") // message group X
 	at(17 * time.Second)
-	if st := c.Stats(); st.Groups != 1 {
-		t.Fatalf("after X's window: %d groups, want 1 (N)", st.Groups)
-	}
-	if o := obs("a1", "x2", "x"); o.Duplicate { // X renewed: newer than N
-		t.Fatal("renewed X is a duplicate")
-	}
+	require.Equal(t, 1, c.Stats().Groups, "after X's window: only N")
+	require.False(t, obs("a1", "x2", "x").Duplicate, "renewed X: newer than N")
 	at(18 * time.Second)
 	obs("a1", "y1", "y") // Y: a third group evicts the oldest, N
-	if st := c.Stats(); st.Groups != 2 || st.Evicted != 1 {
-		t.Fatalf("stats %+v, want 2 groups, 1 evicted", st)
-	}
+	st := c.Stats()
+	require.Equal(t, 2, st.Groups)
+	require.EqualValues(t, 1, st.Evicted)
 	at(19 * time.Second)
-	if o := obs("b2", "x3", "x"); !o.Duplicate || o.Primary.MessageID != "x2" {
-		t.Errorf("copy of renewed X: %+v, want a duplicate of x2", o)
-	}
-	if o := obs("b2", "", "notice:7"); o.Duplicate { // N was evicted: new group, evicting X
-		t.Errorf("copy of evicted N is a duplicate: %+v", o)
-	}
-	if o := obs("b2", "y2", "y"); !o.Duplicate {
-		t.Errorf("copy of Y is not a duplicate: %+v", o)
-	}
-	if o := obs("c3", "x4", "x"); o.Duplicate {
-		t.Errorf("copy of evicted X is a duplicate: %+v", o)
-	}
-	if st := c.Stats(); st.Groups != 2 || st.Evicted != 3 {
-		t.Errorf("stats %+v, want 2 groups, 3 evicted", st)
-	}
+	o := obs("b2", "x3", "x")
+	assert.True(t, o.Duplicate, "copy of renewed X")
+	assert.Equal(t, "x2", o.Primary.MessageID)
+	assert.False(t, obs("b2", "", "notice:7").Duplicate, "N was evicted: new group, evicting X")
+	assert.True(t, obs("b2", "y2", "y").Duplicate, "copy of Y")
+	assert.False(t, obs("c3", "x4", "x").Duplicate, "copy of evicted X")
+	st = c.Stats()
+	assert.Equal(t, 2, st.Groups)
+	assert.EqualValues(t, 3, st.Evicted)
 }
 
 // TestCorrelatorMaxGroups fills a correlator far beyond its cap.
 func TestCorrelatorMaxGroups(t *testing.T) {
 	const max, n = 64, 10000
-	c := NewCorrelator(CorrelatorConfig{MaxGroups: max})
+	c := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{MaxGroups: max})
 	for i := range n {
 		c.Observe(delivery{bot: "a1", msg: fmt.Sprint(i), content: fmt.Sprint(i)}.event())
 		if i%97 == 0 {
-			checkInvariants(t, c)
+			require.NoError(t, dedupe.CheckCorrelatorInvariants(c))
 		}
 	}
 	st := c.Stats()
-	if st.Groups != max || st.Evicted != n-max || len(c.groups) != max {
-		t.Errorf("stats %+v, map %d; want %d groups, %d evicted", st, len(c.groups), max, n-max)
-	}
+	_, _, keys := dedupe.CorrelatorSettings(c)
+	assert.Equal(t, max, st.Groups)
+	assert.EqualValues(t, n-max, st.Evicted)
+	assert.Equal(t, max, keys)
 }
 
 // TestCorrelatorDefaults checks the zero config.
 func TestCorrelatorDefaults(t *testing.T) {
-	c := NewCorrelator(CorrelatorConfig{MessageWindow: -1})
-	if c.windows != [2]time.Duration{15 * time.Second, 60 * time.Second} || c.max != 4096 || c.now == nil {
-		t.Errorf("defaults: windows %v, max %d", c.windows, c.max)
-	}
-}
-
-// checkInvariants verifies the correlator's structure: every listed group is
-// reachable from its key's chain, chains are in creation order, and counts
-// agree.
-func checkInvariants(t *testing.T, c *Correlator) {
-	t.Helper()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	listed := map[*group]bool{}
-	for class := range c.fifo {
-		var prev *group
-		for g := c.fifo[class].front; g != nil; g = g.next {
-			if g.prev != prev || g.class != class || (prev != nil && prev.seq >= g.seq) {
-				t.Fatalf("list %d broken at group %d", class, g.seq)
-			}
-			listed[g] = true
-			prev = g
-		}
-		if c.fifo[class].back != prev {
-			t.Fatalf("list %d back is wrong", class)
-		}
-	}
-	if len(listed) != c.n || c.n > c.max {
-		t.Fatalf("%d groups listed, n = %d, max %d", len(listed), c.n, c.max)
-	}
-	chained := 0
-	for k, head := range c.groups {
-		var prev *group
-		for g := head; g != nil; g = g.newer {
-			if g.key != k || !listed[g] || (prev != nil && prev.seq >= g.seq) {
-				t.Fatalf("chain of %v broken at group %d", k, g.seq)
-			}
-			chained++
-			prev = g
-		}
-	}
-	if chained != c.n {
-		t.Fatalf("%d groups chained, %d listed", chained, c.n)
-	}
+	windows, maxGroups, _ := dedupe.CorrelatorSettings(dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{MessageWindow: -1}))
+	assert.Equal(t, [2]time.Duration{15 * time.Second, 60 * time.Second}, windows)
+	assert.Equal(t, 4096, maxGroups)
 }
 
 // modelCorrelator states the correlator's rules as plainly as possible, with a
@@ -571,27 +469,24 @@ type modelCorrelator struct {
 }
 
 type modelGroup struct {
-	key     CorrelationKey
+	key     dedupe.CorrelationKey
 	expires time.Time
-	parts   []Participant
+	parts   []dedupe.Participant
 }
 
-func (m *modelCorrelator) observe(ev *Event, now time.Time) (dup bool, primary Participant) {
-	class, _ := ev.windowClass()
-	key := ev.CorrelationKey()
-	self := ev.participant()
-	live := m.groups[:0]
-	for _, g := range m.groups {
-		if !now.After(g.expires) {
-			live = append(live, g)
-		}
+func (m *modelCorrelator) observe(ev *dedupe.Event, now time.Time) (dup bool, primary dedupe.Participant) {
+	class := 0
+	if ev.Kind != "message" {
+		class = 1
 	}
-	m.groups = live
+	key := ev.CorrelationKey()
+	self := dedupe.Participant{Adapter: ev.Identity.Adapter, BotID: ev.Identity.BotID, MessageID: ev.Identity.MessageID}
+	m.groups = slices.DeleteFunc(m.groups, func(g *modelGroup) bool { return now.After(g.expires) })
 	for _, g := range m.groups {
 		if g.key != key {
 			continue
 		}
-		i := slices.IndexFunc(g.parts, func(p Participant) bool { return p.Adapter == self.Adapter && p.BotID == self.BotID })
+		i := slices.IndexFunc(g.parts, func(p dedupe.Participant) bool { return p.Adapter == self.Adapter && p.BotID == self.BotID })
 		if i < 0 {
 			g.parts = append(g.parts, self)
 			return true, g.parts[0]
@@ -600,7 +495,7 @@ func (m *modelCorrelator) observe(ev *Event, now time.Time) (dup bool, primary P
 			return true, g.parts[0]
 		}
 	}
-	m.groups = append(m.groups, &modelGroup{key: key, expires: now.Add(m.windows[class]), parts: []Participant{self}})
+	m.groups = append(m.groups, &modelGroup{key: key, expires: now.Add(m.windows[class]), parts: []dedupe.Participant{self}})
 	if len(m.groups) > m.max {
 		m.groups = m.groups[1:]
 		m.evicted++
@@ -614,10 +509,11 @@ func (m *modelCorrelator) observe(ev *Event, now time.Time) (dup bool, primary P
 func TestCorrelatorModel(t *testing.T) {
 	for seed := range uint64(20) {
 		rnd := rand.New(rand.NewPCG(seed, 1))
-		clk := newClock()
+		clk := newCorrelatorClock()
 		maxGroups := 1 + rnd.IntN(12)
-		c := NewCorrelator(CorrelatorConfig{MessageWindow: 3 * time.Second, EventWindow: 7 * time.Second, MaxGroups: maxGroups, Now: clk.Now})
-		m := &modelCorrelator{windows: c.windows, max: maxGroups}
+		windows := [2]time.Duration{3 * time.Second, 7 * time.Second}
+		c := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{MessageWindow: windows[0], EventWindow: windows[1], MaxGroups: maxGroups, Now: clk.Now})
+		m := &modelCorrelator{windows: windows, max: maxGroups}
 		for step := range 2000 {
 			clk.Advance(time.Duration(rnd.IntN(800)) * time.Millisecond)
 			content := fmt.Sprint(rnd.IntN(6))
@@ -628,64 +524,59 @@ func TestCorrelatorModel(t *testing.T) {
 			ev := d.event()
 			wantDup, wantPrimary := m.observe(ev, clk.Now())
 			obs := c.Observe(ev)
-			if obs.Duplicate != wantDup || obs.Primary != wantPrimary {
-				t.Fatalf("seed %d step %d (%+v): got dup=%v primary=%v, model dup=%v primary=%v",
-					seed, step, d, obs.Duplicate, obs.Primary, wantDup, wantPrimary)
-			}
+			require.Equal(t, fmt.Sprint(wantDup, wantPrimary), fmt.Sprint(obs.Duplicate, obs.Primary), "seed %d step %d (%+v)", seed, step, d)
 			if step%50 == 0 {
-				checkInvariants(t, c)
+				require.NoError(t, dedupe.CheckCorrelatorInvariants(c))
 			}
 		}
-		if st := c.Stats(); st.Evicted != uint64(m.evicted) {
-			t.Errorf("seed %d: evicted %d, model %d", seed, st.Evicted, m.evicted)
-		}
+		assert.EqualValues(t, m.evicted, c.Stats().Evicted, "seed %d", seed)
 	}
 }
 
 // TestCorrelatorConcurrent observes every logical event's copies from
-// different goroutines at once, and some events from several goroutines at
-// once: each logical event must have exactly one primary, and each *Event be
-// counted once. Run with -race.
+// different goroutines at once, and some events again from other goroutines:
+// each logical event must have exactly one observation that is not a
+// duplicate, and every observation be counted. Run with -race.
 func TestCorrelatorConcurrent(t *testing.T) {
 	const logical, bots = 2000, 4
-	workers := 4 * runtime.GOMAXPROCS(0)
-	c := NewCorrelator(CorrelatorConfig{})
-	evs := make([][]*Event, logical)
+	workers := max(4*runtime.GOMAXPROCS(0), bots+1)
+	c := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{})
+	evs := make([][]*dedupe.Event, logical)
 	for i := range evs {
 		for b := range bots {
 			evs[i] = append(evs[i], delivery{bot: fmt.Sprint("a", b), msg: fmt.Sprint("m", i), content: fmt.Sprint("text ", i)}.event())
 		}
 	}
 	var primaries [logical]atomic.Int32
+	var again atomic.Uint64
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			for i := range logical {
 				b := (i + w) % bots
 				if w >= bots && i%3 != 0 {
-					continue // extra workers re-observe a third of the events
+					continue // extra workers observe a third of the events again
 				}
 				obs := c.Observe(evs[i][b])
-				if !obs.Duplicate && w < bots {
+				if w >= bots {
+					again.Add(1)
+				}
+				if !obs.Duplicate {
 					primaries[i].Add(1)
 				}
-				if _, ok := c.Correlation(evs[i][b]); !ok {
-					t.Errorf("event %d/%d: no correlation after Observe", i, b)
-				}
+				assert.NotEmpty(t, c.Participants(obs))
 			}
 		})
 	}
 	wg.Wait()
 	for i := range primaries {
-		if n := primaries[i].Load(); n != 1 {
-			t.Fatalf("logical event %d has %d primaries", i, n)
-		}
+		require.EqualValues(t, 1, primaries[i].Load(), "primaries of logical event %d", i)
 	}
 	st := c.Stats()
-	if st.Observed != logical*bots || st.Duplicates != logical*(bots-1) || st.Groups != logical {
-		t.Errorf("stats %+v, want observed %d, duplicates %d, groups %d", st, logical*bots, logical*(bots-1), logical)
-	}
-	checkInvariants(t, c)
+	assert.Equal(t, logical*bots+again.Load(), st.Observed)
+	assert.Equal(t, logical*(bots-1)+again.Load(), st.Duplicates)
+	assert.Equal(t, logical, st.Groups)
+	require.NoError(t, dedupe.CheckCorrelatorInvariants(c))
 }
 
 // TestObserveDuplicateAllocs proves the allocation bound of a duplicate
@@ -694,7 +585,8 @@ func TestObserveDuplicateAllocs(t *testing.T) {
 	if testing.CoverMode() != "" {
 		t.Skip("allocation counts are distorted by -cover")
 	}
-	contents := map[string][]Segment{
+	const md5Hex = "dbb3746f0128c88f07ceb6f23812f987"
+	contents := map[string][]dedupe.Segment{
 		"text":      {{Type: "text", Data: map[string]any{"text": "help the what 收到 now test 😀 bot"}}},
 		"long text": {{Type: "text", Data: map[string]any{"text": strings.Repeat("x", 2000)}}},
 		"reply+at":  {{Type: "reply", Data: map[string]any{"id": "1"}}, {Type: "at", Data: map[string]any{"qq": json.Number("111")}}, {Type: "text", Data: map[string]any{"text": " hi"}}},
@@ -704,13 +596,13 @@ func TestObserveDuplicateAllocs(t *testing.T) {
 	}
 	for name, content := range contents {
 		t.Run(name, func(t *testing.T) {
-			c := NewCorrelator(CorrelatorConfig{MaxGroups: 1 << 20})
+			c := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{MaxGroups: 1 << 20})
 			const runs = 200
-			var dups []*Event
+			var dups []*dedupe.Event
 			for i := range runs + 1 {
-				mk := func(bot, msg string) *Event {
-					return &Event{Kind: "message", MessageType: "group", GroupID: fmt.Sprint(i), UserID: "2",
-						Identity: Identity{Adapter: "a", BotID: bot, MessageID: msg}, Segments: content}
+				mk := func(bot, msg string) *dedupe.Event {
+					return &dedupe.Event{Kind: "message", MessageType: "group", GroupID: fmt.Sprint(i), UserID: "2",
+						Identity: dedupe.Identity{Adapter: "a", BotID: bot, MessageID: msg}, Segments: content}
 				}
 				c.Observe(mk("1", "m"))
 				dups = append(dups, mk("2", "n"))
@@ -723,9 +615,7 @@ func TestObserveDuplicateAllocs(t *testing.T) {
 				i++
 			})
 			t.Logf("%s: %.2f allocs per duplicate delivery", name, allocs)
-			if allocs > 2 {
-				t.Errorf("%s: %.2f allocs per duplicate delivery, want <= 2", name, allocs)
-			}
+			assert.LessOrEqual(t, allocs, 2.0, "%s: allocs per duplicate delivery", name)
 		})
 	}
 }
