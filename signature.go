@@ -3,7 +3,6 @@ package dedupe
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"strings"
 	"sync"
 
@@ -27,12 +26,19 @@ type Segment struct {
 //
 //   - text: the whole text, as written.
 //   - at: the target (data "qq", else "target"); the number 10001 and the
-//     string "10001" are equal.
+//     string "10001" are equal. In text, at and face, a value that is not a
+//     string, number or bool is written by the bounded walk of json data.
 //   - face: the face id (data "id", else "face"), numbers and strings equal.
 //   - json, ark: a 128-bit SHA-256 digest of the payload (data "data", else
 //     "content", else the whole data) parsed and written in a canonical form:
-//     object keys sorted, layout whitespace ignored, numbers by value. A payload
-//     that does not parse is digested as trimmed text.
+//     object keys sorted, layout whitespace ignored, numbers by value, and a
+//     decoded payload (maps, slices) equal to its JSON text. Text that does
+//     not parse, or nests deeper than 256 levels, is digested as trimmed
+//     text. A decoded payload is read to at most 256 levels and 16,384
+//     values; past a limit a fixed marker stands for what was not read, so a
+//     map that contains itself has a signature too. Go values JSON cannot
+//     hold (structs, functions) are read by type name and a bounded
+//     reflection walk, never through their methods or fmt.
 //   - xml: likewise, the XML parsed and written canonically: attributes sorted,
 //     whitespace between elements and around text dropped, comments and
 //     processing instructions ignored.
@@ -124,10 +130,7 @@ func structuredDigest(buf []byte, typ string, data map[string]any) []byte {
 	case isText:
 		form, ok = canon.AppendJSONText(form, s)
 	default:
-		form, ok = canon.AppendJSONValue(form, payload)
-		if !ok {
-			s = fmt.Sprint(payload)
-		}
+		form, ok = canon.AppendJSONValue(form, payload), true
 	}
 	if !ok {
 		form = append(append(form[:0], tagRaw), strings.TrimSpace(s)...)

@@ -8,6 +8,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/gatewaykit/dedupe/internal/canon"
 )
 
@@ -271,3 +274,42 @@ func FuzzSignature(f *testing.F) {
 }
 
 func timeMS(ms int64) time.Time { return time.UnixMilli(1_700_000_000_000 + ms) }
+
+// TestSignatureHostileValues checks that segments holding Go values JSON
+// cannot hold, or maps that contain themselves, give a stable signature
+// instead of recursing without end (a self-referencing map used to overflow
+// the stack through fmt).
+func TestSignatureHostileValues(t *testing.T) {
+	self := map[string]any{"app": "x"}
+	self["self"] = self
+	loop := []any{"a", nil}
+	loop[1] = loop
+	type card struct {
+		Title string
+		Next  *card
+	}
+	ring := &card{Title: "a"}
+	ring.Next = ring
+	msgs := map[string][]Segment{
+		"json map containing itself":    segs(seg("json", "data", self)),
+		"ark data containing itself":    segs(seg("ark", "kv", loop, "self", self)),
+		"at target containing itself":   segs(seg("at", "qq", self)),
+		"text that is a struct ring":    segs(seg("text", "text", ring)),
+		"face id that is a function":    segs(seg("face", "id", func() {})),
+		"json struct ring":              segs(seg("json", "data", ring)),
+		"json channel":                  segs(seg("json", "data", make(chan int))),
+		"xml data that is not a string": segs(seg("xml", "data", self)),
+	}
+	seen := map[string]string{}
+	for name, msg := range msgs {
+		a, b := Signature(msg), Signature(msg)
+		require.Equal(t, a, b, "%s: not stable", name)
+		if other, ok := seen[a]; ok {
+			t.Errorf("%s and %s give one signature %q", name, other, a)
+		}
+		seen[a] = name
+	}
+	other := map[string]any{"app": "y"}
+	other["self"] = other
+	assert.NotEqual(t, Signature(segs(seg("json", "data", self))), Signature(segs(seg("json", "data", other))), "what was read before the limit counts")
+}

@@ -10,7 +10,6 @@ package canon
 
 import (
 	"encoding/json"
-	"fmt"
 	"math"
 	"strconv"
 )
@@ -72,7 +71,8 @@ func AppendScalar(buf []byte, v any) []byte {
 	if b, ok := AppendInteger(buf, v); ok {
 		return b
 	}
-	return fmt.Append(buf, v)
+	w := walker{left: MaxValues}
+	return w.value(append(buf, 0), v, 0)
 }
 
 // AppendInteger appends v in decimal if it has one of Go's integer types, and

@@ -2,8 +2,6 @@ package canon
 
 import (
 	"cmp"
-	"encoding/json"
-	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -23,8 +21,8 @@ import (
 // XML is written in the same alphabet; see [AppendXML].
 
 // MaxDepth bounds the nesting of the payloads read, so hostile payloads cannot
-// exhaust the stack: a deeper payload is not valid for [AppendJSONText],
-// [AppendJSONValue] and [AppendXML].
+// exhaust the stack: deeper text is not valid for [AppendJSONText] and
+// [AppendXML], and [AppendJSONValue] writes a marker in place of a deeper value.
 const MaxDepth = 256
 
 // maxPooled bounds the buffers kept in a pool, so one huge card does not stay
@@ -389,83 +387,4 @@ func hex4(s string, i int) (rune, bool) {
 		r = r<<4 | rune(d)
 	}
 	return r, true
-}
-
-// AppendJSONValue appends the canonical form of a decoded JSON value, as
-// encoding/json or an adapter built it. It gives the same bytes as
-// [AppendJSONText] on the value's JSON text. ok is false for a value that
-// has no JSON text or nests deeper than [MaxDepth].
-func AppendJSONValue(buf []byte, v any) ([]byte, bool) {
-	return appendValue(buf, v, 0)
-}
-
-func appendValue(buf []byte, v any, depth int) ([]byte, bool) {
-	if depth > MaxDepth {
-		return buf, false
-	}
-	switch v := v.(type) {
-	case nil:
-		return append(buf, 'n'), true
-	case bool:
-		if v {
-			return append(buf, 't'), true
-		}
-		return append(buf, 'f'), true
-	case string:
-		return appendString(buf, v), true
-	case json.Number:
-		if _, ok := scanNumber(string(v)); !ok {
-			return buf, false
-		}
-		var tmp [32]byte
-		return appendNumberValue(buf, appendNumber(tmp[:0], string(v))), true
-	case float64:
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return buf, false
-		}
-		var tmp [32]byte
-		return appendNumberValue(buf, appendFloat(tmp[:0], v)), true
-	case float32:
-		return appendValue(buf, float64(v), depth)
-	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
-		var tmp [32]byte
-		return appendNumberValue(buf, AppendScalar(tmp[:0], v)), true
-	case []any:
-		buf = append(buf, '[')
-		for _, e := range v {
-			var ok bool
-			if buf, ok = appendValue(buf, e, depth+1); !ok {
-				return buf, false
-			}
-		}
-		return append(buf, ']'), true
-	case map[string]any:
-		return appendMap(buf, v, depth)
-	case json.RawMessage:
-		return AppendJSONText(buf, string(v))
-	}
-	// Anything else (structs, typed maps): through its JSON text.
-	b, err := json.Marshal(v)
-	if err != nil {
-		return buf, false
-	}
-	return AppendJSONText(buf, string(b))
-}
-
-func appendMap(buf []byte, m map[string]any, depth int) ([]byte, bool) {
-	var stack [16]string
-	keys := stack[:0]
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	buf = append(buf, '{')
-	for _, k := range keys {
-		buf = appendString(buf, k)
-		var ok bool
-		if buf, ok = appendValue(buf, m[k], depth+1); !ok {
-			return buf, false
-		}
-	}
-	return append(buf, '}'), true
 }
