@@ -67,21 +67,22 @@ func (ev *Event) windowClass() (class int, ok bool) {
 // appendCanonical appends the canonical form of the event's correlation key: a
 // sequence of netstrings ("{len}:{bytes},") of
 //
-//	message: "message", message type, session (the group id, or the user id
-//	         for private messages and messages without a group), sender user
-//	         id, then the [Signature] of the segments
+//	message: "message", message type, session (the user id for private
+//	         messages, else the group id, empty if there is none), sender
+//	         user id, then the [Signature] of the segments
 //	notice:  "notice", notice type, sub type, group id, user id, operator
 //	         id, event time in Unix seconds ("" if unknown)
 //	request: "request", request type, sub type, group id, user id, operator
 //	         id, event time in Unix seconds, comment
 //
 // Each kind has a fixed number of fields before the signature, so no two
-// different field lists give one form. ok is false for other kinds.
+// different field lists give one form: a group message without a group id has
+// the empty session, which no group id is. ok is false for other kinds.
 func (ev *Event) appendCanonical(buf []byte) (_ []byte, ok bool) {
 	switch ev.Kind {
 	case "message":
 		session := ev.GroupID
-		if ev.MessageType == "private" || session == "" {
+		if ev.MessageType == "private" {
 			session = ev.UserID
 		}
 		buf = canon.AppendNetstring(buf, "message")
