@@ -119,7 +119,18 @@ type group struct {
 
 	parts  []Participant // in arrival order; only appended to
 	inline [3]Participant
+	index  map[bot]int // position in parts by bot, once there are more than linearParts
 }
+
+// bot identifies the bot of a delivery.
+type bot struct {
+	adapter, id string
+}
+
+// linearParts is how many participants a group searches by scanning; a larger
+// group indexes them by bot, so that finding a bot's delivery costs the same
+// however many bots delivered the event.
+const linearParts = 8
 
 // groupList is an intrusive doubly linked list of groups, oldest first.
 type groupList struct {
@@ -212,7 +223,7 @@ func (c *EventCorrelator) place(key CorrelationKey, class int, self Participant,
 		}
 		i := cand.indexOf(self.Adapter, self.BotID)
 		if i < 0 { // a copy from a bot new to this group
-			cand.parts = append(cand.parts, self)
+			cand.add(self)
 			c.stats.Duplicates++
 			return cand, len(cand.parts), true
 		}
@@ -243,12 +254,32 @@ func (c *EventCorrelator) place(key CorrelationKey, class int, self Participant,
 
 // indexOf returns the index of the bot's delivery in the group, or -1.
 func (g *group) indexOf(adapter, botID string) int {
+	if g.index != nil {
+		if i, ok := g.index[bot{adapter, botID}]; ok {
+			return i
+		}
+		return -1
+	}
 	for i := range g.parts {
 		if g.parts[i].BotID == botID && g.parts[i].Adapter == adapter {
 			return i
 		}
 	}
 	return -1
+}
+
+// add appends a delivery by a bot new to the group.
+func (g *group) add(p Participant) {
+	g.parts = append(g.parts, p)
+	switch n := len(g.parts); {
+	case g.index != nil:
+		g.index[bot{p.Adapter, p.BotID}] = n - 1
+	case n > linearParts:
+		g.index = make(map[bot]int, 2*n)
+		for i, q := range g.parts {
+			g.index[bot{q.Adapter, q.BotID}] = i
+		}
+	}
 }
 
 // sweep removes the groups whose window ended before now. Each class's list is
@@ -290,9 +321,9 @@ func (c *EventCorrelator) remove(g *group) {
 
 // Participants returns the deliveries of obs's group observed so far, in
 // arrival order, including those that arrived after obs was made: which bots
-// received the logical event, and under which message ids. The slice is shared
-// and must not be modified. For an observation c did not make, it returns
-// obs.Participants.
+// received the logical event, and under which message ids. It takes constant
+// time: the slice is shared and must not be modified. For an observation c did
+// not make, it returns obs.Participants.
 func (c *EventCorrelator) Participants(obs Observation) []Participant {
 	if obs.c != c || obs.g == nil {
 		return obs.Participants
@@ -301,6 +332,28 @@ func (c *EventCorrelator) Participants(obs Observation) []Participant {
 	parts := obs.g.parts
 	c.mu.Unlock()
 	return parts[:len(parts):len(parts)]
+}
+
+// Participant returns the delivery of obs's logical event by the bot of the
+// given adapter and account id, as observed so far (including deliveries that
+// arrived after obs was made), in constant time. ok is false if that bot has
+// not delivered the event. For an observation c did not make, it looks in
+// obs.Participants.
+func (c *EventCorrelator) Participant(obs Observation, adapter, botID string) (_ Participant, ok bool) {
+	if obs.c != c || obs.g == nil {
+		for _, p := range obs.Participants {
+			if p.Adapter == adapter && p.BotID == botID {
+				return p, true
+			}
+		}
+		return Participant{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i := obs.g.indexOf(adapter, botID); i >= 0 {
+		return obs.g.parts[i], true
+	}
+	return Participant{}, false
 }
 
 // Stats returns the correlator's counters. Groups whose window has ended are

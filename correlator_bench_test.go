@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -228,6 +229,52 @@ func BenchmarkObserveDuplicate(b *testing.B) {
 		if !c.Observe(dup).Duplicate {
 			b.Fatal("not a duplicate")
 		}
+	}
+}
+
+// BenchmarkObserveManyBots measures one delivery of a message that n
+// distinct bots deliver, each a copy joining the group of the first, with a
+// look-up of another bot's delivery in the group (as a reply bot is chosen).
+// The cost per delivery must not grow with n; every n deliveries the clock
+// moves past the window, so a new group starts. The naive baseline appends
+// without looking for the bot, so it shows the floor.
+func BenchmarkObserveManyBots(b *testing.B) {
+	for _, n := range []int{1, 10, 1000, 30000} {
+		evs := make([]*dedupe.Event, n)
+		for i := range evs {
+			evs[i] = textEvent("a", strconv.Itoa(i), "m"+strconv.Itoa(i), "one message, many bots")
+		}
+		b.Run(fmt.Sprint("bots=", n, "/impl=correlator"), func(b *testing.B) {
+			cur := time.Unix(1_700_000_000, 0)
+			c := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{Now: func() time.Time { return cur }})
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if i == n {
+					i = 0
+					cur = cur.Add(dedupe.DefaultMessageWindow + time.Second)
+				}
+				obs := c.Observe(evs[i])
+				if _, ok := c.Participant(obs, "a", evs[i/2].Identity.BotID); !ok || obs.Duplicate != (i > 0) {
+					b.Fatalf("delivery %d: %+v", i, obs)
+				}
+				i++
+			}
+		})
+		b.Run(fmt.Sprint("bots=", n, "/impl=naive"), func(b *testing.B) {
+			cur := time.Unix(1_700_000_000, 0)
+			c := newNaiveCorrelator(func() time.Time { return cur }, dedupe.DefaultMaxGroups)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if i == n {
+					i = 0
+					cur = cur.Add(dedupe.DefaultMessageWindow + time.Second)
+				}
+				c.Observe(evs[i])
+				i++
+			}
+		})
 	}
 }
 

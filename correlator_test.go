@@ -358,6 +358,37 @@ func TestCorrelatorParticipants(t *testing.T) {
 	assert.Empty(t, c.Participants(dedupe.Observation{}))
 }
 
+// TestCorrelatorManyBots checks a group larger than the correlator scans
+// without an index: membership, redelivery and repeats, and Participant.
+func TestCorrelatorManyBots(t *testing.T) {
+	c := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{})
+	const n = 100
+	var obs []dedupe.Observation
+	for i := range n {
+		o := c.Observe(delivery{bot: fmt.Sprint("a", i), msg: fmt.Sprint("m", i), content: "hi"}.event())
+		require.Equal(t, i > 0, o.Duplicate, "copy %d", i)
+		require.Len(t, o.Participants, i+1)
+		obs = append(obs, o)
+	}
+	re := c.Observe(delivery{bot: "a50", msg: "m50", content: "hi"}.event())
+	assert.True(t, re.Duplicate, "redelivery")
+	assert.Len(t, re.Participants, 51, "a redelivery's participants end at the copy it repeats")
+	assert.False(t, c.Observe(delivery{bot: "a50", msg: "r50", content: "hi"}.event()).Duplicate, "a repeat by a bot of the group")
+	for _, i := range []int{0, 7, 8, 9, 99} {
+		p, ok := c.Participant(obs[0], "a", fmt.Sprint(i))
+		assert.True(t, ok)
+		assert.Equal(t, fmt.Sprint("m", i), p.MessageID)
+	}
+	_, ok := c.Participant(obs[0], "b", "1")
+	assert.False(t, ok, "a bot that did not deliver")
+	p, ok := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{}).Participant(obs[3], "a", "2")
+	assert.True(t, ok, "another correlator looks in the observation")
+	assert.Equal(t, "m2", p.MessageID)
+	_, ok = dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{}).Participant(obs[3], "a", "4")
+	assert.False(t, ok, "the observation ends at its own delivery")
+	assert.Len(t, c.Participants(obs[0]), n)
+}
+
 // TestCorrelatorSameEvent checks that an Event is plain data: observing it
 // again is a redelivery, counted again, and a copy of it or another correlator
 // sees a delivery like any other.
@@ -504,8 +535,9 @@ func (m *modelCorrelator) observe(ev *dedupe.Event, now time.Time) (dup bool, pr
 }
 
 // TestCorrelatorModel compares the correlator with the model on random traffic
-// with a small content space, few bots, repeats, redeliveries, both windows and
-// a small cap, checking the structure as it goes.
+// with a small content space, few bots (or, for half the seeds, twenty, so
+// that groups are indexed by bot), repeats, redeliveries, both windows and a
+// small cap, checking the structure as it goes.
 func TestCorrelatorModel(t *testing.T) {
 	for seed := range uint64(20) {
 		rnd := rand.New(rand.NewPCG(seed, 1))
@@ -514,13 +546,20 @@ func TestCorrelatorModel(t *testing.T) {
 		windows := [2]time.Duration{3 * time.Second, 7 * time.Second}
 		c := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{MessageWindow: windows[0], EventWindow: windows[1], MaxGroups: maxGroups, Now: clk.Now})
 		m := &modelCorrelator{windows: windows, max: maxGroups}
+		bots := []string{"a1", "a2", "b1", "c3"}
+		if seed >= 10 { // groups larger than the correlator scans without an index
+			bots = nil
+			for i := range 20 {
+				bots = append(bots, fmt.Sprint("ab"[i%2:i%2+1], i))
+			}
+		}
 		for step := range 2000 {
 			clk.Advance(time.Duration(rnd.IntN(800)) * time.Millisecond)
 			content := fmt.Sprint(rnd.IntN(6))
 			if rnd.IntN(5) == 0 {
 				content = "notice:" + content
 			}
-			d := delivery{bot: []string{"a1", "a2", "b1", "c3"}[rnd.IntN(4)], msg: fmt.Sprint("m", rnd.IntN(4)), content: content}
+			d := delivery{bot: bots[rnd.IntN(len(bots))], msg: fmt.Sprint("m", rnd.IntN(4)), content: content}
 			ev := d.event()
 			wantDup, wantPrimary := m.observe(ev, clk.Now())
 			obs := c.Observe(ev)

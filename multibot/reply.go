@@ -7,7 +7,8 @@ import (
 // BotsForEvent returns the deliveries of obs's logical event observed so far,
 // in arrival order, including those that arrived after obs was made: which
 // bots received it, and under which message ids. Without a correlator it
-// returns obs.Participants. The slice is shared and must not be modified.
+// returns obs.Participants. It takes constant time: the slice is shared and
+// must not be modified.
 func (d *Dispatcher) BotsForEvent(obs dedupe.Observation) []dedupe.Participant {
 	if d.c == nil {
 		return obs.Participants
@@ -21,13 +22,17 @@ func (d *Dispatcher) BotsForEvent(obs dedupe.Observation) []dedupe.Participant {
 // the primary delivery of ev's group, if its bot is still registered; else the
 // bot that received ev. The MessageID is that bot's id for the message, for a
 // quoted reply, when its copy has been observed, and empty otherwise. For an
-// event not observed, pass the zero Observation.
+// event not observed, pass the zero Observation. Its cost does not depend on
+// how many bots delivered the event or are registered, beyond the bots ev
+// mentions.
 func (d *Dispatcher) PickReplyBot(ev *dedupe.Event, obs dedupe.Observation) dedupe.Participant {
 	if m := d.bots.MentionedBots(ev); len(m) > 0 {
-		for _, p := range d.BotsForEvent(obs) {
-			if p.Adapter == m[0].Adapter && p.BotID == m[0].ID {
+		if d.c != nil {
+			if p, ok := d.c.Participant(obs, m[0].Adapter, m[0].ID); ok {
 				return p
 			}
+		} else if p, ok := ownDelivery(obs, m[0]); ok {
+			return p
 		}
 		return dedupe.Participant{Adapter: m[0].Adapter, BotID: m[0].ID}
 	}
@@ -35,4 +40,15 @@ func (d *Dispatcher) PickReplyBot(ev *dedupe.Event, obs dedupe.Observation) dedu
 		return obs.Primary
 	}
 	return self(ev)
+}
+
+// ownDelivery finds the bot's delivery in an observation made without a
+// correlator, which holds only the delivery itself.
+func ownDelivery(obs dedupe.Observation, b Bot) (dedupe.Participant, bool) {
+	for _, p := range obs.Participants {
+		if p.Adapter == b.Adapter && p.BotID == b.ID {
+			return p, true
+		}
+	}
+	return dedupe.Participant{}, false
 }
