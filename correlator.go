@@ -63,16 +63,36 @@ type CorrelatorConfig struct {
 	// MaxGroups bounds the groups kept; beyond it the oldest group is evicted.
 	// Default 4096 ([DefaultMaxGroups]).
 	MaxGroups int
+	// TimestampTolerance is how far apart the send times ([Identity.Timestamp])
+	// of two deliveries of a message may be, boundary included, for the later
+	// to join the group of the earlier. A message group takes the send time of
+	// its first delivery that has one; a delivery whose send time is further
+	// from it is refused by that group and joins a group of its own time, or
+	// starts one. Deliveries without a send time, and groups without one yet,
+	// are not compared. Default 1 s: OneBot and icqq give the send time in
+	// whole seconds, so one adapter truncating and another rounding, or one
+	// giving milliseconds, put up to a second between copies of one message,
+	// while a user sending the same content again takes longer than that.
+	TimestampTolerance time.Duration
 	// Now is the correlator's clock. Default time.Now.
 	Now func() time.Time
 }
 
-// CorrelatorStats are an [EventCorrelator]'s counters.
+// CorrelatorStats are an [EventCorrelator]'s counters. TimeRefused and
+// Evicted are shadow figures for tuning the tolerance and the cap: what the
+// correlator decided against.
 type CorrelatorStats struct {
 	Groups     int    // live groups now
 	Observed   uint64 // calls of Observe
 	Duplicates uint64 // observed deliveries marked duplicate
-	Evicted    uint64 // groups dropped to stay within MaxGroups before their window ended
+	// TimeRefused counts message deliveries that a live group of their key
+	// would have taken but for their send time (see
+	// [CorrelatorConfig.TimestampTolerance]), each counted once, whether it
+	// then joined a later group or started one.
+	TimeRefused uint64
+	// Evicted counts groups dropped to stay within MaxGroups before their
+	// window ended.
+	Evicted uint64
 }
 
 // EventCorrelator recognises the copies of one logical event delivered by
@@ -85,7 +105,10 @@ type CorrelatorStats struct {
 // different message id, the user sent the content again, so the delivery joins
 // the oldest live group of its key that this bot has not delivered to yet, or
 // starts a new group. The same message id from the same bot again is a
-// redelivery, and a duplicate; so is observing the same [Event] twice.
+// redelivery, and a duplicate; so is observing the same [Event] twice. A
+// message also joins a group only if its send time ([Identity.Timestamp]) is
+// within [CorrelatorConfig.TimestampTolerance] of the group's, so a repeat is
+// told from a copy even when a bot missed the first message.
 //
 // Windows are fixed: they run from the group's first arrival and are not
 // extended by copies; an arrival exactly at the end still joins. After the
@@ -95,9 +118,10 @@ type CorrelatorStats struct {
 //
 // An EventCorrelator is safe for concurrent use and starts no goroutine.
 type EventCorrelator struct {
-	now     func() time.Time
-	windows [2]time.Duration // by window class: messages, notices and requests
-	max     int
+	now       func() time.Time
+	windows   [2]time.Duration // by window class: messages, notices and requests
+	max       int
+	tolerance time.Duration
 
 	mu     sync.Mutex
 	groups map[CorrelationKey]*group // the oldest live group of each key
@@ -112,6 +136,7 @@ type group struct {
 	key     CorrelationKey
 	seq     uint64    // creation order, for eviction across classes
 	expires time.Time // the last instant the group accepts copies
+	sent    time.Time // a message's send time, from its first delivery with one
 	class   int
 
 	prev, next *group // in the class's FIFO list
@@ -169,7 +194,8 @@ func NewEventCorrelator(cfg CorrelatorConfig) *EventCorrelator {
 			orDefault(cfg.MessageWindow, DefaultMessageWindow),
 			orDefault(cfg.EventWindow, DefaultEventWindow),
 		},
-		max: cfg.MaxGroups,
+		max:       cfg.MaxGroups,
+		tolerance: orDefault(cfg.TimestampTolerance, time.Second),
 	}
 	if c.now == nil {
 		c.now = time.Now
@@ -201,11 +227,15 @@ func (c *EventCorrelator) Observe(ev *Event) Observation {
 	}
 	key := ev.CorrelationKey()
 	now := c.now()
+	var sent time.Time // the time rule is for messages
+	if class == 0 {
+		sent = ev.Identity.Timestamp
+	}
 
 	c.mu.Lock()
 	c.stats.Observed++
 	c.sweep(now)
-	g, n, dup := c.place(key, class, self, now)
+	g, n, dup := c.place(key, class, self, sent, now)
 	obs := Observation{Key: key, Duplicate: dup, Primary: g.parts[0], Participants: g.parts[:n:n], c: c, g: g}
 	c.mu.Unlock()
 	return obs
@@ -214,29 +244,42 @@ func (c *EventCorrelator) Observe(ev *Event) Observation {
 // place puts a delivery into its group, creating the group if needed, and
 // returns the group, the number of participants the delivery's observation
 // covers, and whether it is a duplicate. c.mu is held.
-func (c *EventCorrelator) place(key CorrelationKey, class int, self Participant, now time.Time) (g *group, n int, dup bool) {
+func (c *EventCorrelator) place(key CorrelationKey, class int, self Participant, sent, now time.Time) (g *group, n int, dup bool) {
 	var last *group
+	refused := false
 	for cand := c.groups[key]; cand != nil; cand = cand.newer {
 		last = cand
 		if now.After(cand.expires) {
 			continue // ended, not swept yet because the clock went back
 		}
 		i := cand.indexOf(self.Adapter, self.BotID)
-		if i < 0 { // a copy from a bot new to this group
-			cand.add(self)
-			c.stats.Duplicates++
-			return cand, len(cand.parts), true
+		if i >= 0 && cand.parts[i].MessageID != self.MessageID {
+			continue // the bot delivered this key to cand under another id: a genuine repeat
 		}
-		if cand.parts[i].MessageID == self.MessageID { // a redelivery
+		if i >= 0 && self.MessageID != "" { // a redelivery: the same message, whatever its time
 			c.stats.Duplicates++
 			return cand, i + 1, true
 		}
-		// The bot delivered this key to cand already under another id: a
-		// genuine repeat, which belongs to a newer group.
+		if !c.sameTime(cand.sent, sent) {
+			if !refused {
+				refused = true
+				c.stats.TimeRefused++
+			}
+			continue
+		}
+		c.stats.Duplicates++
+		if i >= 0 { // a redelivery of a delivery without a message id
+			return cand, i + 1, true
+		}
+		cand.add(self)
+		if cand.sent.IsZero() {
+			cand.sent = sent
+		}
+		return cand, len(cand.parts), true
 	}
 
 	c.seq++
-	g = &group{key: key, seq: c.seq, expires: now.Add(c.windows[class]), class: class}
+	g = &group{key: key, seq: c.seq, expires: now.Add(c.windows[class]), sent: sent, class: class}
 	g.inline[0] = self
 	g.parts = g.inline[:1]
 	if last == nil {
@@ -247,9 +290,19 @@ func (c *EventCorrelator) place(key CorrelationKey, class int, self Participant,
 	c.fifo[class].pushBack(g)
 	c.n++
 	for c.n > c.max {
-		c.evictOldest()
+		c.evictOldest(now)
 	}
 	return g, 1, false
+}
+
+// sameTime reports whether two send times are within the tolerance, or one
+// is unknown.
+func (c *EventCorrelator) sameTime(a, b time.Time) bool {
+	if a.IsZero() || b.IsZero() {
+		return true
+	}
+	d := a.Sub(b)
+	return -c.tolerance <= d && d <= c.tolerance
 }
 
 // indexOf returns the index of the bot's delivery in the group, or -1.
@@ -293,15 +346,18 @@ func (c *EventCorrelator) sweep(now time.Time) {
 	}
 }
 
-// evictOldest removes the oldest group, by creation, of either class. c.mu is
-// held and there is at least one group.
-func (c *EventCorrelator) evictOldest() {
+// evictOldest removes the oldest group, by creation, of either class,
+// counting it as evicted if its window had not ended. c.mu is held and there
+// is at least one group.
+func (c *EventCorrelator) evictOldest(now time.Time) {
 	a, b := c.fifo[0].front, c.fifo[1].front
 	if a == nil || (b != nil && b.seq < a.seq) {
 		a = b
 	}
 	c.remove(a)
-	c.stats.Evicted++
+	if !now.After(a.expires) {
+		c.stats.Evicted++
+	}
 }
 
 // remove unlinks g from its list and its key's chain. Groups are only removed

@@ -3,12 +3,10 @@
 package dedupe_test
 
 import (
-	"compress/gzip"
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -22,78 +20,6 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 )
-
-// naiveCorrelator is the baseline: the reference implementation's design
-// (Mioku's EventCorrelator) in Go. Groups live in a map keyed by the readable
-// key string; while under the cap an insert is a map write, and once the cap is
-// reached every insert scans all groups for expired ones and then for the
-// oldest. Repeats from the same bot within the window count as duplicates, as
-// in the reference. It uses the same canonical key as EventCorrelator, so the
-// comparison measures the data structure.
-type naiveCorrelator struct {
-	now      func() time.Time
-	windows  [2]time.Duration
-	max      int
-	groups   map[string]*naiveGroup
-	observed int
-	dups     int
-}
-
-type naiveGroup struct {
-	created, expires time.Time
-	parts            []dedupe.Participant
-}
-
-func newNaiveCorrelator(now func() time.Time, maxGroups int) *naiveCorrelator {
-	return &naiveCorrelator{
-		now:     now,
-		windows: [2]time.Duration{dedupe.DefaultMessageWindow, dedupe.DefaultEventWindow},
-		max:     maxGroups,
-		groups:  map[string]*naiveGroup{},
-	}
-}
-
-func (c *naiveCorrelator) Observe(ev *dedupe.Event) bool {
-	class := 0
-	switch ev.Kind {
-	case "message":
-	case "notice", "request":
-		class = 1
-	default:
-		return false
-	}
-	key := ev.CanonicalForm()
-	now := c.now()
-	c.observed++
-	if g, ok := c.groups[key]; ok && !now.After(g.expires) {
-		g.parts = append(g.parts, naiveParticipant(ev))
-		c.dups++
-		return true
-	}
-	if len(c.groups) >= c.max {
-		for k, g := range c.groups { // scan for expired groups
-			if now.After(g.expires) {
-				delete(c.groups, k)
-			}
-		}
-		if len(c.groups) >= c.max { // scan for the oldest
-			var oldest string
-			var t time.Time
-			for k, g := range c.groups {
-				if oldest == "" || g.created.Before(t) {
-					oldest, t = k, g.created
-				}
-			}
-			delete(c.groups, oldest)
-		}
-	}
-	c.groups[key] = &naiveGroup{created: now, expires: now.Add(c.windows[class]), parts: []dedupe.Participant{naiveParticipant(ev)}}
-	return false
-}
-
-func naiveParticipant(ev *dedupe.Event) dedupe.Participant {
-	return dedupe.Participant{Adapter: ev.Identity.Adapter, BotID: ev.Identity.BotID, MessageID: ev.Identity.MessageID}
-}
 
 // benchCorpus observes the deliveries in order, each at its time, looping over
 // them with the clock moved on by the corpus span plus the longest window at
@@ -337,25 +263,6 @@ func textEvent(adapter, bot, msgID, text string) *dedupe.Event {
 		MessageType: "group", GroupID: "100", UserID: "20001",
 		Segments: []dedupe.Segment{{Type: "text", Data: map[string]any{"text": text}}},
 	}
-}
-
-// loadCorpusFile decodes a corpus written by gen-correlator-corpus, gzipped or
-// not.
-func loadCorpusFile(tb testing.TB, path string) []corpusEvent {
-	f, err := os.Open(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	var r io.Reader = f
-	if strings.HasSuffix(path, ".gz") {
-		zr, err := gzip.NewReader(f)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		r = zr
-	}
-	return decodeCorpus(tb, r)
 }
 
 // genSaturated generates n deliveries of multi-bot traffic at rate logical

@@ -18,7 +18,14 @@ type Identity struct {
 	EventType     string // such as "message.group", as the adapter names it
 	MessageID     string // the platform message id of this copy, if any
 	NativeEventID string // an adapter's own id for notices and requests (a request flag)
-	Timestamp     time.Time
+
+	// Timestamp is when the platform says the event happened: for a message,
+	// its send time (OneBot's and icqq's "time", Unix seconds), never the time
+	// the adapter received it. Copies of one message carry the same send time,
+	// to the platform's resolution; a message the user sent again carries a
+	// later one, which is how the correlator tells the two apart (see
+	// [CorrelatorConfig.TimestampTolerance]). Zero if unknown.
+	Timestamp time.Time
 }
 
 // Event is one delivery of a chat event by one adapter, in the OneBot model. The

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -111,6 +112,21 @@ func decodeCorpus(tb testing.TB, r io.Reader) []corpusEvent {
 	return out
 }
 
+// loadCorpusFile decodes a corpus written by gen-correlator-corpus, gzipped or
+// not.
+func loadCorpusFile(tb testing.TB, path string) []corpusEvent {
+	f, err := os.Open(path)
+	require.NoError(tb, err)
+	defer f.Close()
+	var r io.Reader = f
+	if strings.HasSuffix(path, ".gz") {
+		zr, err := gzip.NewReader(f)
+		require.NoError(tb, err)
+		r = zr
+	}
+	return decodeCorpus(tb, r)
+}
+
 // loadReference reads the reference implementation's verdicts.
 func loadReference(tb testing.TB) []bool {
 	tb.Helper()
@@ -167,6 +183,42 @@ func replayCorpus(corpus []corpusEvent, cfg dedupe.CorrelatorConfig) ([]bool, de
 	return flags, c.Stats()
 }
 
+// replayNaive observes every delivery at its at_ms with the naive reference
+// design, with the reference's cap of 4,096 groups, and returns its flags and,
+// for each duplicate, the number of the delivery that started its group.
+func replayNaive(corpus []corpusEvent) (flags []bool, firsts []int) {
+	clk := dedupetest.NewClock(corpus[0].at)
+	c := newNaiveCorrelator(clk.Now, dedupe.DefaultMaxGroups)
+	for _, d := range corpus {
+		clk.Set(d.at)
+		dup := c.Observe(d.ev)
+		flags = append(flags, dup)
+		firsts = append(firsts, c.first)
+	}
+	return flags, firsts
+}
+
+// accidentalCatches counts the duplicates the correlator missed and the
+// reference design flagged: legit when the reference's group was started by
+// the same logical event, accidental when by another, that is, through a
+// false merge.
+func accidentalCatches(corpus []corpusEvent, ours, ref []bool, firsts []int) (legit, accidental int) {
+	seen := map[int]bool{}
+	for i, d := range corpus {
+		truth := seen[d.logical]
+		seen[d.logical] = true
+		if !truth || ours[i] || !ref[i] {
+			continue
+		}
+		if corpus[firsts[i]].logical == d.logical {
+			legit++
+		} else {
+			accidental++
+		}
+	}
+	return legit, accidental
+}
+
 // writeFlags writes verdicts in the format of ../shared/tools/score-correlator.
 func writeFlags(tb testing.TB, path string, flags []bool, st dedupe.CorrelatorStats) {
 	f, err := os.Create(path)
@@ -200,6 +252,14 @@ func TestCorrelatorParity(t *testing.T) {
 	}
 	t.Logf("deliveries=%d true_dups=%d missed=%d false_merges=%d agree_with_reference=%d/%d", len(corpus), s.trueDups, s.missed, s.falseMerges, agree, len(ref))
 	t.Logf("stats: groups=%d observed=%d duplicates=%d evicted=%d (reference: groups 1589, observed 5000, duplicates 2169, evicted 0)", st.Groups, st.Observed, st.Duplicates, st.Evicted)
+	naive, _ := replayNaive(corpus)
+	naiveAgree := 0
+	for i := range naive {
+		if naive[i] == ref[i] {
+			naiveAgree++
+		}
+	}
+	t.Logf("the naive reference design in Go agrees with the reference on %d/%d", naiveAgree, len(ref))
 	assert.Zero(t, s.falseMerges, "false merges")
 	assert.LessOrEqual(t, s.missed, 53, "missed duplicates, at most the reference's 53")
 	assert.EqualValues(t, len(corpus), st.Observed)
@@ -208,20 +268,61 @@ func TestCorrelatorParity(t *testing.T) {
 	}
 }
 
-// delivery is one step of a correlator scenario: at offset from the start,
-// bot delivers content under message id msg.
-type delivery struct {
-	at      time.Duration
-	bot     string // "a1" is adapter a, bot 1
-	msg     string
-	content string // the text, or "notice:" + user id for a notice
-	dup     bool   // want Observation.Duplicate
-	primary string // want Primary as "bot/msg"
-	parts   int    // want len(Participants)
+// TestCorrelatorCorpusFile replays a corpus written by
+// ../shared/tools/gen-correlator-corpus (gzipped or not), named by
+// DEDUPE_CORRELATOR_CORPUS, through the correlator and through the naive
+// reference design (the design of the reference implementation, which agrees
+// with its verdicts on the shared corpus; see TestCorrelatorParity), logs
+// both scores and the correlator's stats, and writes the flags to the paths
+// in DEDUPE_CORRELATOR_FLAGS and DEDUPE_CORRELATOR_REFERENCE_FLAGS, if set,
+// for ../shared/tools/score-correlator. It requires no false merge, and that
+// every copy the reference design recognises through a group of its own
+// logical event is recognised too. The reference design also flags some
+// copies only because it merged a genuine repeat into the group of the
+// earlier message (a url-only image rendering whose key no other copy of the
+// repeat shares, say); those are logged, not required.
+func TestCorrelatorCorpusFile(t *testing.T) {
+	path := os.Getenv("DEDUPE_CORRELATOR_CORPUS")
+	if path == "" {
+		t.Skip("DEDUPE_CORRELATOR_CORPUS not set")
+	}
+	corpus := loadCorpusFile(t, path)
+	flags, st := replayCorpus(corpus, dedupe.CorrelatorConfig{})
+	naive, firsts := replayNaive(corpus)
+	ours, ref := scoreCorpus(corpus, flags), scoreCorpus(corpus, naive)
+	legit, accidental := accidentalCatches(corpus, flags, naive, firsts)
+	t.Logf("%s: deliveries=%d true_dups=%d", path, len(corpus), ours.trueDups)
+	t.Logf("correlator: missed=%d false_merges=%d; stats: groups=%d observed=%d duplicates=%d time_refused=%d evicted=%d",
+		ours.missed, ours.falseMerges, st.Groups, st.Observed, st.Duplicates, st.TimeRefused, st.Evicted)
+	t.Logf("reference design: missed=%d false_merges=%d", ref.missed, ref.falseMerges)
+	t.Logf("missed by the correlator, flagged by the reference: %d through a group of the same event, %d only through a false merge", legit, accidental)
+	if p := os.Getenv("DEDUPE_CORRELATOR_FLAGS"); p != "" {
+		writeFlags(t, p, flags, st)
+	}
+	if p := os.Getenv("DEDUPE_CORRELATOR_REFERENCE_FLAGS"); p != "" {
+		writeFlags(t, p, naive, dedupe.CorrelatorStats{})
+	}
+	assert.Zero(t, ours.falseMerges, "false merges")
+	assert.Zero(t, legit, "copies the reference design recognises and the correlator misses")
 }
 
+// delivery is one delivery of a correlator scenario: bot delivers content
+// under message id msg, sent at the given time.
+type delivery struct {
+	bot     string // "a1" is adapter a, bot 1
+	msg     string
+	content string        // the text, or "notice:" + user id for a notice
+	sent    time.Duration // the send time, after 1,700,000,000 s, or unsent
+}
+
+// unsent is the send time of a delivery without one.
+const unsent = time.Duration(math.MinInt64)
+
 func (d delivery) event() *dedupe.Event {
-	ev := &dedupe.Event{Identity: dedupe.Identity{Adapter: d.bot[:1], BotID: d.bot[1:], MessageID: d.msg, Timestamp: time.Unix(1_700_000_000, 0)}}
+	ev := &dedupe.Event{Identity: dedupe.Identity{Adapter: d.bot[:1], BotID: d.bot[1:], MessageID: d.msg}}
+	if d.sent != unsent {
+		ev.Identity.Timestamp = time.Unix(1_700_000_000, 0).Add(d.sent)
+	}
 	if user, ok := strings.CutPrefix(d.content, "notice:"); ok {
 		ev.Kind, ev.NoticeType, ev.GroupID, ev.UserID = "notice", "group_increase", "100", user
 		return ev
@@ -239,73 +340,84 @@ func newCorrelatorClock() *dedupetest.Clock { return dedupetest.NewClock(time.Un
 // TestCorrelatorRules checks windows, groups and the repeat rule step by step.
 func TestCorrelatorRules(t *testing.T) {
 	const s = time.Second
+	// ruleStep is a delivery at offset at from the start and the observation
+	// it must give.
+	type ruleStep struct {
+		at      time.Duration
+		bot     string
+		msg     string
+		content string
+		dup     bool   // want Observation.Duplicate
+		primary string // want Primary as "bot/msg"
+		parts   int    // want len(Participants)
+	}
 	tests := []struct {
 		name  string
 		cfg   dedupe.CorrelatorConfig
-		steps []delivery
+		steps []ruleStep
 	}{
-		{"copies from three bots", dedupe.CorrelatorConfig{}, []delivery{
+		{"copies from three bots", dedupe.CorrelatorConfig{}, []ruleStep{
 			{0, "a1", "m1", "hi", false, "a1/m1", 1},
 			{100 * time.Millisecond, "b2", "n1", "hi", true, "a1/m1", 2},
 			{200 * time.Millisecond, "a3", "o1", "hi", true, "a1/m1", 3},
 		}},
-		{"different content is another group", dedupe.CorrelatorConfig{}, []delivery{
+		{"different content is another group", dedupe.CorrelatorConfig{}, []ruleStep{
 			{0, "a1", "m1", "hi", false, "a1/m1", 1},
 			{0, "b2", "n1", "ho", false, "b2/n1", 1},
 		}},
-		{"message window boundary is inclusive", dedupe.CorrelatorConfig{}, []delivery{
+		{"message window boundary is inclusive", dedupe.CorrelatorConfig{}, []ruleStep{
 			{0, "a1", "m1", "hi", false, "a1/m1", 1},
 			{15 * s, "b2", "n1", "hi", true, "a1/m1", 2},
 			{15*s + 1, "a3", "o1", "hi", false, "a3/o1", 1},
 		}},
-		{"window is fixed from the first arrival", dedupe.CorrelatorConfig{}, []delivery{
+		{"window is fixed from the first arrival", dedupe.CorrelatorConfig{}, []ruleStep{
 			{0, "a1", "m1", "hi", false, "a1/m1", 1},
 			{10 * s, "b2", "n1", "hi", true, "a1/m1", 2},
 			{20 * s, "a3", "o1", "hi", false, "a3/o1", 1},
 			{21 * s, "b2", "n2", "hi", true, "a3/o1", 2},
 		}},
-		{"configured message window", dedupe.CorrelatorConfig{MessageWindow: 2 * s}, []delivery{
+		{"configured message window", dedupe.CorrelatorConfig{MessageWindow: 2 * s}, []ruleStep{
 			{0, "a1", "m1", "hi", false, "a1/m1", 1},
 			{2 * s, "b2", "n1", "hi", true, "a1/m1", 2},
 			{3 * s, "a3", "o1", "hi", false, "a3/o1", 1},
 		}},
-		{"notice window is 60 s, inclusive", dedupe.CorrelatorConfig{}, []delivery{
+		{"notice window is 60 s, inclusive", dedupe.CorrelatorConfig{}, []ruleStep{
 			{0, "a1", "", "notice:7", false, "a1/", 1},
 			{60 * s, "b2", "", "notice:7", true, "a1/", 2},
 			{60*s + 1, "a3", "", "notice:7", false, "a3/", 1},
 		}},
-		{"genuine repeat is not a duplicate", dedupe.CorrelatorConfig{}, []delivery{
+		{"genuine repeat is not a duplicate", dedupe.CorrelatorConfig{}, []ruleStep{
 			{0, "a1", "m1", "hi", false, "a1/m1", 1},
 			{100 * time.Millisecond, "b2", "n1", "hi", true, "a1/m1", 2},
 			{3 * s, "a1", "m2", "hi", false, "a1/m2", 1},
 			{3*s + 100*time.Millisecond, "b2", "n2", "hi", true, "a1/m2", 2},
 		}},
-		{"a copy joins the oldest group its bot is missing from", dedupe.CorrelatorConfig{}, []delivery{
+		{"a copy joins the oldest group its bot is missing from", dedupe.CorrelatorConfig{}, []ruleStep{
 			{0, "a1", "m1", "hi", false, "a1/m1", 1},
 			{1 * s, "a1", "m2", "hi", false, "a1/m2", 1},
 			{2 * s, "b2", "n1", "hi", true, "a1/m1", 2},
 			{3 * s, "b2", "n2", "hi", true, "a1/m2", 2},
 			{4 * s, "b2", "n3", "hi", false, "b2/n3", 1},
 		}},
-		{"same adapter, other bot is a copy", dedupe.CorrelatorConfig{}, []delivery{
+		{"same adapter, other bot is a copy", dedupe.CorrelatorConfig{}, []ruleStep{
 			{0, "a1", "m1", "hi", false, "a1/m1", 1},
 			{0, "a2", "m1", "hi", true, "a1/m1", 2},
 		}},
-		{"same bot id, other adapter is a copy", dedupe.CorrelatorConfig{}, []delivery{
+		{"same bot id, other adapter is a copy", dedupe.CorrelatorConfig{}, []ruleStep{
 			{0, "a1", "m1", "hi", false, "a1/m1", 1},
 			{0, "b1", "m1", "hi", true, "a1/m1", 2},
 		}},
-		{"redelivery of the same message id is a duplicate", dedupe.CorrelatorConfig{}, []delivery{
+		{"redelivery of the same message id is a duplicate", dedupe.CorrelatorConfig{}, []ruleStep{
 			{0, "a1", "m1", "hi", false, "a1/m1", 1},
 			{0, "b2", "n1", "hi", true, "a1/m1", 2},
 			{1 * s, "a1", "m1", "hi", true, "a1/m1", 1},
 			{2 * s, "b2", "n1", "hi", true, "a1/m1", 2},
 		}},
-		{"notices without ids: the same bot again is a redelivery", dedupe.CorrelatorConfig{}, []delivery{
+		{"notices without ids: the same bot again is a redelivery", dedupe.CorrelatorConfig{}, []ruleStep{
 			{0, "a1", "", "notice:7", false, "a1/", 1},
 			{1 * s, "a1", "", "notice:7", true, "a1/", 1},
 		}},
-		{"repeat after the window is new", dedupe.CorrelatorConfig{}, []delivery{
+		{"repeat after the window is new", dedupe.CorrelatorConfig{}, []ruleStep{
 			{0, "a1", "m1", "hi", false, "a1/m1", 1},
 			{16 * s, "a1", "m2", "hi", false, "a1/m2", 1},
 			{17 * s, "b2", "n2", "hi", true, "a1/m2", 2},
@@ -320,7 +432,7 @@ func TestCorrelatorRules(t *testing.T) {
 			var dups uint64
 			for i, d := range tt.steps {
 				clk.Set(start.Add(d.at))
-				obs := c.Observe(d.event())
+				obs := c.Observe(delivery{bot: d.bot, msg: d.msg, content: d.content}.event())
 				got := fmt.Sprintf("dup=%v primary=%s parts=%d", obs.Duplicate, short(obs.Primary), len(obs.Participants))
 				want := fmt.Sprintf("dup=%v primary=%s parts=%d", d.dup, d.primary, d.parts)
 				assert.Equal(t, want, got, "step %d (%s %s at %v)", i, d.bot, d.msg, d.at)
@@ -356,6 +468,95 @@ func TestCorrelatorParticipants(t *testing.T) {
 	other := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{})
 	assert.Equal(t, obs[1].Participants, other.Participants(obs[1]), "another correlator gives the observation's own")
 	assert.Empty(t, c.Participants(dedupe.Observation{}))
+}
+
+// TestCorrelatorTimeRule checks the send-time rule: a genuine repeat 2 to 9
+// s later is not a duplicate even when a bot missed the original, copies whose
+// send times are within the tolerance are, and deliveries without a send time
+// keep the rule of ids and bots.
+func TestCorrelatorTimeRule(t *testing.T) {
+	const s, ms = time.Second, time.Millisecond
+	type step struct {
+		at   time.Duration
+		bot  string
+		msg  string
+		sent time.Duration // or unsent
+		want string        // "new" or the primary's bot/msg
+	}
+	tests := []struct {
+		name    string
+		cfg     dedupe.CorrelatorConfig
+		refused uint64
+		steps   []step
+	}{
+		{"repeat seconds later, one bot missed the original", dedupe.CorrelatorConfig{}, 1, []step{
+			{0, "a1", "m1", 0, "new"},
+			{100 * ms, "b2", "n1", 0, "a1/m1"},
+			{5 * s, "a1", "m2", 5 * s, "new"},
+			{5*s + 100*ms, "c3", "o2", 5 * s, "a1/m2"}, // c3 missed m1; its copy of m2 is refused by m1's group
+			{5*s + 200*ms, "b2", "n2", 5 * s, "a1/m2"},
+		}},
+		{"the bot that missed the original delivers the repeat first", dedupe.CorrelatorConfig{}, 1, []step{
+			{0, "a1", "m1", 0, "new"},
+			{2 * s, "c3", "o2", 2 * s, "new"}, // refused by m1's group: starts m2's
+			{2*s + 50*ms, "a1", "m2", 2 * s, "c3/o2"},
+		}},
+		{"repeat 9 s later", dedupe.CorrelatorConfig{}, 1, []step{
+			{0, "a1", "m1", 0, "new"},
+			{9 * s, "b2", "n2", 9 * s, "new"},
+		}},
+		{"copies with send times within the tolerance", dedupe.CorrelatorConfig{}, 4, []step{
+			{0, "a1", "m1", 300 * ms, "new"},
+			{100 * ms, "b2", "n1", 0, "a1/m1"},            // one adapter truncated to the second
+			{200 * ms, "c3", "o1", 1300 * ms, "a1/m1"},    // another rounded up: 1 s from the group's
+			{300 * ms, "d4", "p1", 1301 * ms, "new"},      // just past the tolerance
+			{400 * ms, "e5", "q1", unsent, "a1/m1"},       // no send time: not compared
+			{500 * ms, "b2", "n1", 9 * s, "a1/m1"},        // a redelivery is the same message, whatever its time
+			{600 * ms, "f6", "r1", 1301 * ms, "d4/p1"},    // joins the group of its own time
+			{700 * ms, "g7", "s1", -300 * ms, "a1/m1"},    // earlier is compared as later is
+			{800 * ms, "h8", "t1", -1000*ms - 1, "new"},   // just past it, earlier
+			{900 * ms, "h8", "t1", -1000*ms - 1, "h8/t1"}, // and its redelivery
+		}},
+		{"a group takes the send time of its first delivery with one", dedupe.CorrelatorConfig{}, 1, []step{
+			{0, "a1", "m1", unsent, "new"},
+			{100 * ms, "b2", "n1", 0, "a1/m1"},
+			{200 * ms, "c3", "o1", 3 * s, "new"},
+		}},
+		{"configured tolerance", dedupe.CorrelatorConfig{TimestampTolerance: 3 * s}, 1, []step{
+			{0, "a1", "m1", 0, "new"},
+			{100 * ms, "b2", "n1", 3 * s, "a1/m1"},
+			{200 * ms, "c3", "o1", 3*s + 1, "new"},
+		}},
+		{"without message ids, a far send time is not a redelivery", dedupe.CorrelatorConfig{}, 1, []step{
+			{0, "a1", "", 0, "new"},
+			{100 * ms, "a1", "", 0, "a1/"},
+			{4 * s, "a1", "", 4 * s, "new"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newCorrelatorClock()
+			start := clk.Now()
+			tt.cfg.Now = clk.Now
+			c := dedupe.NewEventCorrelator(tt.cfg)
+			for i, st := range tt.steps {
+				clk.Set(start.Add(st.at))
+				obs := c.Observe(delivery{bot: st.bot, msg: st.msg, content: "same text and image", sent: st.sent}.event())
+				got := short(obs.Primary)
+				if !obs.Duplicate {
+					got = "new"
+				}
+				assert.Equal(t, st.want, got, "step %d (%s %s sent at %v)", i, st.bot, st.msg, st.sent)
+			}
+			assert.Equal(t, tt.refused, c.Stats().TimeRefused)
+		})
+	}
+	t.Run("notices keep their rule", func(t *testing.T) {
+		c := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{})
+		c.Observe(delivery{bot: "a1", content: "notice:7", sent: 300 * time.Millisecond}.event())
+		assert.True(t, c.Observe(delivery{bot: "b2", content: "notice:7", sent: 900 * time.Millisecond}.event()).Duplicate)
+		assert.Zero(t, c.Stats().TimeRefused)
+	})
 }
 
 // TestCorrelatorManyBots checks a group larger than the correlator scans
@@ -493,16 +694,24 @@ func TestCorrelatorDefaults(t *testing.T) {
 // modelCorrelator states the correlator's rules as plainly as possible, with a
 // scan of all groups: the specification the randomized test compares against.
 type modelCorrelator struct {
-	windows [2]time.Duration
-	max     int
-	groups  []*modelGroup // in creation order
-	evicted int
+	windows   [2]time.Duration
+	max       int
+	tolerance time.Duration
+	groups    []*modelGroup // in creation order
+	evicted   int
+	refused   int
 }
 
 type modelGroup struct {
 	key     dedupe.CorrelationKey
 	expires time.Time
+	sent    time.Time
 	parts   []dedupe.Participant
+}
+
+// sameTime is the time rule: both send times known and too far apart refuse.
+func (m *modelCorrelator) sameTime(a, b time.Time) bool {
+	return a.IsZero() || b.IsZero() || (a.Sub(b) <= m.tolerance && b.Sub(a) <= m.tolerance)
 }
 
 func (m *modelCorrelator) observe(ev *dedupe.Event, now time.Time) (dup bool, primary dedupe.Participant) {
@@ -512,21 +721,37 @@ func (m *modelCorrelator) observe(ev *dedupe.Event, now time.Time) (dup bool, pr
 	}
 	key := ev.CorrelationKey()
 	self := dedupe.Participant{Adapter: ev.Identity.Adapter, BotID: ev.Identity.BotID, MessageID: ev.Identity.MessageID}
+	var sent time.Time
+	if class == 0 {
+		sent = ev.Identity.Timestamp
+	}
 	m.groups = slices.DeleteFunc(m.groups, func(g *modelGroup) bool { return now.After(g.expires) })
+	refused := false
 	for _, g := range m.groups {
 		if g.key != key {
 			continue
 		}
 		i := slices.IndexFunc(g.parts, func(p dedupe.Participant) bool { return p.Adapter == self.Adapter && p.BotID == self.BotID })
-		if i < 0 {
-			g.parts = append(g.parts, self)
+		switch {
+		case i >= 0 && g.parts[i].MessageID != self.MessageID: // a repeat by this bot
+		case i >= 0 && self.MessageID != "": // a redelivery
 			return true, g.parts[0]
-		}
-		if g.parts[i].MessageID == self.MessageID {
+		case !m.sameTime(g.sent, sent):
+			if !refused {
+				refused = true
+				m.refused++
+			}
+		case i >= 0: // a redelivery without an id
+			return true, g.parts[0]
+		default:
+			g.parts = append(g.parts, self)
+			if g.sent.IsZero() {
+				g.sent = sent
+			}
 			return true, g.parts[0]
 		}
 	}
-	m.groups = append(m.groups, &modelGroup{key: key, expires: now.Add(m.windows[class]), parts: []dedupe.Participant{self}})
+	m.groups = append(m.groups, &modelGroup{key: key, expires: now.Add(m.windows[class]), sent: sent, parts: []dedupe.Participant{self}})
 	if len(m.groups) > m.max {
 		m.groups = m.groups[1:]
 		m.evicted++
@@ -536,8 +761,9 @@ func (m *modelCorrelator) observe(ev *dedupe.Event, now time.Time) (dup bool, pr
 
 // TestCorrelatorModel compares the correlator with the model on random traffic
 // with a small content space, few bots (or, for half the seeds, twenty, so
-// that groups are indexed by bot), repeats, redeliveries, both windows and a
-// small cap, checking the structure as it goes.
+// that groups are indexed by bot), send times near and far apart or missing,
+// missing message ids, repeats, redeliveries, both windows and a small cap,
+// checking the structure as it goes.
 func TestCorrelatorModel(t *testing.T) {
 	for seed := range uint64(20) {
 		rnd := rand.New(rand.NewPCG(seed, 1))
@@ -545,7 +771,7 @@ func TestCorrelatorModel(t *testing.T) {
 		maxGroups := 1 + rnd.IntN(12)
 		windows := [2]time.Duration{3 * time.Second, 7 * time.Second}
 		c := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{MessageWindow: windows[0], EventWindow: windows[1], MaxGroups: maxGroups, Now: clk.Now})
-		m := &modelCorrelator{windows: windows, max: maxGroups}
+		m := &modelCorrelator{windows: windows, max: maxGroups, tolerance: time.Second}
 		bots := []string{"a1", "a2", "b1", "c3"}
 		if seed >= 10 { // groups larger than the correlator scans without an index
 			bots = nil
@@ -560,6 +786,10 @@ func TestCorrelatorModel(t *testing.T) {
 				content = "notice:" + content
 			}
 			d := delivery{bot: bots[rnd.IntN(len(bots))], msg: fmt.Sprint("m", rnd.IntN(4)), content: content}
+			d.sent = []time.Duration{unsent, 0, 0, 700 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second}[rnd.IntN(7)]
+			if rnd.IntN(8) == 0 {
+				d.msg = "" // some adapters give no message id
+			}
 			ev := d.event()
 			wantDup, wantPrimary := m.observe(ev, clk.Now())
 			obs := c.Observe(ev)
@@ -568,7 +798,9 @@ func TestCorrelatorModel(t *testing.T) {
 				require.NoError(t, dedupe.CheckCorrelatorInvariants(c))
 			}
 		}
-		assert.EqualValues(t, m.evicted, c.Stats().Evicted, "seed %d", seed)
+		st := c.Stats()
+		assert.EqualValues(t, m.evicted, st.Evicted, "seed %d", seed)
+		assert.EqualValues(t, m.refused, st.TimeRefused, "seed %d", seed)
 	}
 }
 
