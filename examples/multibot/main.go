@@ -2,7 +2,8 @@
 // through two adapters (OneBot v11 and icqq), sit in the same QQ group and each
 // deliver the group's traffic to one gateway core, rendered the way their
 // adapter does (different message ids, an image as an md5 or as a file name, a
-// JSON card as text or as an object, mentions as numbers or strings).
+// JSON card as text or as an object, mentions as numbers or strings), each with
+// the platform's send time of the message.
 //
 // A [multibot.Dispatcher] observes every delivery with a
 // [dedupe.EventCorrelator]. The chat and welcome handlers use normal routes, so
@@ -86,7 +87,7 @@ func main() {
 	}
 
 	st := c.Stats()
-	fmt.Printf("\n%d deliveries observed, %d marked duplicate, %d groups live, %d evicted\n", st.Observed, st.Duplicates, st.Groups, st.Evicted)
+	fmt.Printf("\n%d deliveries observed, %d marked duplicate, %d refused by send time, %d groups live, %d evicted\n", st.Observed, st.Duplicates, st.TimeRefused, st.Groups, st.Evicted)
 }
 
 // handle registers the chat, welcome and audit handlers.
@@ -138,7 +139,11 @@ func script() []logical {
 			{bot333, 60 * time.Millisecond, []dedupe.Segment{{Type: "json", Data: map[string]any{"data": "{\n  \"ver\": \"1.0\",\n  \"meta\": {\"id\": 7, \"title\": \"Lunch poll\"},\n  \"app\": \"com.tencent.miniapp\"\n}"}}}},
 		}},
 		{6 * time.Second, "message", "20003", []copyOf{{bot111, 0, []dedupe.Segment{text("+1")}}, {bot222, 30 * time.Millisecond, []dedupe.Segment{text("+1")}}}},
-		{9 * time.Second, "message", "20003", []copyOf{{bot222, 0, []dedupe.Segment{text("+1")}}, {bot111, 50 * time.Millisecond, []dedupe.Segment{text("+1")}}}}, // said twice
+		{9 * time.Second, "message", "20003", []copyOf{ // said again; 333 missed the first, so only the send time tells its copy apart
+			{bot222, 0, []dedupe.Segment{text("+1")}},
+			{bot333, 40 * time.Millisecond, []dedupe.Segment{text("+1")}},
+			{bot111, 50 * time.Millisecond, []dedupe.Segment{text("+1")}},
+		}},
 		{10 * time.Second, "message", "333", []copyOf{ // bot 333 speaks; the others must not answer it
 			{bot111, 0, []dedupe.Segment{text("Weather in Shanghai: 12°C, cloudy")}},
 			{bot222, 70 * time.Millisecond, []dedupe.Segment{text("Weather in Shanghai: 12°C, cloudy")}},
