@@ -1,6 +1,7 @@
 package dedupe
 
 import (
+	"math"
 	"sync"
 	"time"
 )
@@ -119,6 +120,7 @@ type CorrelatorStats struct {
 // An EventCorrelator is safe for concurrent use and starts no goroutine.
 type EventCorrelator struct {
 	now       func() time.Time
+	epoch     time.Time        // the clock when the correlator was made; group times count from it
 	windows   [2]time.Duration // by window class: messages, notices and requests
 	max       int
 	tolerance time.Duration
@@ -134,9 +136,9 @@ type EventCorrelator struct {
 // group is a correlation group: the deliveries of one logical event.
 type group struct {
 	key     CorrelationKey
-	seq     uint64    // creation order, for eviction across classes
-	expires time.Time // the last instant the group accepts copies
-	sent    time.Time // a message's send time, from its first delivery with one
+	seq     uint64        // creation order, for eviction across classes
+	expires time.Duration // the last instant the group accepts copies, since the epoch
+	sent    time.Duration // a message's send time since the epoch, from its first delivery with one, or unsent
 	class   int
 
 	prev, next *group // in the class's FIFO list
@@ -146,6 +148,12 @@ type group struct {
 	inline [3]Participant
 	index  map[bot]int // position in parts by bot, once there are more than linearParts
 }
+
+// unsent is the send time of a delivery or group that has none. Times are
+// kept as durations since the correlator's epoch, not as time.Time, so that
+// a group fits the 256-byte allocation class; a send time more than 292
+// years away from the epoch saturates, and the earliest counts as unsent.
+const unsent = time.Duration(math.MinInt64)
 
 // bot identifies the bot of a delivery.
 type bot struct {
@@ -200,6 +208,7 @@ func NewEventCorrelator(cfg CorrelatorConfig) *EventCorrelator {
 	if c.now == nil {
 		c.now = time.Now
 	}
+	c.epoch = c.now()
 	if c.max <= 0 {
 		c.max = DefaultMaxGroups
 	}
@@ -226,10 +235,10 @@ func (c *EventCorrelator) Observe(ev *Event) Observation {
 		return Observation{Primary: self, Participants: []Participant{self}, c: c}
 	}
 	key := ev.CorrelationKey()
-	now := c.now()
-	var sent time.Time // the time rule is for messages
-	if class == 0 {
-		sent = ev.Identity.Timestamp
+	now := c.now().Sub(c.epoch)
+	sent := unsent // the time rule is for messages
+	if ts := ev.Identity.Timestamp; class == 0 && !ts.IsZero() {
+		sent = ts.Sub(c.epoch)
 	}
 
 	c.mu.Lock()
@@ -244,12 +253,12 @@ func (c *EventCorrelator) Observe(ev *Event) Observation {
 // place puts a delivery into its group, creating the group if needed, and
 // returns the group, the number of participants the delivery's observation
 // covers, and whether it is a duplicate. c.mu is held.
-func (c *EventCorrelator) place(key CorrelationKey, class int, self Participant, sent, now time.Time) (g *group, n int, dup bool) {
+func (c *EventCorrelator) place(key CorrelationKey, class int, self Participant, sent, now time.Duration) (g *group, n int, dup bool) {
 	var last *group
 	refused := false
 	for cand := c.groups[key]; cand != nil; cand = cand.newer {
 		last = cand
-		if now.After(cand.expires) {
+		if now > cand.expires {
 			continue // ended, not swept yet because the clock went back
 		}
 		i := cand.indexOf(self.Adapter, self.BotID)
@@ -272,14 +281,14 @@ func (c *EventCorrelator) place(key CorrelationKey, class int, self Participant,
 			return cand, i + 1, true
 		}
 		cand.add(self)
-		if cand.sent.IsZero() {
+		if cand.sent == unsent {
 			cand.sent = sent
 		}
 		return cand, len(cand.parts), true
 	}
 
 	c.seq++
-	g = &group{key: key, seq: c.seq, expires: now.Add(c.windows[class]), sent: sent, class: class}
+	g = &group{key: key, seq: c.seq, expires: now + c.windows[class], sent: sent, class: class}
 	g.inline[0] = self
 	g.parts = g.inline[:1]
 	if last == nil {
@@ -297,12 +306,14 @@ func (c *EventCorrelator) place(key CorrelationKey, class int, self Participant,
 
 // sameTime reports whether two send times are within the tolerance, or one
 // is unknown.
-func (c *EventCorrelator) sameTime(a, b time.Time) bool {
-	if a.IsZero() || b.IsZero() {
+func (c *EventCorrelator) sameTime(a, b time.Duration) bool {
+	if a == unsent || b == unsent {
 		return true
 	}
-	d := a.Sub(b)
-	return -c.tolerance <= d && d <= c.tolerance
+	if a < b {
+		a, b = b, a
+	}
+	return a-b >= 0 && a-b <= c.tolerance // a-b < 0: it overflowed, so far apart
 }
 
 // indexOf returns the index of the bot's delivery in the group, or -1.
@@ -338,9 +349,9 @@ func (g *group) add(p Participant) {
 // sweep removes the groups whose window ended before now. Each class's list is
 // in creation order, which is the order of expiry, so only fronts are looked
 // at. c.mu is held.
-func (c *EventCorrelator) sweep(now time.Time) {
+func (c *EventCorrelator) sweep(now time.Duration) {
 	for class := range c.fifo {
-		for g := c.fifo[class].front; g != nil && now.After(g.expires); g = c.fifo[class].front {
+		for g := c.fifo[class].front; g != nil && now > g.expires; g = c.fifo[class].front {
 			c.remove(g)
 		}
 	}
@@ -349,13 +360,13 @@ func (c *EventCorrelator) sweep(now time.Time) {
 // evictOldest removes the oldest group, by creation, of either class,
 // counting it as evicted if its window had not ended. c.mu is held and there
 // is at least one group.
-func (c *EventCorrelator) evictOldest(now time.Time) {
+func (c *EventCorrelator) evictOldest(now time.Duration) {
 	a, b := c.fifo[0].front, c.fifo[1].front
 	if a == nil || (b != nil && b.seq < a.seq) {
 		a = b
 	}
 	c.remove(a)
-	if !now.After(a.expires) {
+	if now <= a.expires {
 		c.stats.Evicted++
 	}
 }
@@ -415,7 +426,7 @@ func (c *EventCorrelator) Participant(obs Observation, adapter, botID string) (_
 // Stats returns the correlator's counters. Groups whose window has ended are
 // not counted.
 func (c *EventCorrelator) Stats() CorrelatorStats {
-	now := c.now()
+	now := c.now().Sub(c.epoch)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.sweep(now)

@@ -3,6 +3,7 @@ package dedupe
 import (
 	"fmt"
 	"time"
+	"unsafe"
 )
 
 // Internals of the correlator that the external tests check.
@@ -54,3 +55,7 @@ func CorrelatorSettings(c *EventCorrelator) (windows [2]time.Duration, maxGroups
 	defer c.mu.Unlock()
 	return c.windows, c.max, len(c.groups)
 }
+
+// GroupSize is the size of a correlation group, which is allocated for every
+// logical event.
+const GroupSize = unsafe.Sizeof(group{})

@@ -684,6 +684,12 @@ func TestCorrelatorMaxGroups(t *testing.T) {
 	assert.Equal(t, max, keys)
 }
 
+// TestCorrelatorGroupSize keeps a group within the 256-byte allocation class,
+// with room for three participants inline.
+func TestCorrelatorGroupSize(t *testing.T) {
+	assert.LessOrEqual(t, dedupe.GroupSize, uintptr(256))
+}
+
 // TestCorrelatorDefaults checks the zero config.
 func TestCorrelatorDefaults(t *testing.T) {
 	windows, maxGroups, _ := dedupe.CorrelatorSettings(dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{MessageWindow: -1}))
@@ -851,7 +857,8 @@ func TestCorrelatorConcurrent(t *testing.T) {
 }
 
 // TestObserveDuplicateAllocs proves the allocation bound of a duplicate
-// delivery: at most 2, for the usual contents none.
+// delivery: none for the usual contents, numeric mentions included, and one
+// for a text too long for the key's stack buffer.
 func TestObserveDuplicateAllocs(t *testing.T) {
 	if testing.CoverMode() != "" {
 		t.Skip("allocation counts are distorted by -cover")
@@ -886,7 +893,11 @@ func TestObserveDuplicateAllocs(t *testing.T) {
 				i++
 			})
 			t.Logf("%s: %.2f allocs per duplicate delivery", name, allocs)
-			assert.LessOrEqual(t, allocs, 2.0, "%s: allocs per duplicate delivery", name)
+			limit := 0.0
+			if name == "long text" {
+				limit = 1 // the canonical form outgrows its stack buffer
+			}
+			assert.LessOrEqual(t, allocs, limit, "%s: allocs per duplicate delivery", name)
 		})
 	}
 }

@@ -53,6 +53,8 @@ func AppendScalarNetstring(buf []byte, v any) []byte {
 
 // AppendScalar appends the text form of an id or text value, so that the
 // number 10001 and the string "10001" give the same bytes. nil gives nothing.
+// Any other Go value (a map where an id belongs) is written as a NUL byte and
+// its bounded canonical form (see [AppendJSONValue]), never through fmt.
 func AppendScalar(buf []byte, v any) []byte {
 	switch v := v.(type) {
 	case nil:
@@ -71,8 +73,15 @@ func AppendScalar(buf []byte, v any) []byte {
 	if b, ok := AppendInteger(buf, v); ok {
 		return b
 	}
+	return appendOther(buf, v)
+}
+
+// appendOther appends a NUL byte and the bounded canonical form of v. The form
+// is written to a buffer of its own: passed through the recursive walk, buf
+// would escape, and every caller's stack buffer with it.
+func appendOther(buf []byte, v any) []byte {
 	w := walker{left: MaxValues}
-	return w.value(append(buf, 0), v, 0)
+	return append(append(buf, 0), w.value(nil, v, 0)...)
 }
 
 // AppendInteger appends v in decimal if it has one of Go's integer types, and
