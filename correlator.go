@@ -1,9 +1,7 @@
 package dedupe
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"strconv"
+	"math"
 	"sync"
 	"time"
 )
@@ -16,192 +14,10 @@ const (
 	// DefaultEventWindow is how long copies of a notice or request are
 	// correlated, counted from the first copy's arrival.
 	DefaultEventWindow = 60 * time.Second
-	// DefaultMaxGroups is how many correlation groups a [Correlator] keeps.
+	// DefaultMaxGroups is how many correlation groups an [EventCorrelator]
+	// keeps.
 	DefaultMaxGroups = 4096
 )
-
-// Identity says who delivered an [Event]: the adapter (such as "onebotv11" or
-// "icqq"), the receiving bot's account id, and the ids the platform gave this
-// copy. Adapters fill it in; ids differ between adapters for one message.
-type Identity struct {
-	Adapter       string
-	BotID         string
-	EventType     string // such as "message.group", as the adapter names it
-	MessageID     string // the platform message id of this copy, if any
-	NativeEventID string // an adapter's own id for notices and requests (a request flag)
-	Timestamp     time.Time
-}
-
-// Event is one delivery of a chat event by one adapter, in the OneBot model. The
-// same logical event, seen by several bots or adapters, arrives as several
-// Events with different identities; a [Correlator] recognises them.
-//
-// An Event records the observation a Correlator made of it (see
-// [Correlator.Observe]), so pass each delivery as its own *Event, do not modify
-// an Event once it is observed, and do not observe one Event with two
-// Correlators at a time. A copy of an observed Event (*ev) counts as a new
-// delivery.
-type Event struct {
-	// Kind is "message", "notice" or "request". Events of other kinds (such as
-	// "meta_event") are never correlated.
-	Kind     string
-	Identity Identity
-
-	MessageType string // "group" or "private", for messages
-	NoticeType  string // such as "group_increase", for notices
-	RequestType string // "friend" or "group", for requests
-	SubType     string
-
-	GroupID    string
-	UserID     string // the sender, or the user a notice or request is about
-	OperatorID string
-	Comment    string // a request's verification message
-
-	Segments []Segment // a message's content
-
-	corr corrRecord
-}
-
-// corrRecord is what a Correlator left in an Event it observed: enough to
-// rebuild the observation, since a group's first n participants never change.
-type corrRecord struct {
-	by   *Correlator
-	self *Event // the address observed: a copied Event is a new delivery
-	g    *group // nil for kinds that are not correlated
-	n    int    // the observation's number of participants
-	dup  bool
-}
-
-// observation rebuilds the observation recorded in ev. The recording
-// correlator's lock is held.
-func (ev *Event) observation() Observation {
-	if g := ev.corr.g; g != nil {
-		return g.observation(ev.corr.n, ev.corr.dup)
-	}
-	self := ev.participant()
-	return Observation{Primary: self, Participants: []Participant{self}}
-}
-
-// detailType returns the second part of the event's route, such as "group"
-// for a group message.
-func (ev *Event) detailType() string {
-	switch ev.Kind {
-	case "message":
-		return ev.MessageType
-	case "notice":
-		return ev.NoticeType
-	case "request":
-		return ev.RequestType
-	}
-	return ""
-}
-
-// participant returns the delivery's bot and message id.
-func (ev *Event) participant() Participant {
-	return Participant{Adapter: ev.Identity.Adapter, BotID: ev.Identity.BotID, MessageID: ev.Identity.MessageID}
-}
-
-// windowClass returns which window applies to the event: 0 for messages, 1 for
-// notices and requests. ok is false for kinds that are not correlated.
-func (ev *Event) windowClass() (class int, ok bool) {
-	switch ev.Kind {
-	case "message":
-		return 0, true
-	case "notice", "request":
-		return 1, true
-	}
-	return 0, false
-}
-
-// appendCanonical appends the canonical form of the event's correlation key: a
-// sequence of netstrings ("{len}:{bytes},") of
-//
-//	message: "message", message type, session (the group id, or the user id
-//	         for private messages and messages without a group), sender user
-//	         id, then the [Signature] of the segments
-//	notice:  "notice", notice type, sub type, group id, user id, operator
-//	         id, event time in Unix seconds ("" if unknown)
-//	request: "request", request type, sub type, group id, user id, operator
-//	         id, event time in Unix seconds, comment
-//
-// Each kind has a fixed number of fields before the signature, so no two
-// different field lists give one form. ok is false for other kinds.
-func (ev *Event) appendCanonical(buf []byte) (_ []byte, ok bool) {
-	switch ev.Kind {
-	case "message":
-		session := ev.GroupID
-		if ev.MessageType == "private" || session == "" {
-			session = ev.UserID
-		}
-		buf = appendNetstring(buf, "message")
-		buf = appendNetstring(buf, ev.MessageType)
-		buf = appendNetstring(buf, session)
-		buf = appendNetstring(buf, ev.UserID)
-		return appendSignature(buf, ev.Segments), true
-	case "notice", "request":
-		buf = appendNetstring(buf, ev.Kind)
-		if ev.Kind == "notice" {
-			buf = appendNetstring(buf, ev.NoticeType)
-		} else {
-			buf = appendNetstring(buf, ev.RequestType)
-		}
-		buf = appendNetstring(buf, ev.SubType)
-		buf = appendNetstring(buf, ev.GroupID)
-		buf = appendNetstring(buf, ev.UserID)
-		buf = appendNetstring(buf, ev.OperatorID)
-		var sec []byte
-		var tmp [24]byte
-		if !ev.Identity.Timestamp.IsZero() {
-			sec = strconv.AppendInt(tmp[:0], ev.Identity.Timestamp.Unix(), 10)
-		}
-		buf = appendNetstringBytes(buf, sec)
-		if ev.Kind == "request" {
-			buf = appendNetstring(buf, ev.Comment)
-		}
-		return buf, true
-	}
-	return buf, false
-}
-
-// CorrelationKey returns the key under which copies of the event are
-// correlated: the first 128 bits of the SHA-256 of [Event.CanonicalForm]. It
-// returns the zero key for kinds that are not correlated.
-func (ev *Event) CorrelationKey() CorrelationKey {
-	var stack [512]byte
-	buf, ok := ev.appendCanonical(stack[:0])
-	if !ok {
-		return CorrelationKey{}
-	}
-	sum := sha256.Sum256(buf)
-	return CorrelationKey(sum[:len(CorrelationKey{})])
-}
-
-// CanonicalForm returns the readable form of the event's correlation key, the
-// bytes whose digest is [Event.CorrelationKey], for debugging: netstrings of
-// the kind, its fields and the content [Signature], such as
-//
-//	7:message,5:group,3:286,5:25258,4:text,7:the bot,
-//
-// It returns "" for kinds that are not correlated. The form holds the whole
-// text of the message; the correlator keeps only the digest.
-func (ev *Event) CanonicalForm() string {
-	buf, _ := ev.appendCanonical(nil)
-	return string(buf)
-}
-
-// CorrelationKey identifies a logical event across deliveries: a 128-bit digest
-// of its canonical form. Its zero value means "not correlated".
-type CorrelationKey [16]byte
-
-// String returns the key in hex.
-func (k CorrelationKey) String() string {
-	return hex.EncodeToString(k[:])
-}
-
-// IsZero reports whether k is the zero key.
-func (k CorrelationKey) IsZero() bool {
-	return k == CorrelationKey{}
-}
 
 // Participant is one delivery of a logical event: the adapter and bot that
 // received it and the message id that bot knows it by (empty for notices and
@@ -212,7 +28,9 @@ type Participant struct {
 	MessageID string
 }
 
-// Observation is what a [Correlator] concluded about one delivery.
+// Observation is what an [EventCorrelator] concluded about one delivery. It
+// also identifies the delivery's group, so that [EventCorrelator.Participants]
+// can list the group's deliveries later.
 type Observation struct {
 	// Key is the delivery's correlation key, zero for kinds that are not
 	// correlated.
@@ -229,9 +47,12 @@ type Observation struct {
 	// including this one (for a redelivery, up to the copy it repeats). The slice
 	// is shared and must not be modified.
 	Participants []Participant
+
+	c *EventCorrelator // the correlator that made the observation
+	g *group           // the delivery's group; nil for kinds not correlated
 }
 
-// CorrelatorConfig configures a [Correlator]. The zero value gives the
+// CorrelatorConfig configures an [EventCorrelator]. The zero value gives the
 // defaults; zero or negative fields take their default.
 type CorrelatorConfig struct {
 	// MessageWindow is how long a message group accepts copies, from its first
@@ -243,21 +64,41 @@ type CorrelatorConfig struct {
 	// MaxGroups bounds the groups kept; beyond it the oldest group is evicted.
 	// Default 4096 ([DefaultMaxGroups]).
 	MaxGroups int
+	// TimestampTolerance is how far apart the send times ([Identity.Timestamp])
+	// of two deliveries of a message may be, boundary included, for the later
+	// to join the group of the earlier. A message group takes the send time of
+	// its first delivery that has one; a delivery whose send time is further
+	// from it is refused by that group and joins a group of its own time, or
+	// starts one. Deliveries without a send time, and groups without one yet,
+	// are not compared. Default 1 s: OneBot and icqq give the send time in
+	// whole seconds, so one adapter truncating and another rounding, or one
+	// giving milliseconds, put up to a second between copies of one message,
+	// while a user sending the same content again takes longer than that.
+	TimestampTolerance time.Duration
 	// Now is the correlator's clock. Default time.Now.
 	Now func() time.Time
 }
 
-// CorrelatorStats are a [Correlator]'s counters.
+// CorrelatorStats are an [EventCorrelator]'s counters. TimeRefused and
+// Evicted are shadow figures for tuning the tolerance and the cap: what the
+// correlator decided against.
 type CorrelatorStats struct {
 	Groups     int    // live groups now
-	Observed   uint64 // deliveries observed, each *Event once
+	Observed   uint64 // calls of Observe
 	Duplicates uint64 // observed deliveries marked duplicate
-	Evicted    uint64 // groups dropped to stay within MaxGroups before their window ended
+	// TimeRefused counts message deliveries that a live group of their key
+	// would have taken but for their send time (see
+	// [CorrelatorConfig.TimestampTolerance]), each counted once, whether it
+	// then joined a later group or started one.
+	TimeRefused uint64
+	// Evicted counts groups dropped to stay within MaxGroups before their
+	// window ended.
+	Evicted uint64
 }
 
-// Correlator recognises the copies of one logical event delivered by several
-// bots or adapters, at the transport boundary, so that each handler can choose
-// to skip them. It marks duplicates and drops nothing.
+// EventCorrelator recognises the copies of one logical event delivered by
+// several bots or adapters, at the transport boundary, so that each handler can
+// choose to skip them. It marks duplicates and drops nothing.
 //
 // Deliveries with the same [Event.CorrelationKey] within the window of the first
 // form a group; the first is its primary. A genuine repeat is not a duplicate:
@@ -265,7 +106,10 @@ type CorrelatorStats struct {
 // different message id, the user sent the content again, so the delivery joins
 // the oldest live group of its key that this bot has not delivered to yet, or
 // starts a new group. The same message id from the same bot again is a
-// redelivery, and a duplicate.
+// redelivery, and a duplicate; so is observing the same [Event] twice. A
+// message also joins a group only if its send time ([Identity.Timestamp]) is
+// within [CorrelatorConfig.TimestampTolerance] of the group's, so a repeat is
+// told from a copy even when a bot missed the first message.
 //
 // Windows are fixed: they run from the group's first arrival and are not
 // extended by copies; an arrival exactly at the end still joins. After the
@@ -273,11 +117,13 @@ type CorrelatorStats struct {
 // kept: creating one more evicts the oldest by creation, in constant time. The
 // cost of an observation does not depend on the number of groups.
 //
-// A Correlator is safe for concurrent use and starts no goroutine.
-type Correlator struct {
-	now     func() time.Time
-	windows [2]time.Duration // by window class: messages, notices and requests
-	max     int
+// An EventCorrelator is safe for concurrent use and starts no goroutine.
+type EventCorrelator struct {
+	now       func() time.Time
+	epoch     time.Time        // the clock when the correlator was made; group times count from it
+	windows   [2]time.Duration // by window class: messages, notices and requests
+	max       int
+	tolerance time.Duration
 
 	mu     sync.Mutex
 	groups map[CorrelationKey]*group // the oldest live group of each key
@@ -290,8 +136,9 @@ type Correlator struct {
 // group is a correlation group: the deliveries of one logical event.
 type group struct {
 	key     CorrelationKey
-	seq     uint64    // creation order, for eviction across classes
-	expires time.Time // the last instant the group accepts copies
+	seq     uint64        // creation order, for eviction across classes
+	expires time.Duration // the last instant the group accepts copies, since the epoch
+	sent    time.Duration // a message's send time since the epoch, from its first delivery with one, or unsent
 	class   int
 
 	prev, next *group // in the class's FIFO list
@@ -299,7 +146,24 @@ type group struct {
 
 	parts  []Participant // in arrival order; only appended to
 	inline [3]Participant
+	index  map[bot]int // position in parts by bot, once there are more than linearParts
 }
+
+// unsent is the send time of a delivery or group that has none. Times are
+// kept as durations since the correlator's epoch, not as time.Time, so that
+// a group fits the 256-byte allocation class; a send time more than 292
+// years away from the epoch saturates, and the earliest counts as unsent.
+const unsent = time.Duration(math.MinInt64)
+
+// bot identifies the bot of a delivery.
+type bot struct {
+	adapter, id string
+}
+
+// linearParts is how many participants a group searches by scanning; a larger
+// group indexes them by bot, so that finding a bot's delivery costs the same
+// however many bots delivered the event.
+const linearParts = 8
 
 // groupList is an intrusive doubly linked list of groups, oldest first.
 type groupList struct {
@@ -330,22 +194,21 @@ func (l *groupList) remove(g *group) {
 	g.prev, g.next = nil, nil
 }
 
-// NewCorrelator returns a correlator configured by cfg.
-func NewCorrelator(cfg CorrelatorConfig) *Correlator {
-	c := &Correlator{
-		now:     cfg.Now,
-		windows: [2]time.Duration{cfg.MessageWindow, cfg.EventWindow},
-		max:     cfg.MaxGroups,
+// NewEventCorrelator returns a correlator configured by cfg.
+func NewEventCorrelator(cfg CorrelatorConfig) *EventCorrelator {
+	c := &EventCorrelator{
+		now: cfg.Now,
+		windows: [2]time.Duration{
+			orDefault(cfg.MessageWindow, DefaultMessageWindow),
+			orDefault(cfg.EventWindow, DefaultEventWindow),
+		},
+		max:       cfg.MaxGroups,
+		tolerance: orDefault(cfg.TimestampTolerance, time.Second),
 	}
 	if c.now == nil {
 		c.now = time.Now
 	}
-	if c.windows[0] <= 0 {
-		c.windows[0] = DefaultMessageWindow
-	}
-	if c.windows[1] <= 0 {
-		c.windows[1] = DefaultEventWindow
-	}
+	c.epoch = c.now()
 	if c.max <= 0 {
 		c.max = DefaultMaxGroups
 	}
@@ -354,31 +217,35 @@ func NewCorrelator(cfg CorrelatorConfig) *Correlator {
 }
 
 // Observe correlates one delivery with those observed before and returns the
-// verdict. Observing the same *Event again returns the first verdict and
-// changes nothing. An event of a kind that is not correlated is counted as
-// observed and returned as its own primary, never a duplicate.
+// verdict. It keeps nothing of ev but its key and [Participant]. Observing an
+// Event again is a redelivery (the same bot and message id), a duplicate of
+// the first observation while its group is live. An event of a kind that is
+// not correlated is counted as observed and returned as its own primary, never
+// a duplicate.
 //
 // The key is computed before the correlator's lock is taken, so concurrent
 // callers contend only for a map lookup and a few pointer updates.
-func (c *Correlator) Observe(ev *Event) Observation {
-	class, correlated := ev.windowClass()
-	var key CorrelationKey
-	if correlated {
-		key = ev.CorrelationKey()
-	}
-	now := c.now()
+func (c *EventCorrelator) Observe(ev *Event) Observation {
 	self := ev.participant()
+	class, correlated := ev.windowClass()
+	if !correlated {
+		c.mu.Lock()
+		c.stats.Observed++
+		c.mu.Unlock()
+		return Observation{Primary: self, Participants: []Participant{self}, c: c}
+	}
+	key := ev.CorrelationKey()
+	now := c.now().Sub(c.epoch)
+	sent := unsent // the time rule is for messages
+	if ts := ev.Identity.Timestamp; class == 0 && !ts.IsZero() {
+		sent = ts.Sub(c.epoch)
+	}
 
 	c.mu.Lock()
-	if ev.corr.by != c || ev.corr.self != ev {
-		c.stats.Observed++
-		ev.corr = corrRecord{by: c, self: ev}
-		if correlated {
-			c.sweep(now)
-			ev.corr.g, ev.corr.n, ev.corr.dup = c.place(key, class, self, now)
-		}
-	}
-	obs := ev.observation() // reads the group's participants: under the lock
+	c.stats.Observed++
+	c.sweep(now)
+	g, n, dup := c.place(key, class, self, sent, now)
+	obs := Observation{Key: key, Duplicate: dup, Primary: g.parts[0], Participants: g.parts[:n:n], c: c, g: g}
 	c.mu.Unlock()
 	return obs
 }
@@ -386,29 +253,42 @@ func (c *Correlator) Observe(ev *Event) Observation {
 // place puts a delivery into its group, creating the group if needed, and
 // returns the group, the number of participants the delivery's observation
 // covers, and whether it is a duplicate. c.mu is held.
-func (c *Correlator) place(key CorrelationKey, class int, self Participant, now time.Time) (g *group, n int, dup bool) {
+func (c *EventCorrelator) place(key CorrelationKey, class int, self Participant, sent, now time.Duration) (g *group, n int, dup bool) {
 	var last *group
+	refused := false
 	for cand := c.groups[key]; cand != nil; cand = cand.newer {
 		last = cand
-		if now.After(cand.expires) {
+		if now > cand.expires {
 			continue // ended, not swept yet because the clock went back
 		}
 		i := cand.indexOf(self.Adapter, self.BotID)
-		if i < 0 { // a copy from a bot new to this group
-			cand.parts = append(cand.parts, self)
-			c.stats.Duplicates++
-			return cand, len(cand.parts), true
+		if i >= 0 && cand.parts[i].MessageID != self.MessageID {
+			continue // the bot delivered this key to cand under another id: a genuine repeat
 		}
-		if cand.parts[i].MessageID == self.MessageID { // a redelivery
+		if i >= 0 && self.MessageID != "" { // a redelivery: the same message, whatever its time
 			c.stats.Duplicates++
 			return cand, i + 1, true
 		}
-		// The bot delivered this key to cand already under another id: a
-		// genuine repeat, which belongs to a newer group.
+		if !c.sameTime(cand.sent, sent) {
+			if !refused {
+				refused = true
+				c.stats.TimeRefused++
+			}
+			continue
+		}
+		c.stats.Duplicates++
+		if i >= 0 { // a redelivery of a delivery without a message id
+			return cand, i + 1, true
+		}
+		cand.add(self)
+		if cand.sent == unsent {
+			cand.sent = sent
+		}
+		return cand, len(cand.parts), true
 	}
 
 	c.seq++
-	g = &group{key: key, seq: c.seq, expires: now.Add(c.windows[class]), class: class}
+	g = &group{key: key, seq: c.seq, expires: now + c.windows[class], sent: sent, class: class}
 	g.inline[0] = self
 	g.parts = g.inline[:1]
 	if last == nil {
@@ -419,13 +299,31 @@ func (c *Correlator) place(key CorrelationKey, class int, self Participant, now 
 	c.fifo[class].pushBack(g)
 	c.n++
 	for c.n > c.max {
-		c.evictOldest()
+		c.evictOldest(now)
 	}
 	return g, 1, false
 }
 
+// sameTime reports whether two send times are within the tolerance, or one
+// is unknown.
+func (c *EventCorrelator) sameTime(a, b time.Duration) bool {
+	if a == unsent || b == unsent {
+		return true
+	}
+	if a < b {
+		a, b = b, a
+	}
+	return a-b >= 0 && a-b <= c.tolerance // a-b < 0: it overflowed, so far apart
+}
+
 // indexOf returns the index of the bot's delivery in the group, or -1.
 func (g *group) indexOf(adapter, botID string) int {
+	if g.index != nil {
+		if i, ok := g.index[bot{adapter, botID}]; ok {
+			return i
+		}
+		return -1
+	}
 	for i := range g.parts {
 		if g.parts[i].BotID == botID && g.parts[i].Adapter == adapter {
 			return i
@@ -434,86 +332,101 @@ func (g *group) indexOf(adapter, botID string) int {
 	return -1
 }
 
-// observation returns the observation of the group's n-th delivery. The
-// participants share the group's array, whose first n entries never change.
-func (g *group) observation(n int, dup bool) Observation {
-	return Observation{Key: g.key, Duplicate: dup, Primary: g.parts[0], Participants: g.parts[:n:n]}
+// add appends a delivery by a bot new to the group.
+func (g *group) add(p Participant) {
+	g.parts = append(g.parts, p)
+	switch n := len(g.parts); {
+	case g.index != nil:
+		g.index[bot{p.Adapter, p.BotID}] = n - 1
+	case n > linearParts:
+		g.index = make(map[bot]int, 2*n)
+		for i, q := range g.parts {
+			g.index[bot{q.Adapter, q.BotID}] = i
+		}
+	}
 }
 
 // sweep removes the groups whose window ended before now. Each class's list is
 // in creation order, which is the order of expiry, so only fronts are looked
 // at. c.mu is held.
-func (c *Correlator) sweep(now time.Time) {
+func (c *EventCorrelator) sweep(now time.Duration) {
 	for class := range c.fifo {
-		for g := c.fifo[class].front; g != nil && now.After(g.expires); g = c.fifo[class].front {
+		for g := c.fifo[class].front; g != nil && now > g.expires; g = c.fifo[class].front {
 			c.remove(g)
 		}
 	}
 }
 
-// evictOldest removes the oldest group, by creation, of either class. c.mu is
-// held and there is at least one group.
-func (c *Correlator) evictOldest() {
+// evictOldest removes the oldest group, by creation, of either class,
+// counting it as evicted if its window had not ended. c.mu is held and there
+// is at least one group.
+func (c *EventCorrelator) evictOldest(now time.Duration) {
 	a, b := c.fifo[0].front, c.fifo[1].front
 	if a == nil || (b != nil && b.seq < a.seq) {
 		a = b
 	}
 	c.remove(a)
-	c.stats.Evicted++
+	if now <= a.expires {
+		c.stats.Evicted++
+	}
 }
 
 // remove unlinks g from its list and its key's chain. Groups are only removed
-// from the front of a list, which is the oldest of its key, so g heads its
-// chain. c.mu is held.
-func (c *Correlator) remove(g *group) {
+// from the front of a list, and a key's groups are all in one list (the kind
+// is part of the key), so g is the oldest of its key and heads its chain.
+// c.mu is held.
+func (c *EventCorrelator) remove(g *group) {
 	c.fifo[g.class].remove(g)
 	c.n--
-	if head := c.groups[g.key]; head == g {
-		if g.newer != nil {
-			c.groups[g.key] = g.newer
-		} else {
-			delete(c.groups, g.key)
-		}
-	} else { // not reached while the invariant holds; kept for safety
-		for p := head; p != nil; p = p.newer {
-			if p.newer == g {
-				p.newer = g.newer
-				break
-			}
-		}
+	if g.newer != nil {
+		c.groups[g.key] = g.newer
+	} else {
+		delete(c.groups, g.key)
 	}
 	g.newer = nil
 }
 
-// Correlation returns the observation made of ev by [Correlator.Observe], and
-// false if c has not observed ev.
-func (c *Correlator) Correlation(ev *Event) (Observation, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if ev.corr.by != c || ev.corr.self != ev {
-		return Observation{}, false
+// Participants returns the deliveries of obs's group observed so far, in
+// arrival order, including those that arrived after obs was made: which bots
+// received the logical event, and under which message ids. It takes constant
+// time: the slice is shared and must not be modified. For an observation c did
+// not make, it returns obs.Participants.
+func (c *EventCorrelator) Participants(obs Observation) []Participant {
+	if obs.c != c || obs.g == nil {
+		return obs.Participants
 	}
-	return ev.observation(), true
+	c.mu.Lock()
+	parts := obs.g.parts
+	c.mu.Unlock()
+	return parts[:len(parts):len(parts)]
 }
 
-// participants returns a copy of the current deliveries of ev's group,
-// including those that arrived after ev, and false if c has not observed ev.
-func (c *Correlator) participants(ev *Event) ([]Participant, bool) {
+// Participant returns the delivery of obs's logical event by the bot of the
+// given adapter and account id, as observed so far (including deliveries that
+// arrived after obs was made), in constant time. ok is false if that bot has
+// not delivered the event. For an observation c did not make, it looks in
+// obs.Participants.
+func (c *EventCorrelator) Participant(obs Observation, adapter, botID string) (_ Participant, ok bool) {
+	if obs.c != c || obs.g == nil {
+		for _, p := range obs.Participants {
+			if p.Adapter == adapter && p.BotID == botID {
+				return p, true
+			}
+		}
+		return Participant{}, false
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ev.corr.by != c || ev.corr.self != ev {
-		return nil, false
+	if i := obs.g.indexOf(adapter, botID); i >= 0 {
+		return obs.g.parts[i], true
 	}
-	if ev.corr.g == nil {
-		return []Participant{ev.participant()}, true
-	}
-	return append([]Participant(nil), ev.corr.g.parts...), true
+	return Participant{}, false
 }
 
 // Stats returns the correlator's counters. Groups whose window has ended are
 // not counted.
-func (c *Correlator) Stats() CorrelatorStats {
-	now := c.now()
+func (c *EventCorrelator) Stats() CorrelatorStats {
+	now := c.now().Sub(c.epoch)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.sweep(now)

@@ -1,96 +1,33 @@
 //go:build unix
 
-package dedupe
+package dedupe_test
 
 import (
-	"compress/gzip"
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gatewaykit/dedupe"
 )
-
-// naiveCorrelator is the baseline: the reference implementation's design
-// (Mioku's EventCorrelator) in Go. Groups live in a map keyed by the readable
-// key string; while under the cap an insert is a map write, and once the cap is
-// reached every insert scans all groups for expired ones and then for the
-// oldest. Repeats from the same bot within the window count as duplicates, as
-// in the reference. It uses the same canonical key as Correlator, so the
-// comparison measures the data structure.
-type naiveCorrelator struct {
-	now      func() time.Time
-	windows  [2]time.Duration
-	max      int
-	groups   map[string]*naiveGroup
-	observed int
-	dups     int
-}
-
-type naiveGroup struct {
-	created, expires time.Time
-	parts            []Participant
-}
-
-func newNaiveCorrelator(now func() time.Time, maxGroups int) *naiveCorrelator {
-	return &naiveCorrelator{
-		now:     now,
-		windows: [2]time.Duration{DefaultMessageWindow, DefaultEventWindow},
-		max:     maxGroups,
-		groups:  map[string]*naiveGroup{},
-	}
-}
-
-func (c *naiveCorrelator) Observe(ev *Event) bool {
-	class, ok := ev.windowClass()
-	if !ok {
-		return false
-	}
-	key := ev.CanonicalForm()
-	now := c.now()
-	c.observed++
-	if g, ok := c.groups[key]; ok && !now.After(g.expires) {
-		g.parts = append(g.parts, ev.participant())
-		c.dups++
-		return true
-	}
-	if len(c.groups) >= c.max {
-		for k, g := range c.groups { // scan for expired groups
-			if now.After(g.expires) {
-				delete(c.groups, k)
-			}
-		}
-		if len(c.groups) >= c.max { // scan for the oldest
-			var oldest string
-			var t time.Time
-			for k, g := range c.groups {
-				if oldest == "" || g.created.Before(t) {
-					oldest, t = k, g.created
-				}
-			}
-			delete(c.groups, oldest)
-		}
-	}
-	c.groups[key] = &naiveGroup{created: now, expires: now.Add(c.windows[class]), parts: []Participant{ev.participant()}}
-	return false
-}
 
 // benchCorpus observes the deliveries in order, each at its time, looping over
 // them with the clock moved on by the corpus span plus the longest window at
 // each pass, so every pass starts with the previous pass's groups ended.
-func benchCorpus(b *testing.B, evs []corpusEvent, maxGroups int, newObserver func(now func() time.Time, maxGroups int) func(*Event)) {
+func benchCorpus(b *testing.B, evs []corpusEvent, maxGroups int, newObserver func(now func() time.Time, maxGroups int) func(*dedupe.Event)) {
 	var cur time.Time
 	observe := newObserver(func() time.Time { return cur }, maxGroups)
-	span := evs[len(evs)-1].at.Sub(evs[0].at) + DefaultEventWindow + time.Second
+	span := evs[len(evs)-1].at.Sub(evs[0].at) + dedupe.DefaultEventWindow + time.Second
 	var shift time.Duration
 	b.ReportAllocs()
 	cpu0 := processCPU()
@@ -102,7 +39,6 @@ func benchCorpus(b *testing.B, evs []corpusEvent, maxGroups int, newObserver fun
 		}
 		d := &evs[j]
 		cur = d.at.Add(shift)
-		d.ev.corr = corrRecord{} // a fresh delivery
 		observe(d.ev)
 	}
 	b.StopTimer()
@@ -122,14 +58,14 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func correlatorObserver(now func() time.Time, maxGroups int) func(*Event) {
-	c := NewCorrelator(CorrelatorConfig{Now: now, MaxGroups: maxGroups})
-	return func(ev *Event) { c.Observe(ev) }
+func correlatorObserver(now func() time.Time, maxGroups int) func(*dedupe.Event) {
+	c := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{Now: now, MaxGroups: maxGroups})
+	return func(ev *dedupe.Event) { c.Observe(ev) }
 }
 
-func naiveObserver(now func() time.Time, maxGroups int) func(*Event) {
+func naiveObserver(now func() time.Time, maxGroups int) func(*dedupe.Event) {
 	c := newNaiveCorrelator(now, maxGroups)
-	return func(ev *Event) { c.Observe(ev) }
+	return func(ev *dedupe.Event) { c.Observe(ev) }
 }
 
 // benchWorkload is a sequence of deliveries and the cap to observe them with.
@@ -144,13 +80,13 @@ func benchWorkloads() []benchWorkload {
 		return slices.Clone(genSaturated(60000, 1000, 5)[:5000]) // the rest is garbage, not live heap
 	}
 	w := []benchWorkload{
-		{"corpus", DefaultMaxGroups, loadCorpus},
-		{"saturated", DefaultMaxGroups, func(testing.TB) []corpusEvent { return genSaturated(60000, 1000, 5) }},
+		{"corpus", dedupe.DefaultMaxGroups, loadCorpus},
+		{"saturated", dedupe.DefaultMaxGroups, func(testing.TB) []corpusEvent { return genSaturated(60000, 1000, 5) }},
 		{"saturated-5k", 1024, first5k},
 		{"unsaturated-5k", 1 << 20, first5k},
 	}
 	if path := os.Getenv("DEDUPE_SATURATED_CORPUS"); path != "" {
-		w = append(w, benchWorkload{"saturated-file", DefaultMaxGroups, func(tb testing.TB) []corpusEvent { return loadCorpusFile(tb, path) }})
+		w = append(w, benchWorkload{"saturated-file", dedupe.DefaultMaxGroups, func(tb testing.TB) []corpusEvent { return loadCorpusFile(tb, path) }})
 	}
 	return w
 }
@@ -210,16 +146,61 @@ func BenchmarkCorrelationKey(b *testing.B) {
 // copy of a text message whose group exists.
 func BenchmarkObserveDuplicate(b *testing.B) {
 	var cur time.Time = time.Unix(1_700_000_000, 0)
-	c := NewCorrelator(CorrelatorConfig{Now: func() time.Time { return cur }})
+	c := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{Now: func() time.Time { return cur }})
 	first := textEvent("onebotv11", "111", "m1", "hello world, this is a message")
 	c.Observe(first)
 	dup := textEvent("icqq", "222", "m2", "hello world, this is a message")
 	b.ReportAllocs()
 	for b.Loop() {
-		dup.corr = corrRecord{}
 		if !c.Observe(dup).Duplicate {
 			b.Fatal("not a duplicate")
 		}
+	}
+}
+
+// BenchmarkObserveManyBots measures one delivery of a message that n
+// distinct bots deliver, each a copy joining the group of the first, with a
+// look-up of another bot's delivery in the group (as a reply bot is chosen).
+// The cost per delivery must not grow with n; every n deliveries the clock
+// moves past the window, so a new group starts. The naive baseline appends
+// without looking for the bot, so it shows the floor.
+func BenchmarkObserveManyBots(b *testing.B) {
+	for _, n := range []int{1, 10, 1000, 30000} {
+		evs := make([]*dedupe.Event, n)
+		for i := range evs {
+			evs[i] = textEvent("a", strconv.Itoa(i), "m"+strconv.Itoa(i), "one message, many bots")
+		}
+		b.Run(fmt.Sprint("bots=", n, "/impl=correlator"), func(b *testing.B) {
+			cur := time.Unix(1_700_000_000, 0)
+			c := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{Now: func() time.Time { return cur }})
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if i == n {
+					i = 0
+					cur = cur.Add(dedupe.DefaultMessageWindow + time.Second)
+				}
+				obs := c.Observe(evs[i])
+				if _, ok := c.Participant(obs, "a", evs[i/2].Identity.BotID); !ok || obs.Duplicate != (i > 0) {
+					b.Fatalf("delivery %d: %+v", i, obs)
+				}
+				i++
+			}
+		})
+		b.Run(fmt.Sprint("bots=", n, "/impl=naive"), func(b *testing.B) {
+			cur := time.Unix(1_700_000_000, 0)
+			c := newNaiveCorrelator(func() time.Time { return cur }, dedupe.DefaultMaxGroups)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if i == n {
+					i = 0
+					cur = cur.Add(dedupe.DefaultMessageWindow + time.Second)
+				}
+				c.Observe(evs[i])
+				i++
+			}
+		})
 	}
 }
 
@@ -227,10 +208,10 @@ func BenchmarkObserveDuplicate(b *testing.B) {
 // own copy of the shared corpus with the real clock.
 func BenchmarkObserveParallel(b *testing.B) {
 	evs := loadCorpus(b)
-	c := NewCorrelator(CorrelatorConfig{})
-	copies := make([][]Event, runtime.GOMAXPROCS(0)) // RunParallel's goroutines
+	c := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{})
+	copies := make([][]dedupe.Event, runtime.GOMAXPROCS(0)) // RunParallel's goroutines
 	for g := range copies {
-		copies[g] = make([]Event, len(evs))
+		copies[g] = make([]dedupe.Event, len(evs))
 		for i := range evs {
 			copies[g][i] = *evs[i].ev
 		}
@@ -242,7 +223,6 @@ func BenchmarkObserveParallel(b *testing.B) {
 		mine := copies[int(next.Add(1)-1)%len(copies)]
 		for i := 0; pb.Next(); i++ {
 			ev := &mine[i%len(mine)]
-			ev.corr = corrRecord{}
 			c.Observe(ev)
 		}
 	})
@@ -250,7 +230,7 @@ func BenchmarkObserveParallel(b *testing.B) {
 
 // BenchmarkSignature measures the content signature of each segment shape.
 func BenchmarkSignature(b *testing.B) {
-	cases := map[string][]Segment{
+	cases := map[string][]dedupe.Segment{
 		"text":      {{Type: "text", Data: map[string]any{"text": "help the what 收到 now test 😀 bot"}}},
 		"at+text":   {{Type: "at", Data: map[string]any{"qq": json.Number("111")}}, {Type: "text", Data: map[string]any{"text": " hello"}}},
 		"image-md5": {{Type: "image", Data: map[string]any{"file": "DBB3746F0128C88F07CEB6F23812F987.jpg", "url": "https://multimedia.nt.qq.com.cn/download?fileid=dbb3746f0128&rkey=0.69"}}},
@@ -267,7 +247,7 @@ func BenchmarkSignature(b *testing.B) {
 	}) {
 		segs := cases[name]
 		b.Run(name, func(b *testing.B) {
-			ev := &Event{Kind: "message", MessageType: "group", GroupID: "1", UserID: "2", Segments: segs}
+			ev := &dedupe.Event{Kind: "message", MessageType: "group", GroupID: "1", UserID: "2", Segments: segs}
 			b.ReportAllocs()
 			for b.Loop() {
 				ev.CorrelationKey()
@@ -276,32 +256,13 @@ func BenchmarkSignature(b *testing.B) {
 	}
 }
 
-func textEvent(adapter, bot, msgID, text string) *Event {
-	return &Event{
+func textEvent(adapter, bot, msgID, text string) *dedupe.Event {
+	return &dedupe.Event{
 		Kind:        "message",
-		Identity:    Identity{Adapter: adapter, BotID: bot, MessageID: msgID},
+		Identity:    dedupe.Identity{Adapter: adapter, BotID: bot, MessageID: msgID},
 		MessageType: "group", GroupID: "100", UserID: "20001",
-		Segments: []Segment{{Type: "text", Data: map[string]any{"text": text}}},
+		Segments: []dedupe.Segment{{Type: "text", Data: map[string]any{"text": text}}},
 	}
-}
-
-// loadCorpusFile decodes a corpus written by gen-correlator-corpus, gzipped or
-// not.
-func loadCorpusFile(tb testing.TB, path string) []corpusEvent {
-	f, err := os.Open(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	var r io.Reader = f
-	if strings.HasSuffix(path, ".gz") {
-		zr, err := gzip.NewReader(f)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		r = zr
-	}
-	return decodeCorpus(tb, r)
 }
 
 // genSaturated generates n deliveries of multi-bot traffic at rate logical
@@ -311,7 +272,7 @@ func loadCorpusFile(tb testing.TB, path string) []corpusEvent {
 // from a large space, so almost every logical event has a key of its own.
 func genSaturated(n int, rate float64, seed uint64) []corpusEvent {
 	rnd := rand.New(rand.NewPCG(seed, 0x636f7272656c6174))
-	bots := []Bot{{"onebotv11", "111"}, {"icqq", "222"}, {"onebotv11", "333"}}
+	bots := []struct{ Adapter, ID string }{{"onebotv11", "111"}, {"icqq", "222"}, {"onebotv11", "333"}}
 	words := strings.Split("hello world ok lol 哈哈 好的 收到 test ping bot help 早上好 晚安 in the game now who what why 😀 🎉 ｆｕｌｌ　width tabs\tand  spaces", " ")
 	text := func() string {
 		k := 1 + rnd.IntN(14)
@@ -345,27 +306,27 @@ func genSaturated(n int, rate float64, seed uint64) []corpusEvent {
 		}
 		return []item{{kind: "video"}, {kind: "text", v: text()}}
 	}
-	render := func(c []item, adapter string) []Segment {
-		var segs []Segment
+	render := func(c []item, adapter string) []dedupe.Segment {
+		var segs []dedupe.Segment
 		if rnd.Float64() < 0.2 {
-			segs = append(segs, Segment{Type: "reply", Data: map[string]any{"id": fmt.Sprint(rnd.IntN(1_000_000))}})
+			segs = append(segs, dedupe.Segment{Type: "reply", Data: map[string]any{"id": fmt.Sprint(rnd.IntN(1_000_000))}})
 		}
 		for _, it := range c {
 			switch it.kind {
 			case "text":
-				segs = append(segs, Segment{Type: "text", Data: map[string]any{"text": it.v}})
+				segs = append(segs, dedupe.Segment{Type: "text", Data: map[string]any{"text": it.v}})
 			case "at":
 				var qq any = it.v
 				if rnd.Float64() < 0.5 {
 					qq = json.Number(it.v)
 				}
-				segs = append(segs, Segment{Type: "at", Data: map[string]any{"qq": qq}})
+				segs = append(segs, dedupe.Segment{Type: "at", Data: map[string]any{"qq": qq}})
 			case "face":
 				var id any = it.v
 				if rnd.Float64() < 0.5 {
 					id = json.Number(it.v)
 				}
-				segs = append(segs, Segment{Type: "face", Data: map[string]any{"id": id}})
+				segs = append(segs, dedupe.Segment{Type: "face", Data: map[string]any{"id": id}})
 			case "image":
 				md5, fileid, r := it.v, it.v[:12], rnd.Float64()
 				var data map[string]any
@@ -381,7 +342,7 @@ func genSaturated(n int, rate float64, seed uint64) []corpusEvent {
 				default:
 					data = map[string]any{"file": "image", "url": fmt.Sprintf("https://Multimedia.NT.qq.com.cn:443/download?rkey=%v&fileid=%s&appid=1407", rnd.Float64(), fileid)}
 				}
-				segs = append(segs, Segment{Type: "image", Data: data})
+				segs = append(segs, dedupe.Segment{Type: "image", Data: data})
 			case "card":
 				var data any = it.card
 				if rnd.Float64() >= 0.5 {
@@ -395,9 +356,9 @@ func genSaturated(n int, rate float64, seed uint64) []corpusEvent {
 					}
 					data = string(b)
 				}
-				segs = append(segs, Segment{Type: "json", Data: map[string]any{"data": data}})
+				segs = append(segs, dedupe.Segment{Type: "json", Data: map[string]any{"data": data}})
 			case "video":
-				segs = append(segs, Segment{Type: "video", Data: map[string]any{"file": fmt.Sprintf("https://v.example/%v.mp4", rnd.Float64())}})
+				segs = append(segs, dedupe.Segment{Type: "video", Data: map[string]any{"file": fmt.Sprintf("https://v.example/%v.mp4", rnd.Float64())}})
 			}
 		}
 		return segs
@@ -431,7 +392,7 @@ func genSaturated(n int, rate float64, seed uint64) []corpusEvent {
 			if j > 0 {
 				at += rnd.Float64() * 300
 			}
-			ev := &Event{Identity: Identity{Adapter: bot.Adapter, BotID: bot.ID, Timestamp: time.UnixMilli(int64(t))}}
+			ev := &dedupe.Event{Identity: dedupe.Identity{Adapter: bot.Adapter, BotID: bot.ID, Timestamp: time.UnixMilli(int64(t))}}
 			switch {
 			case r < 0.95:
 				ev.Kind, ev.MessageType, ev.UserID = "message", mt, u

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/gatewaykit/dedupe/internal/canon"
 )
 
 // Limits on the parts of a [Key], in bytes. They keep rows and cache entries
@@ -167,41 +169,13 @@ func idString(v any) (id string, ok bool, err error) {
 		return floatID(v)
 	}
 	var tmp [20]byte
-	if b, ok := appendInteger(tmp[:0], v); ok {
+	if b, ok := canon.AppendInteger(tmp[:0], v); ok {
 		if string(b) == "0" {
 			return "", false, nil
 		}
 		return string(b), true, nil
 	}
 	return "", false, fmt.Errorf("%w: message id has unsupported type %T", ErrInvalidKey, v)
-}
-
-// appendInteger appends v in decimal if it has one of Go's integer types, and
-// reports whether it had.
-func appendInteger(buf []byte, v any) ([]byte, bool) {
-	switch v := v.(type) {
-	case int:
-		return strconv.AppendInt(buf, int64(v), 10), true
-	case int8:
-		return strconv.AppendInt(buf, int64(v), 10), true
-	case int16:
-		return strconv.AppendInt(buf, int64(v), 10), true
-	case int32:
-		return strconv.AppendInt(buf, int64(v), 10), true
-	case int64:
-		return strconv.AppendInt(buf, v, 10), true
-	case uint:
-		return strconv.AppendUint(buf, uint64(v), 10), true
-	case uint8:
-		return strconv.AppendUint(buf, uint64(v), 10), true
-	case uint16:
-		return strconv.AppendUint(buf, uint64(v), 10), true
-	case uint32:
-		return strconv.AppendUint(buf, uint64(v), 10), true
-	case uint64:
-		return strconv.AppendUint(buf, v, 10), true
-	}
-	return buf, false
 }
 
 func floatID(f float64) (string, bool, error) {

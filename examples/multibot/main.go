@@ -2,12 +2,14 @@
 // through two adapters (OneBot v11 and icqq), sit in the same QQ group and each
 // deliver the group's traffic to one gateway core, rendered the way their
 // adapter does (different message ids, an image as an md5 or as a file name, a
-// JSON card as text or as an object, mentions as numbers or strings).
+// JSON card as text or as an object, mentions as numbers or strings), each with
+// the platform's send time of the message.
 //
-// A [dedupe.Router] observes every delivery with a [dedupe.Correlator]. The chat
-// and welcome handlers use normal routes, so they see each logical event once;
-// the audit handler uses '!' routes and sees every copy. The bot a user
-// mentions replies, otherwise the bot whose copy arrived first.
+// A [multibot.Dispatcher] observes every delivery with a
+// [dedupe.EventCorrelator]. The chat and welcome handlers use normal routes, so
+// they see each logical event once; the audit handler uses '!' routes and sees
+// every copy. The bot a user mentions replies, otherwise the bot whose copy
+// arrived first.
 //
 // The traffic is a fixed script played on a simulated clock, so the output is
 // the same on every run:
@@ -25,20 +27,21 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/multibot"
 )
 
 // The bots: two on OneBot v11, one on icqq.
 var (
-	bot111 = dedupe.Bot{Adapter: "onebotv11", ID: "111"}
-	bot222 = dedupe.Bot{Adapter: "icqq", ID: "222"}
-	bot333 = dedupe.Bot{Adapter: "onebotv11", ID: "333"}
+	bot111 = multibot.Bot{Adapter: "onebotv11", ID: "111"}
+	bot222 = multibot.Bot{Adapter: "icqq", ID: "222"}
+	bot333 = multibot.Bot{Adapter: "onebotv11", ID: "333"}
 )
 
 const group = "4242"
 
 // copyOf is one bot's delivery of a logical event, after a delay.
 type copyOf struct {
-	bot   dedupe.Bot
+	bot   multibot.Bot
 	delay time.Duration
 	segs  []dedupe.Segment // this adapter's rendering; nil for notices
 }
@@ -64,14 +67,33 @@ func main() {
 	now := start
 	clock := func() time.Time { return now }
 
-	c := dedupe.NewCorrelator(dedupe.CorrelatorConfig{Now: clock})
-	r := dedupe.NewRouter(c)
-	for _, b := range []dedupe.Bot{bot111, bot222, bot333} {
-		r.RegisterBot(b.Adapter, b.ID)
+	c := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{Now: clock})
+	d := multibot.NewDispatcher(c, nil)
+	for _, b := range []multibot.Bot{bot111, bot222, bot333} {
+		d.Bots().Register(b.Adapter, b.ID)
+	}
+	handle(d)
+
+	for _, a := range arrivals(start, script()) {
+		now = start.Add(a.at)
+		ev := a.ev
+		fmt.Printf("t=%-6s %s/%s delivers a %s from %s\n", fmt.Sprintf("%.2fs", a.at.Seconds()), ev.Identity.Adapter, ev.Identity.BotID, ev.Kind, ev.UserID)
+		if d.Bots().IsBotLoop(ev) {
+			fmt.Printf("    dropped  sent by our bot %s: no handler runs\n", ev.UserID)
+		}
+		if err := d.Dispatch(context.Background(), ev); err != nil {
+			log.Fatal(err)
+		}
 	}
 
-	r.Handle("message.group", dedupe.HandlerFunc(func(_ context.Context, ev *dedupe.Event, _ dedupe.Observation) error {
-		reply := r.PickReplyBot(ev)
+	st := c.Stats()
+	fmt.Printf("\n%d deliveries observed, %d marked duplicate, %d refused by send time, %d groups live, %d evicted\n", st.Observed, st.Duplicates, st.TimeRefused, st.Groups, st.Evicted)
+}
+
+// handle registers the chat, welcome and audit handlers.
+func handle(d *multibot.Dispatcher) {
+	d.Handle("message.group", multibot.EventHandlerFunc(func(_ context.Context, ev *dedupe.Event, obs dedupe.Observation) error {
+		reply := d.PickReplyBot(ev, obs)
 		how := "quoting " + reply.MessageID
 		if reply.MessageID == "" {
 			how = "without a quote: its own copy has not arrived yet"
@@ -79,12 +101,12 @@ func main() {
 		fmt.Printf("    chat     %s said %q; %s/%s replies, %s\n", ev.UserID, render(ev.Segments), reply.Adapter, reply.BotID, how)
 		return nil
 	}))
-	r.Handle("notice.group_increase", dedupe.HandlerFunc(func(_ context.Context, ev *dedupe.Event, _ dedupe.Observation) error {
-		reply := r.PickReplyBot(ev)
+	d.Handle("notice.group_increase", multibot.EventHandlerFunc(func(_ context.Context, ev *dedupe.Event, obs dedupe.Observation) error {
+		reply := d.PickReplyBot(ev, obs)
 		fmt.Printf("    welcome  %s joined; %s/%s greets them\n", ev.UserID, reply.Adapter, reply.BotID)
 		return nil
 	}))
-	r.Handle("!message, !notice", dedupe.HandlerFunc(func(_ context.Context, ev *dedupe.Event, obs dedupe.Observation) error {
+	d.Handle("!message, !notice", multibot.EventHandlerFunc(func(_ context.Context, ev *dedupe.Event, obs dedupe.Observation) error {
 		verdict := "first copy"
 		if obs.Duplicate {
 			verdict = fmt.Sprintf("duplicate of %s/%s", obs.Primary.Adapter, obs.Primary.BotID)
@@ -92,10 +114,13 @@ func main() {
 		fmt.Printf("    audit    %s/%s id=%s: %s\n", ev.Identity.Adapter, ev.Identity.BotID, quote(ev.Identity.MessageID), verdict)
 		return nil
 	}))
+}
 
+// script is what happens in the group.
+func script() []logical {
 	md5 := "9e107d9d372bb6826bd81d3542a419d6"
 	card := map[string]any{"app": "com.tencent.miniapp", "ver": "1.0", "meta": map[string]any{"title": "Lunch poll", "id": 7}}
-	script := []logical{
+	return []logical{
 		{0, "message", "20001", []copyOf{
 			{bot111, 0, []dedupe.Segment{text("good morning")}},
 			{bot222, 120 * time.Millisecond, []dedupe.Segment{text("good morning")}},
@@ -114,7 +139,11 @@ func main() {
 			{bot333, 60 * time.Millisecond, []dedupe.Segment{{Type: "json", Data: map[string]any{"data": "{\n  \"ver\": \"1.0\",\n  \"meta\": {\"id\": 7, \"title\": \"Lunch poll\"},\n  \"app\": \"com.tencent.miniapp\"\n}"}}}},
 		}},
 		{6 * time.Second, "message", "20003", []copyOf{{bot111, 0, []dedupe.Segment{text("+1")}}, {bot222, 30 * time.Millisecond, []dedupe.Segment{text("+1")}}}},
-		{9 * time.Second, "message", "20003", []copyOf{{bot222, 0, []dedupe.Segment{text("+1")}}, {bot111, 50 * time.Millisecond, []dedupe.Segment{text("+1")}}}}, // said twice
+		{9 * time.Second, "message", "20003", []copyOf{ // said again; 333 missed the first, so only the send time tells its copy apart
+			{bot222, 0, []dedupe.Segment{text("+1")}},
+			{bot333, 40 * time.Millisecond, []dedupe.Segment{text("+1")}},
+			{bot111, 50 * time.Millisecond, []dedupe.Segment{text("+1")}},
+		}},
 		{10 * time.Second, "message", "333", []copyOf{ // bot 333 speaks; the others must not answer it
 			{bot111, 0, []dedupe.Segment{text("Weather in Shanghai: 12°C, cloudy")}},
 			{bot222, 70 * time.Millisecond, []dedupe.Segment{text("Weather in Shanghai: 12°C, cloudy")}},
@@ -125,14 +154,18 @@ func main() {
 			{bot111, 80 * time.Millisecond, []dedupe.Segment{text("good morning")}},
 		}},
 	}
+}
 
-	// Flatten the script into deliveries in arrival order.
-	type arrival struct {
-		at time.Duration
-		ev *dedupe.Event
-	}
+// arrival is one delivery and when it arrives.
+type arrival struct {
+	at time.Duration
+	ev *dedupe.Event
+}
+
+// arrivals flattens the script into deliveries in arrival order.
+func arrivals(start time.Time, script []logical) []arrival {
 	var arrivals []arrival
-	ids := map[dedupe.Bot]int{}
+	ids := map[multibot.Bot]int{}
 	for i, l := range script {
 		for _, cp := range l.copies {
 			ev := &dedupe.Event{
@@ -157,21 +190,7 @@ func main() {
 		}
 	}
 	slices.SortStableFunc(arrivals, func(a, b arrival) int { return cmp.Compare(a.at, b.at) })
-
-	for _, a := range arrivals {
-		now = start.Add(a.at)
-		ev := a.ev
-		fmt.Printf("t=%-6s %s/%s delivers a %s from %s\n", fmt.Sprintf("%.2fs", a.at.Seconds()), ev.Identity.Adapter, ev.Identity.BotID, ev.Kind, ev.UserID)
-		if r.IsBotLoop(ev) {
-			fmt.Printf("    dropped  sent by our bot %s: no handler runs\n", ev.UserID)
-		}
-		if err := r.Dispatch(context.Background(), ev); err != nil {
-			log.Fatal(err)
-		}
-	}
-
-	st := c.Stats()
-	fmt.Printf("\n%d deliveries observed, %d marked duplicate, %d groups live, %d evicted\n", st.Observed, st.Duplicates, st.Groups, st.Evicted)
+	return arrivals
 }
 
 // render writes a message's segments for the log.

@@ -1,0 +1,163 @@
+package dedupe
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"time"
+
+	"github.com/gatewaykit/dedupe/internal/canon"
+)
+
+// Identity says who delivered an [Event]: the adapter (such as "onebotv11" or
+// "icqq"), the receiving bot's account id, and the ids the platform gave this
+// copy. Adapters fill it in; ids differ between adapters for one message.
+type Identity struct {
+	Adapter       string
+	BotID         string
+	EventType     string // such as "message.group", as the adapter names it
+	MessageID     string // the platform message id of this copy, if any
+	NativeEventID string // an adapter's own id for notices and requests (a request flag)
+
+	// Timestamp is when the platform says the event happened: for a message,
+	// its send time (OneBot's and icqq's "time", Unix seconds), never the time
+	// the adapter received it. Copies of one message carry the same send time,
+	// to the platform's resolution; a message the user sent again carries a
+	// later one, which is how the correlator tells the two apart (see
+	// [CorrelatorConfig.TimestampTolerance]). Zero if unknown.
+	Timestamp time.Time
+}
+
+// Event is one delivery of a chat event by one adapter, in the OneBot model. The
+// same logical event, seen by several bots or adapters, arrives as several
+// Events with different identities; an [EventCorrelator] recognises them.
+//
+// An Event is plain data: observing it records nothing in it, so it may be
+// copied, reused and observed by several correlators. What a correlator
+// concluded comes back in the [Observation].
+type Event struct {
+	// Kind is "message", "notice" or "request". Events of other kinds (such as
+	// "meta_event") are never correlated.
+	Kind     string
+	Identity Identity
+
+	MessageType string // "group" or "private", for messages
+	NoticeType  string // such as "group_increase", for notices
+	RequestType string // "friend" or "group", for requests
+	SubType     string
+
+	GroupID    string
+	UserID     string // the sender, or the user a notice or request is about
+	OperatorID string
+	Comment    string // a request's verification message
+
+	Segments []Segment // a message's content
+}
+
+// participant returns the delivery's bot and message id.
+func (ev *Event) participant() Participant {
+	return Participant{Adapter: ev.Identity.Adapter, BotID: ev.Identity.BotID, MessageID: ev.Identity.MessageID}
+}
+
+// windowClass returns which window applies to the event: 0 for messages, 1 for
+// notices and requests. ok is false for kinds that are not correlated.
+func (ev *Event) windowClass() (class int, ok bool) {
+	switch ev.Kind {
+	case "message":
+		return 0, true
+	case "notice", "request":
+		return 1, true
+	}
+	return 0, false
+}
+
+// appendCanonical appends the canonical form of the event's correlation key: a
+// sequence of netstrings ("{len}:{bytes},") of
+//
+//	message: "message", message type, session (the user id for private
+//	         messages, else the group id, empty if there is none), sender
+//	         user id, then the [Signature] of the segments
+//	notice:  "notice", notice type, sub type, group id, user id, operator
+//	         id, event time in Unix seconds ("" if unknown)
+//	request: "request", request type, sub type, group id, user id, operator
+//	         id, event time in Unix seconds, comment
+//
+// Each kind has a fixed number of fields before the signature, so no two
+// different field lists give one form: a group message without a group id has
+// the empty session, which no group id is. ok is false for other kinds.
+func (ev *Event) appendCanonical(buf []byte) (_ []byte, ok bool) {
+	switch ev.Kind {
+	case "message":
+		session := ev.GroupID
+		if ev.MessageType == "private" {
+			session = ev.UserID
+		}
+		buf = canon.AppendNetstring(buf, "message")
+		buf = canon.AppendNetstring(buf, ev.MessageType)
+		buf = canon.AppendNetstring(buf, session)
+		buf = canon.AppendNetstring(buf, ev.UserID)
+		return appendSignature(buf, ev.Segments), true
+	case "notice", "request":
+		buf = canon.AppendNetstring(buf, ev.Kind)
+		if ev.Kind == "notice" {
+			buf = canon.AppendNetstring(buf, ev.NoticeType)
+		} else {
+			buf = canon.AppendNetstring(buf, ev.RequestType)
+		}
+		buf = canon.AppendNetstring(buf, ev.SubType)
+		buf = canon.AppendNetstring(buf, ev.GroupID)
+		buf = canon.AppendNetstring(buf, ev.UserID)
+		buf = canon.AppendNetstring(buf, ev.OperatorID)
+		var sec []byte
+		var tmp [24]byte
+		if !ev.Identity.Timestamp.IsZero() {
+			sec = strconv.AppendInt(tmp[:0], ev.Identity.Timestamp.Unix(), 10)
+		}
+		buf = canon.AppendNetstringBytes(buf, sec)
+		if ev.Kind == "request" {
+			buf = canon.AppendNetstring(buf, ev.Comment)
+		}
+		return buf, true
+	}
+	return buf, false
+}
+
+// CorrelationKey returns the key under which copies of the event are
+// correlated: the first 128 bits of the SHA-256 of [Event.CanonicalForm]. It
+// returns the zero key for kinds that are not correlated.
+func (ev *Event) CorrelationKey() CorrelationKey {
+	var stack [512]byte
+	buf, ok := ev.appendCanonical(stack[:0])
+	if !ok {
+		return CorrelationKey{}
+	}
+	sum := sha256.Sum256(buf)
+	return CorrelationKey(sum[:len(CorrelationKey{})])
+}
+
+// CanonicalForm returns the readable form of the event's correlation key, the
+// bytes whose digest is [Event.CorrelationKey], for debugging: netstrings of
+// the kind, its fields and the content [Signature], such as
+//
+//	7:message,5:group,3:286,5:25258,4:text,7:the bot,
+//
+// It returns "" for kinds that are not correlated. The form holds the whole
+// text of the message; the correlator keeps only the digest.
+func (ev *Event) CanonicalForm() string {
+	buf, _ := ev.appendCanonical(nil)
+	return string(buf)
+}
+
+// CorrelationKey identifies a logical event across deliveries: a 128-bit digest
+// of its canonical form. Its zero value means "not correlated".
+type CorrelationKey [16]byte
+
+// String returns the key in hex.
+func (k CorrelationKey) String() string {
+	return hex.EncodeToString(k[:])
+}
+
+// IsZero reports whether k is the zero key.
+func (k CorrelationKey) IsZero() bool {
+	return k == CorrelationKey{}
+}
