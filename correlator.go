@@ -8,15 +8,15 @@ import (
 
 // Defaults of [CorrelatorConfig].
 const (
-	// DefaultMessageWindow is how long copies of a message are correlated,
+	// defaultMessageWindow is how long copies of a message are correlated,
 	// counted from the first copy's arrival.
-	DefaultMessageWindow = 15 * time.Second
-	// DefaultEventWindow is how long copies of a notice or request are
+	defaultMessageWindow = 15 * time.Second
+	// defaultEventWindow is how long copies of a notice or request are
 	// correlated, counted from the first copy's arrival.
-	DefaultEventWindow = 60 * time.Second
-	// DefaultMaxGroups is how many correlation groups an [EventCorrelator]
+	defaultEventWindow = 60 * time.Second
+	// defaultMaxGroups is how many correlation groups an [EventCorrelator]
 	// keeps.
-	DefaultMaxGroups = 4096
+	defaultMaxGroups = 4096
 )
 
 // Participant is one delivery of a logical event: the adapter and bot that
@@ -56,13 +56,12 @@ type Observation struct {
 // defaults; zero or negative fields take their default.
 type CorrelatorConfig struct {
 	// MessageWindow is how long a message group accepts copies, from its first
-	// arrival, boundary included. Default 15 s ([DefaultMessageWindow]).
+	// arrival, boundary included. Default 15 s.
 	MessageWindow time.Duration
-	// EventWindow is the same for notices and requests. Default 60 s
-	// ([DefaultEventWindow]).
+	// EventWindow is the same for notices and requests. Default 60 s.
 	EventWindow time.Duration
 	// MaxGroups bounds the groups kept; beyond it the oldest group is evicted.
-	// Default 4096 ([DefaultMaxGroups]).
+	// Default 4096.
 	MaxGroups int
 	// TimestampTolerance is how far apart the send times ([Identity.Timestamp])
 	// of two deliveries of a message may be, boundary included, for the later
@@ -199,8 +198,8 @@ func NewEventCorrelator(cfg CorrelatorConfig) *EventCorrelator {
 	c := &EventCorrelator{
 		now: cfg.Now,
 		windows: [2]time.Duration{
-			orDefault(cfg.MessageWindow, DefaultMessageWindow),
-			orDefault(cfg.EventWindow, DefaultEventWindow),
+			orDefault(cfg.MessageWindow, defaultMessageWindow),
+			orDefault(cfg.EventWindow, defaultEventWindow),
 		},
 		max:       cfg.MaxGroups,
 		tolerance: orDefault(cfg.TimestampTolerance, time.Second),
@@ -210,7 +209,7 @@ func NewEventCorrelator(cfg CorrelatorConfig) *EventCorrelator {
 	}
 	c.epoch = c.now()
 	if c.max <= 0 {
-		c.max = DefaultMaxGroups
+		c.max = defaultMaxGroups
 	}
 	c.groups = make(map[CorrelationKey]*group, min(c.max, 1024))
 	return c

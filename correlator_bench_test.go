@@ -27,7 +27,7 @@ import (
 func benchCorpus(b *testing.B, evs []corpusEvent, maxGroups int, newObserver func(now func() time.Time, maxGroups int) func(*dedupe.Event)) {
 	var cur time.Time
 	observe := newObserver(func() time.Time { return cur }, maxGroups)
-	span := evs[len(evs)-1].at.Sub(evs[0].at) + dedupe.DefaultEventWindow + time.Second
+	span := evs[len(evs)-1].at.Sub(evs[0].at) + (60 * time.Second) + time.Second
 	var shift time.Duration
 	b.ReportAllocs()
 	cpu0 := processCPU()
@@ -80,13 +80,13 @@ func benchWorkloads() []benchWorkload {
 		return slices.Clone(genSaturated(60000, 1000, 5)[:5000]) // the rest is garbage, not live heap
 	}
 	w := []benchWorkload{
-		{"corpus", dedupe.DefaultMaxGroups, loadCorpus},
-		{"saturated", dedupe.DefaultMaxGroups, func(testing.TB) []corpusEvent { return genSaturated(60000, 1000, 5) }},
+		{"corpus", 4096, loadCorpus},
+		{"saturated", 4096, func(testing.TB) []corpusEvent { return genSaturated(60000, 1000, 5) }},
 		{"saturated-5k", 1024, first5k},
 		{"unsaturated-5k", 1 << 20, first5k},
 	}
 	if path := os.Getenv("DEDUPE_SATURATED_CORPUS"); path != "" {
-		w = append(w, benchWorkload{"saturated-file", dedupe.DefaultMaxGroups, func(tb testing.TB) []corpusEvent { return loadCorpusFile(tb, path) }})
+		w = append(w, benchWorkload{"saturated-file", 4096, func(tb testing.TB) []corpusEvent { return loadCorpusFile(tb, path) }})
 	}
 	return w
 }
@@ -178,7 +178,7 @@ func BenchmarkObserveManyBots(b *testing.B) {
 			for b.Loop() {
 				if i == n {
 					i = 0
-					cur = cur.Add(dedupe.DefaultMessageWindow + time.Second)
+					cur = cur.Add((15 * time.Second) + time.Second)
 				}
 				obs := c.Observe(evs[i])
 				if _, ok := c.Participant(obs, "a", evs[i/2].Identity.BotID); !ok || obs.Duplicate != (i > 0) {
@@ -189,13 +189,13 @@ func BenchmarkObserveManyBots(b *testing.B) {
 		})
 		b.Run(fmt.Sprint("bots=", n, "/impl=naive"), func(b *testing.B) {
 			cur := time.Unix(1_700_000_000, 0)
-			c := newNaiveCorrelator(func() time.Time { return cur }, dedupe.DefaultMaxGroups)
+			c := newNaiveCorrelator(func() time.Time { return cur }, 4096)
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
 				if i == n {
 					i = 0
-					cur = cur.Add(dedupe.DefaultMessageWindow + time.Second)
+					cur = cur.Add((15 * time.Second) + time.Second)
 				}
 				c.Observe(evs[i])
 				i++

@@ -32,7 +32,7 @@ type naiveGroup struct {
 func newNaiveCorrelator(now func() time.Time, maxGroups int) *naiveCorrelator {
 	return &naiveCorrelator{
 		now:     now,
-		windows: [2]time.Duration{dedupe.DefaultMessageWindow, dedupe.DefaultEventWindow},
+		windows: [2]time.Duration{(15 * time.Second), (60 * time.Second)},
 		max:     maxGroups,
 		groups:  map[string]*naiveGroup{},
 	}

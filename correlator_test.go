@@ -188,7 +188,7 @@ func replayCorpus(corpus []corpusEvent, cfg dedupe.CorrelatorConfig) ([]bool, de
 // for each duplicate, the number of the delivery that started its group.
 func replayNaive(corpus []corpusEvent) (flags []bool, firsts []int) {
 	clk := dedupetest.NewClock(corpus[0].at)
-	c := newNaiveCorrelator(clk.Now, dedupe.DefaultMaxGroups)
+	c := newNaiveCorrelator(clk.Now, 4096)
 	for _, d := range corpus {
 		clk.Set(d.at)
 		dup := c.Observe(d.ev)

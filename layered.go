@@ -12,14 +12,14 @@ import (
 // Names of the layers of a [LayeredStore], as its [LayeredStore.Answered],
 // [Stats].Layers and the Deduper's log records ("layer") call them.
 const (
-	// TransportLayer names the front layer of a store with two layers: the
+	// transportLayer names the front layer of a store with two layers: the
 	// fast, local one, such as a [MemoryStore] with a window of two or three
 	// times the platform's retry interval. With more layers the front ones are
 	// "transport1", "transport2", and so on.
-	TransportLayer = "transport"
-	// BusinessLayer names the last layer: the authoritative, shared store,
+	transportLayer = "transport"
+	// businessLayer names the last layer: the authoritative, shared store,
 	// such as PostgreSQL with a TTL of 72 h.
-	BusinessLayer = "business"
+	businessLayer = "business"
 )
 
 // LayeredStore is a [Store] made of layers checked in order: fast local layers
@@ -48,7 +48,10 @@ const (
 // front windows short (minutes, two or three times the platform's retry
 // interval) beside TTLs of hours.
 //
-// Which layer answered is counted ([LayeredStore.Answered]) and, through a
+// The layers are named as ClawBridge names its dedupe phases: the last one
+// "business", the front one "transport" (with more than two layers,
+// "transport1", "transport2", …). Which layer answered is counted under
+// these names ([LayeredStore.Answered]) and, through a
 // [Deduper], logged as "layer" and counted in [Stats].Layers. The front layers
 // see every mark of this process; they are not shared, so a copy that reaches
 // another instance is decided by the last layer.
@@ -79,11 +82,11 @@ func NewLayered(layers ...Store) (*LayeredStore, error) {
 		}
 		switch {
 		case i == len(layers)-1:
-			l.names[i] = BusinessLayer
+			l.names[i] = businessLayer
 		case len(layers) == 2:
-			l.names[i] = TransportLayer
+			l.names[i] = transportLayer
 		default:
-			l.names[i] = TransportLayer + strconv.Itoa(i+1)
+			l.names[i] = transportLayer + strconv.Itoa(i+1)
 		}
 	}
 	return l, nil

@@ -22,7 +22,7 @@ type MemoryConfig struct {
 	Lease time.Duration
 	// MaxSize bounds the number of marks held. When it is reached, marking one
 	// more evicts the least recently used mark of the key's shard. Default
-	// 10000 ([DefaultMemorySize]).
+	// 10000.
 	MaxSize int
 	// MaxClaims bounds the number of claims held. Claims are never evicted: a
 	// Claim beyond the bound fails with [ErrStoreFull] until claims are marked,
@@ -37,16 +37,15 @@ type MemoryConfig struct {
 	// restarted gateway remembers what it processed. [NewMemoryStore]
 	// ignores it.
 	SnapshotPath string
-	// SnapshotInterval is how often a snapshot is written. Default 1 min
-	// ([DefaultSnapshotInterval]).
+	// SnapshotInterval is how often a snapshot is written. Default 1 min.
 	SnapshotInterval time.Duration
 	// Logger receives the errors of snapshots written in the background.
 	// Default slog.Default().
 	Logger *slog.Logger
 }
 
-// DefaultMemorySize is the default [MemoryConfig.MaxSize].
-const DefaultMemorySize = 10000
+// defaultMemorySize is the default [MemoryConfig.MaxSize].
+const defaultMemorySize = 10000
 
 // MemoryStore is a [Store] held in process memory: marks with a TTL in a
 // bounded LRU, and claims beside it. It is the default store of [New], right
@@ -112,7 +111,7 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	cfg.TTL = orDefault(cfg.TTL, DefaultTTL)
 	cfg.Lease = orDefault(cfg.Lease, DefaultLease)
 	if cfg.MaxSize <= 0 {
-		cfg.MaxSize = DefaultMemorySize
+		cfg.MaxSize = defaultMemorySize
 	}
 	if cfg.MaxClaims <= 0 {
 		cfg.MaxClaims = cfg.MaxSize

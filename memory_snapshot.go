@@ -21,8 +21,8 @@ import (
 // after a restart.
 const snapshotMagic = "dedupe memory snapshot 1\n"
 
-// DefaultSnapshotInterval is the default [MemoryConfig.SnapshotInterval].
-const DefaultSnapshotInterval = time.Minute
+// defaultSnapshotInterval is the default [MemoryConfig.SnapshotInterval].
+const defaultSnapshotInterval = time.Minute
 
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
@@ -63,7 +63,7 @@ func (s *MemoryStore) SaveSnapshot() error {
 // which Close stops.
 func (s *MemoryStore) startSnapshots(cfg MemoryConfig) {
 	s.snapshotPath = cfg.SnapshotPath
-	every := orDefault(cfg.SnapshotInterval, DefaultSnapshotInterval)
+	every := orDefault(cfg.SnapshotInterval, defaultSnapshotInterval)
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.Default()

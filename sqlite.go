@@ -17,13 +17,13 @@ import (
 
 // Defaults of [SQLiteConfig].
 const (
-	// DefaultSQLiteTable is the marks table of the NekoBot gateway, the default
+	// defaultSQLiteTable is the marks table of the NekoBot gateway, the default
 	// [SQLiteConfig.Table].
-	DefaultSQLiteTable = "gateway_dedupe"
-	// DefaultSQLiteBusyTimeout is the default [SQLiteConfig.BusyTimeout].
-	DefaultSQLiteBusyTimeout = 5 * time.Second
-	// DefaultSQLiteCleanupBatch is the default [SQLiteConfig.CleanupBatch].
-	DefaultSQLiteCleanupBatch = 1000
+	defaultSQLiteTable = "gateway_dedupe"
+	// defaultSQLiteBusyTimeout is the default [SQLiteConfig.BusyTimeout].
+	defaultSQLiteBusyTimeout = 5 * time.Second
+	// defaultSQLiteCleanupBatch is the default [SQLiteConfig.CleanupBatch].
+	defaultSQLiteCleanupBatch = 1000
 )
 
 // SQLiteConfig configures a [SQLiteStore]. The zero value gives the defaults.
@@ -34,8 +34,8 @@ type SQLiteConfig struct {
 	// Lease is how long a claim lasts when Claim or Extend is given lease <= 0.
 	// Default 5 min ([DefaultLease]).
 	Lease time.Duration
-	// Table is the marks table, NekoBot's gateway_dedupe by default
-	// ([DefaultSQLiteTable]). Claims are kept in a table of their own named
+	// Table is the marks table, NekoBot's gateway_dedupe by default. Claims
+	// are kept in a table of their own named
 	// Table+"_claims". The name must match [A-Za-z_][A-Za-z0-9_]*, be at most 64
 	// bytes and not start with "sqlite_".
 	Table string
@@ -56,12 +56,11 @@ type SQLiteConfig struct {
 	// but a power loss may undo the last writes. The case is ignored.
 	Synchronous string
 	// BusyTimeout bounds how long a write waits for another connection or
-	// process holding the database's write lock before it fails. Default 5 s
-	// ([DefaultSQLiteBusyTimeout]).
+	// process holding the database's write lock before it fails. Default 5 s.
 	BusyTimeout time.Duration
 	// CleanupBatch bounds the rows of each table that one transaction of
 	// CleanupExpired deletes, so that writers are never blocked for long.
-	// Default 1000 ([DefaultSQLiteCleanupBatch]).
+	// Default 1000.
 	CleanupBatch int
 	// Logger receives the errors of the background sweeper (see
 	// CleanupInterval), which has no caller to return them to. Default
@@ -228,7 +227,7 @@ func (cfg *SQLiteConfig) normalize() error {
 	cfg.TTL = orDefault(cfg.TTL, DefaultTTL)
 	cfg.Lease = orDefault(cfg.Lease, DefaultLease)
 	if cfg.Table == "" {
-		cfg.Table = DefaultSQLiteTable
+		cfg.Table = defaultSQLiteTable
 	}
 	if err := checkSQLiteTable(cfg.Table); err != nil {
 		return err
@@ -256,12 +255,12 @@ func (cfg *SQLiteConfig) normalize() error {
 	if cfg.BusyTimeout < 0 {
 		return fmt.Errorf("dedupe: sqlite: negative BusyTimeout %v", cfg.BusyTimeout)
 	}
-	cfg.BusyTimeout = orDefault(cfg.BusyTimeout, DefaultSQLiteBusyTimeout)
+	cfg.BusyTimeout = orDefault(cfg.BusyTimeout, defaultSQLiteBusyTimeout)
 	if cfg.CleanupBatch < 0 {
 		return fmt.Errorf("dedupe: sqlite: negative CleanupBatch %d", cfg.CleanupBatch)
 	}
 	if cfg.CleanupBatch == 0 {
-		cfg.CleanupBatch = DefaultSQLiteCleanupBatch
+		cfg.CleanupBatch = defaultSQLiteCleanupBatch
 	}
 	return nil
 }

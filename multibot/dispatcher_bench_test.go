@@ -47,7 +47,7 @@ func BenchmarkDispatchManyBots(b *testing.B) {
 				for b.Loop() {
 					if i == n {
 						i = 0
-						cur = cur.Add(dedupe.DefaultMessageWindow + time.Second)
+						cur = cur.Add((15 * time.Second) + time.Second)
 					}
 					if err := d.Dispatch(ctx, evs[i]); err != nil {
 						b.Fatal(err)
