@@ -19,104 +19,79 @@ const (
 	defaultMaxGroups = 4096
 )
 
-// Participant is one delivery of a logical event: the adapter and bot that
-// received it and the message id that bot knows it by (empty for notices and
-// requests).
+// Participant is one delivery of a logical event: the adapter, the bot and
+// the message id that bot knows it by (empty for notices and requests).
 type Participant struct {
 	Adapter   string
 	BotID     string
 	MessageID string
 }
 
-// Observation is what an [EventCorrelator] concluded about one delivery. It
-// also identifies the delivery's group, so that [EventCorrelator.Participants]
-// can list the group's deliveries later.
+// Observation is what an [EventCorrelator] concluded about one delivery.
 type Observation struct {
-	// Key is the delivery's correlation key, zero for kinds that are not
-	// correlated.
-	Key CorrelationKey
-	// Duplicate reports that an earlier delivery of the same logical event was
-	// observed: this delivery joined its group, or is a redelivery of a copy
-	// already in it. The first delivery of a group is not a duplicate.
+	Key CorrelationKey // zero for kinds that are not correlated
+	// Duplicate reports that an earlier delivery of the same logical event
+	// was observed: this one joined its group or repeats a copy in it.
 	Duplicate bool
 	// Primary is the group's first delivery, which the core treats as the
-	// logical event. For a delivery that is not a duplicate it is the delivery
-	// itself.
+	// logical event; for a delivery that is not a duplicate, itself.
 	Primary Participant
-	// Participants are the group's deliveries in arrival order, up to and
-	// including this one (for a redelivery, up to the copy it repeats). The slice
-	// is shared and must not be modified.
+	// Participants are the group's deliveries in arrival order, up to this
+	// one (or the copy it repeats). The slice is shared: do not modify it.
 	Participants []Participant
 
 	c *EventCorrelator // the correlator that made the observation
 	g *group           // the delivery's group; nil for kinds not correlated
 }
 
-// CorrelatorConfig configures an [EventCorrelator]. The zero value gives the
-// defaults; zero or negative fields take their default.
+// CorrelatorConfig configures an [EventCorrelator]; zero fields take their
+// defaults.
 type CorrelatorConfig struct {
 	// MessageWindow is how long a message group accepts copies, from its first
 	// arrival, boundary included. Default 15 s.
 	MessageWindow time.Duration
 	// EventWindow is the same for notices and requests. Default 60 s.
 	EventWindow time.Duration
-	// MaxGroups bounds the groups kept; beyond it the oldest group is evicted.
-	// Default 4096.
-	MaxGroups int
-	// TimestampTolerance is how far apart the send times ([Identity.Timestamp])
-	// of two deliveries of a message may be, boundary included, for the later
-	// to join the group of the earlier. A message group takes the send time of
-	// its first delivery that has one; a delivery whose send time is further
-	// from it is refused by that group and joins a group of its own time, or
-	// starts one. Deliveries without a send time, and groups without one yet,
-	// are not compared. Default 1 s: OneBot and icqq give the send time in
-	// whole seconds, so one adapter truncating and another rounding, or one
-	// giving milliseconds, put up to a second between copies of one message,
-	// while a user sending the same content again takes longer than that.
+	MaxGroups   int // groups kept, the oldest evicted beyond it; default 4096
+	// TimestampTolerance is how far a message's send time ([Identity.Timestamp])
+	// may be from its group's (that of the group's first timestamped delivery),
+	// boundary included, for it to join; a delivery further off joins or starts
+	// a group of its own time. Missing send times are not compared. Default
+	// 1 s: OneBot and icqq send whole seconds, and adapters that truncate,
+	// round or give milliseconds put up to a second between copies, while a
+	// user sending the same content again takes longer.
 	TimestampTolerance time.Duration
-	// Now is the correlator's clock. Default time.Now.
-	Now func() time.Time
+	Now                func() time.Time // the correlator's clock; default time.Now
 }
 
-// CorrelatorStats are an [EventCorrelator]'s counters. TimeRefused and
-// Evicted are shadow figures for tuning the tolerance and the cap: what the
-// correlator decided against.
+// CorrelatorStats are an [EventCorrelator]'s counters. TimeRefused and Evicted
+// are shadow figures for tuning the tolerance and the cap.
 type CorrelatorStats struct {
 	Groups     int    // live groups now
 	Observed   uint64 // calls of Observe
 	Duplicates uint64 // observed deliveries marked duplicate
-	// TimeRefused counts message deliveries that a live group of their key
-	// would have taken but for their send time (see
-	// [CorrelatorConfig.TimestampTolerance]), each counted once, whether it
-	// then joined a later group or started one.
-	TimeRefused uint64
-	// Evicted counts groups dropped to stay within MaxGroups before their
-	// window ended.
-	Evicted uint64
+	// TimeRefused counts message deliveries a live group of their key refused
+	// for their send time; Evicted counts groups dropped to stay within
+	// MaxGroups before their window ended.
+	TimeRefused, Evicted uint64
 }
 
 // EventCorrelator recognises the copies of one logical event delivered by
-// several bots or adapters, at the transport boundary, so that each handler can
-// choose to skip them. It marks duplicates and drops nothing.
+// several bots or adapters, so that each handler can choose to skip them. It
+// marks duplicates and drops nothing; it is safe for concurrent use and starts
+// no goroutine.
 //
 // Deliveries with the same [Event.CorrelationKey] within the window of the first
-// form a group; the first is its primary. A genuine repeat is not a duplicate:
-// when a bot delivers a key it already delivered to a live group, under a
-// different message id, the user sent the content again, so the delivery joins
-// the oldest live group of its key that this bot has not delivered to yet, or
-// starts a new group. The same message id from the same bot again is a
-// redelivery, and a duplicate; so is observing the same [Event] twice. A
-// message also joins a group only if its send time ([Identity.Timestamp]) is
-// within [CorrelatorConfig.TimestampTolerance] of the group's, so a repeat is
-// told from a copy even when a bot missed the first message.
-//
-// Windows are fixed: they run from the group's first arrival and are not
-// extended by copies; an arrival exactly at the end still joins. After the
-// window the same content starts a new group. At most MaxGroups groups are
-// kept: creating one more evicts the oldest by creation, in constant time. The
-// cost of an observation does not depend on the number of groups.
-//
-// An EventCorrelator is safe for concurrent use and starts no goroutine.
+// form a group; the first is its primary. A bot delivering a key it already
+// delivered to a live group under another message id is a genuine repeat: it
+// joins the oldest live group of its key this bot has not delivered to, or
+// starts one. The same bot and message id again is a redelivery, a duplicate. A
+// message joins a group only if its send time ([Identity.Timestamp]) is within
+// [CorrelatorConfig].TimestampTolerance of the group's, so a repeat is told from
+// a copy even when a bot missed the first message. Windows are fixed from the
+// first arrival, end included. At most MaxGroups groups are kept, the oldest
+// evicted in constant time; an observation costs the same however many groups
+// or bots there are.
 type EventCorrelator struct {
 	now       func() time.Time
 	epoch     time.Time        // the clock when the correlator was made; group times count from it
@@ -216,14 +191,10 @@ func NewEventCorrelator(cfg CorrelatorConfig) *EventCorrelator {
 }
 
 // Observe correlates one delivery with those observed before and returns the
-// verdict. It keeps nothing of ev but its key and [Participant]. Observing an
-// Event again is a redelivery (the same bot and message id), a duplicate of
-// the first observation while its group is live. An event of a kind that is
-// not correlated is counted as observed and returned as its own primary, never
-// a duplicate.
-//
-// The key is computed before the correlator's lock is taken, so concurrent
-// callers contend only for a map lookup and a few pointer updates.
+// verdict, keeping nothing of ev but its key and [Participant]. Observing an
+// Event again is a redelivery: a duplicate while its group is live. An event of
+// a kind that is not correlated is its own primary, never a duplicate. The key
+// is computed before the correlator's lock is taken.
 func (c *EventCorrelator) Observe(ev *Event) Observation {
 	self := ev.participant()
 	class, correlated := ev.windowClass()
@@ -385,11 +356,10 @@ func (c *EventCorrelator) remove(g *group) {
 	g.newer = nil
 }
 
-// Participants returns the deliveries of obs's group observed so far, in
-// arrival order, including those that arrived after obs was made: which bots
-// received the logical event, and under which message ids. It takes constant
-// time: the slice is shared and must not be modified. For an observation c did
-// not make, it returns obs.Participants.
+// Participants returns, in constant time, the deliveries of obs's group so
+// far in arrival order, those after obs included: which bots received the
+// logical event, under which message ids. The slice is shared: do not modify
+// it. For an observation c did not make, it returns obs.Participants.
 func (c *EventCorrelator) Participants(obs Observation) []Participant {
 	if obs.c != c || obs.g == nil {
 		return obs.Participants
@@ -400,11 +370,8 @@ func (c *EventCorrelator) Participants(obs Observation) []Participant {
 	return parts[:len(parts):len(parts)]
 }
 
-// Participant returns the delivery of obs's logical event by the bot of the
-// given adapter and account id, as observed so far (including deliveries that
-// arrived after obs was made), in constant time. ok is false if that bot has
-// not delivered the event. For an observation c did not make, it looks in
-// obs.Participants.
+// Participant returns, in constant time, the delivery of obs's logical event by
+// the given bot so far, and false if that bot has not delivered it.
 func (c *EventCorrelator) Participant(obs Observation, adapter, botID string) (_ Participant, ok bool) {
 	if obs.c != c || obs.g == nil {
 		for _, p := range obs.Participants {
@@ -422,8 +389,7 @@ func (c *EventCorrelator) Participant(obs Observation, adapter, botID string) (_
 	return Participant{}, false
 }
 
-// Stats returns the correlator's counters. Groups whose window has ended are
-// not counted.
+// Stats returns the correlator's counters, live groups only.
 func (c *EventCorrelator) Stats() CorrelatorStats {
 	now := c.now().Sub(c.epoch)
 	c.mu.Lock()

@@ -9,9 +9,8 @@ import (
 	"github.com/gatewaykit/dedupe/internal/canon"
 )
 
-// Identity says who delivered an [Event]: the adapter (such as "onebotv11" or
-// "icqq"), the receiving bot's account id, and the ids the platform gave this
-// copy. Adapters fill it in; ids differ between adapters for one message.
+// Identity says who delivered an [Event]: the adapter ("onebotv11", "icqq"),
+// the receiving bot's account id, and the ids the platform gave this copy.
 type Identity struct {
 	Adapter       string
 	BotID         string
@@ -20,11 +19,9 @@ type Identity struct {
 	NativeEventID string // an adapter's own id for notices and requests (a request flag)
 
 	// Timestamp is when the platform says the event happened: for a message,
-	// its send time (OneBot's and icqq's "time", Unix seconds), never the time
-	// the adapter received it. Copies of one message carry the same send time,
-	// to the platform's resolution; a message the user sent again carries a
-	// later one, which is how the correlator tells the two apart (see
-	// [CorrelatorConfig.TimestampTolerance]). Zero if unknown.
+	// its send time (OneBot's and icqq's "time"), never the time the adapter
+	// received it. Copies carry the same send time and a repeat a later one,
+	// which is how the correlator tells them apart. Zero if unknown.
 	Timestamp time.Time
 }
 
@@ -32,13 +29,10 @@ type Identity struct {
 // same logical event, seen by several bots or adapters, arrives as several
 // Events with different identities; an [EventCorrelator] recognises them.
 //
-// An Event is plain data: observing it records nothing in it, so it may be
-// copied, reused and observed by several correlators. What a correlator
-// concluded comes back in the [Observation].
+// An Event is plain data: observing it records nothing in it; what a
+// correlator concluded comes back in the [Observation].
 type Event struct {
-	// Kind is "message", "notice" or "request". Events of other kinds (such as
-	// "meta_event") are never correlated.
-	Kind     string
+	Kind     string // "message", "notice" or "request"; others are not correlated
 	Identity Identity
 
 	MessageType string // "group" or "private", for messages
@@ -122,9 +116,8 @@ func (ev *Event) appendCanonical(buf []byte) (_ []byte, ok bool) {
 	return buf, false
 }
 
-// CorrelationKey returns the key under which copies of the event are
-// correlated: the first 128 bits of the SHA-256 of [Event.CanonicalForm]. It
-// returns the zero key for kinds that are not correlated.
+// CorrelationKey returns the first 128 bits of the SHA-256 of
+// [Event.CanonicalForm], or the zero key for kinds that are not correlated.
 func (ev *Event) CorrelationKey() CorrelationKey {
 	var stack [512]byte
 	buf, ok := ev.appendCanonical(stack[:0])
@@ -135,21 +128,17 @@ func (ev *Event) CorrelationKey() CorrelationKey {
 	return CorrelationKey(sum[:len(CorrelationKey{})])
 }
 
-// CanonicalForm returns the readable form of the event's correlation key, the
-// bytes whose digest is [Event.CorrelationKey], for debugging: netstrings of
-// the kind, its fields and the content [Signature], such as
-//
-//	7:message,5:group,3:286,5:25258,4:text,7:the bot,
-//
-// It returns "" for kinds that are not correlated. The form holds the whole
-// text of the message; the correlator keeps only the digest.
+// CanonicalForm returns, for debugging, the bytes whose digest is
+// [Event.CorrelationKey]: netstrings of the kind, its fields and the content
+// [Signature], such as "7:message,5:group,3:286,5:25258,4:text,7:the bot,"; ""
+// for kinds that are not correlated.
 func (ev *Event) CanonicalForm() string {
 	buf, _ := ev.appendCanonical(nil)
 	return string(buf)
 }
 
-// CorrelationKey identifies a logical event across deliveries: a 128-bit digest
-// of its canonical form. Its zero value means "not correlated".
+// CorrelationKey identifies a logical event across deliveries: a 128-bit
+// digest of its canonical form; zero means "not correlated".
 type CorrelationKey [16]byte
 
 // String returns the key in hex.

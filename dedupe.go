@@ -8,13 +8,11 @@ import (
 	"time"
 )
 
-// Deduper runs the processing of each message once: it claims the message's
-// key before running the caller's function and marks it only after the function
-// succeeded, so a failure leaves the message to the platform's retry, and two
-// concurrent copies never both run. A Deduper is safe for concurrent use.
-//
-// A Deduper may start one goroutine, to release claims and write marks that its
-// store failed to take at first (see [WithFallback]); the goroutine ends when
+// Deduper runs each message's processing once: it claims the key before
+// running the caller's function and marks it only after the function succeeded,
+// so a failure is left to the platform's retry and two concurrent copies never
+// both run. It is safe for concurrent use. It may start one goroutine, for work
+// its store failed to take at first (see [WithBacklog]); the goroutine ends when
 // that work is done, and [Deduper.Close] stops it.
 type Deduper struct {
 	settings
@@ -47,14 +45,13 @@ type settings struct {
 // An Option configures a [Deduper], in [New] or [Deduper.With].
 type Option func(*settings)
 
-// WithTTL sets how long a processed message stays marked. Zero (the default)
-// uses the store's default TTL, 24 h unless the store was configured otherwise.
+// WithTTL sets how long a processed message stays marked (default 0: the
+// store's default TTL).
 func WithTTL(ttl time.Duration) Option { return func(s *settings) { s.ttl = ttl } }
 
 // WithLease sets how long a claim holds a message while it is processed
-// (default [DefaultLease]; zero or less keeps the default). If the process
-// dies, another copy of the message can be processed once the lease runs out.
-// Do renews the lease while fn runs, see [WithRenewal].
+// (default [DefaultLease]; zero or less keeps it): if the process dies, another
+// copy can be processed once the lease runs out.
 func WithLease(lease time.Duration) Option {
 	return func(s *settings) {
 		if lease > 0 {
@@ -63,10 +60,9 @@ func WithLease(lease time.Duration) Option {
 	}
 }
 
-// WithRenewal sets how often Do extends the lease of a claim while fn runs.
-// The default is a third of the lease; zero or less turns renewal off. An
-// interval longer than half the lease would let the lease run out between two
-// renewals, so it is clamped to a third of the lease.
+// WithRenewal sets how often Do extends a claim's lease while fn runs: by
+// default a third of the lease; zero or less turns renewal off. An interval
+// over half the lease could let it lapse, so it is clamped to a third.
 func WithRenewal(every time.Duration) Option {
 	return func(s *settings) {
 		s.renew = every
@@ -76,21 +72,16 @@ func WithRenewal(every time.Duration) Option {
 	}
 }
 
-// WithWait makes Do wait, for at most max, when another caller holds the
-// message's claim, instead of returning [ErrInFlight] at once. Do then asks
-// the store again, with a backoff from 5 ms to 250 ms, until the owner marks the
-// message (Do returns [ErrDuplicate]), releases it or its lease runs out (Do
-// claims it and runs fn, after the owner, never beside it), or max or the
-// context ends (Do returns [ErrInFlight]). Zero or less (the default) does not
-// wait. [Stats] counts the waits and their outcomes.
-//
-// An HTTP gateway uses it to answer a copy that arrives while the first is
-// being processed with the first's outcome: acknowledged if it succeeded,
-// failed (so the platform retries) if it did not.
+// WithWait makes Do wait up to max when another caller holds the message's
+// claim, asking the store again with a backoff from 5 ms to 250 ms, until the
+// owner marks it (Do returns [ErrDuplicate]), releases it or its lease runs out
+// (Do runs fn, after the owner, never beside it), or max or ctx ends (Do returns
+// [ErrInFlight]). Zero or less (the default) does not wait. An HTTP gateway uses
+// it to answer a copy with the first copy's outcome.
 func WithWait(max time.Duration) Option { return func(s *settings) { s.wait = max } }
 
-// WithLogger sets the logger for the Deduper's records: each verdict at debug
-// level, store errors at warn. The default discards them.
+// WithLogger sets the logger for verdicts (debug) and store errors (warn).
+// The default discards them.
 func WithLogger(l *slog.Logger) Option {
 	return func(s *settings) {
 		if l != nil {
@@ -99,8 +90,8 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithTraceID sets how the trace id of a log record is found in a context. The
-// default reads the id set by [ContextWithTraceID].
+// WithTraceID sets how a log record's trace id is found in a context (default
+// [TraceID]).
 func WithTraceID(f func(context.Context) string) Option {
 	return func(s *settings) {
 		if f != nil {
@@ -110,7 +101,7 @@ func WithTraceID(f func(context.Context) string) Option {
 }
 
 // WithClock sets the clock of the fallback's retry period and of the backlog
-// (default time.Now). Stores keep their own clocks.
+// (default time.Now); stores keep their own.
 func WithClock(now func() time.Time) Option {
 	return func(s *settings) {
 		if now != nil {
@@ -120,8 +111,8 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
-// New returns a Deduper over store. A nil store gets a new [MemoryStore] with
-// default settings. The Deduper does not close the store.
+// New returns a Deduper over store, which it does not close; a nil store gets
+// a new [MemoryStore].
 func New(store Store, opts ...Option) *Deduper {
 	if store == nil {
 		store = NewMemoryStore(MemoryConfig{})
@@ -142,10 +133,9 @@ func New(store Store, opts ...Option) *Deduper {
 	return d
 }
 
-// With returns a Deduper that shares d's store, counters and backlog, with
-// opts applied over d's options: one Deduper serves several platforms, each
-// with its own TTL, lease or wait. A fallback option in opts gives the new
-// Deduper a fallback of its own; otherwise it shares d's.
+// With returns a Deduper sharing d's store, counters and backlog, with opts
+// applied over d's options, so that one Deduper serves several platforms each
+// with its own TTL or wait. A fallback option gives it a fallback of its own.
 func (d *Deduper) With(opts ...Option) *Deduper {
 	n := &Deduper{settings: d.settings, fb: d.fb, shared: d.shared}
 	n.apply(opts)
@@ -168,11 +158,9 @@ func (d *Deduper) apply(opts []Option) {
 // Store returns the primary store.
 func (d *Deduper) Store() Store { return d.shared.store }
 
-// Close stops the Deduper's background work and waits for it: releases and
-// marks still queued for the primary store are dropped and counted in
-// [Stats].Dropped. Close does not close the stores. It is idempotent, and
-// closes the backlog that every Deduper made by [Deduper.With] shares; Do goes
-// on working afterwards, without a backlog.
+// Close stops the background work shared by the Dedupers made with
+// [Deduper.With] and waits for it; queued work is dropped ([Stats].Dropped).
+// It does not close the stores, and Do goes on working. It is idempotent.
 func (d *Deduper) Close() error {
 	d.shared.backlog.close(&d.shared.counters)
 	return nil
@@ -188,22 +176,20 @@ const abandonTimeout = time.Second
 
 // Do runs fn once for the message key identifies:
 //   - If the key is marked, Do returns [ErrDuplicate] without running fn.
-//   - If another caller holds a claim on it, Do returns [ErrInFlight] without
+//   - If another caller holds its claim, Do returns [ErrInFlight] without
 //     running fn, or first waits for that caller (see [WithWait]).
 //   - Otherwise Do claims it and runs fn with ctx. If fn returns nil, Do marks
-//     the key for the Deduper's TTL and returns nil. If fn returns an error,
-//     Do releases the claim, so that the platform's retry is processed, and
-//     returns fn's error unchanged. If fn panics, Do releases the claim and the
-//     panic goes on.
+//     the key and returns nil. If fn returns an error or panics, Do releases
+//     the claim, so the platform's retry is processed, and returns the error
+//     unchanged (or lets the panic go on).
 //
-// While fn runs, Do renews the claim's lease (see [WithRenewal]). A store error
-// while claiming is returned and fn is not run (see [WithFallback]); if the
+// Do renews the lease while fn runs ([WithRenewal]). A store error while
+// claiming is returned without running fn ([WithFallback] changes that); if the
 // store may have taken the claim all the same (a lost reply, a deadline passed
-// mid-call), Do asks once more with the same claim token when ctx allows, and
-// otherwise releases the claim by its token, so that a failed call strands no
-// claim. If fn succeeded but the mark failed, Do returns an error wrapping the
-// store's; the claim then stays until its lease runs out, so copies arriving
-// meanwhile are still refused as in flight.
+// mid-call), Do asks again with the same token while ctx allows, or else
+// releases it by its token, so a failed call strands no claim. If fn succeeded
+// but the mark failed, Do returns an error wrapping the store's and the claim
+// holds until its lease runs out.
 func (d *Deduper) Do(ctx context.Context, key Key, fn func(context.Context) error) error {
 	if err := key.Validate(); err != nil {
 		return err

@@ -1,65 +1,43 @@
 // Package dedupe makes a chat-bot or AI-agent gateway process every platform
-// message exactly once.
+// message exactly once. Platforms deliver webhooks at least once (retries on
+// timeouts, proxies retrying 502s, restarts, several bots in one group); a
+// gateway wraps its dispatch in [Deduper.Do] and each message runs once.
 //
-// Messaging platforms (Telegram, Slack, Feishu/Lark, Discord, QQ through
-// OneBot and the official bot API) deliver webhooks at least once: they retry on
-// timeouts, proxies retry on 502 and 504, consumers rebalance, pods restart.
-// Without deduplication the AI core answers twice, pays for two model calls, or
-// runs an action twice. A gateway imports this package and wraps its dispatch in
-// [Deduper.Do].
+// # Keys, marks and claims
 //
-// # Keys
-//
-// A [Key] names one platform message: a channel (the adapter or platform, such
-// as "telegram") and the platform's message id. Its text form is
-// "{channel}:{message_id}", the key the NekoBot gateway stores. [ExtractKey]
-// finds the id in an adapter's parsed message; [ParseKey] reads the text form.
-// Large numeric ids must stay exact: decode JSON with UseNumber, or ExtractKey
-// refuses ids that a float64 cannot hold.
-//
-// # Marks, claims, TTLs and leases
-//
-// A [Store] holds two kinds of entries. A mark says a message was processed; it
-// lasts for a TTL (default 24 h, longer than any platform keeps retrying), after
-// which the message counts as new again. A ttl of 0 or less means the store's
-// default. A claim says a message is being processed right now; it lasts for a
-// lease (default 5 min), after which a copy can claim it again, so a gateway that
-// died mid-message does not block that message forever. [Store.Claim] is one
-// atomic step: it reports [Duplicate] for a marked key, [InFlight] for a claimed
-// one, and otherwise hands out a claim with a token that [Store.Extend] and
-// [Store.Release] check. Marking clears any claim.
+// A [Key] is "{channel}:{message_id}", the key the NekoBot Python gateway
+// stores. A [Store] holds marks (processed; kept for a TTL, default 24 h) and
+// claims (being processed; held for a lease, default 5 min, so a crashed
+// gateway does not block a message forever). A TTL or lease of 0 or less means
+// the store's default. [Store.Claim] is one atomic step, idempotent by the
+// token of a [Claim] the caller makes with [NewClaim]. Exists then Mark is two
+// steps and races between concurrent copies: use Claim, or Do.
 //
 // # Exactly once around dispatch
 //
-// [Deduper.Do] claims the key, runs the caller's function, and marks the key
-// only after the function succeeded, so a failed delivery is released for the
-// platform's retry and two concurrent copies never both run. It renews the lease
-// while the function runs, counts every verdict ([Deduper.Stats]) and logs them
-// with [log/slog].
+// [Deduper.Do] claims the key, runs the function, and marks the key only after
+// it succeeded: a failure is released for the platform's retry, and two copies
+// never run at once. It renews the lease while the function runs, settles
+// claims whose store call failed ambiguously, can wait for the owner of a copy
+// in flight ([WithWait]), and can fail over to a local store ([WithFallback]).
 //
 // # Stores
 //
-// [MemoryStore] (the default) is a sharded LRU with TTLs for one process.
-// [SQLiteStore] survives restarts and shares its table with the NekoBot Python
-// gateway. The nested modules github.com/gatewaykit/dedupe/redis and
-// github.com/gatewaykit/dedupe/postgres are shared by many gateway instances.
-// Package dedupetest is the conformance suite every store passes.
+// [MemoryStore] (the default) is a sharded LRU with TTLs, optionally
+// snapshotted to disk; [SQLiteStore] survives restarts and shares NekoBot's
+// table; [LayeredStore] puts a fast local layer in front of a shared one. The
+// modules github.com/gatewaykit/dedupe/redis and .../postgres are shared by
+// many gateway instances. Package dedupetest is the conformance suite.
 //
 // # Cross-adapter correlation
 //
-// One logical message can reach the gateway several times with different ids:
-// several bots in one group, or several adapters for one account. A
-// [Correlator] recognises such copies by a content fingerprint within a short
-// window, marks them as duplicates without dropping them, and lets each handler
-// of its [Router] choose whether to see them.
+// An [EventCorrelator] recognises one logical message delivered by several
+// bots or adapters, with different ids, by a content [Signature] within a
+// short window, and marks the copies without dropping them; package multibot
+// routes them to handlers.
 //
-// # Gateway kit
-//
-// Platform presets ([Preset]) know which id to key on and how long each
-// platform retries; package dedupehttp is net/http middleware; a [Sequencer]
-// hands messages on in order; the nested module
-// github.com/gatewaykit/dedupe/prometheus exports the counters.
-//
-// Every type in this package is safe for concurrent use unless its
-// documentation says otherwise.
+// Package platform (presets that authenticate each platform's webhooks),
+// dedupehttp (net/http middleware), sequence (ordered processing) and the
+// prometheus module complete the gateway kit. Every type in this package is
+// safe for concurrent use unless its documentation says otherwise.
 package dedupe

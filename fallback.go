@@ -18,25 +18,18 @@ const (
 )
 
 // WithFallback makes the Deduper keep working on local, typically a
-// [MemoryStore], when the primary store fails.
+// [MemoryStore], when the primary store fails. Without it the Deduper fails
+// closed: Do returns the store's error and the platform retries.
 //
-// Every claim is then taken on local first and on the primary second, so two
-// copies of a message in this process never run at the same time, whichever
-// store was answering when each arrived. A claim the primary fails to take
-// (other than for an invalid key, a full or closed store, or the caller's
-// context) is served by local alone and counted in [Stats].Fallbacks. After
-// three such failures in a row local serves alone for the retry period
-// (default 5 s, see [WithFallbackRetry]); then one call probes the primary
-// before the others go back to it.
-//
-// Every processed message is marked on local too. A mark the primary fails to
-// take, or that is made while local serves alone, is queued and written to the
-// primary as soon as it answers again (see [WithBacklog]), so copies reaching
-// other gateway instances later are recognised. During an outage, copies that
-// reach different instances are not deduplicated against each other.
-//
-// Without this option the Deduper fails closed: Do returns the store's error
-// without running fn, and the platform's retry tries again.
+// Claims are then taken on local first and on the primary second, so two copies
+// in this process never run at once whichever store answered. A claim the
+// primary fails to take (other than an invalid key, a full or closed store or
+// the caller's context) is served by local alone ([Stats].Fallbacks). After three
+// failures in a row local serves alone for [WithFallbackRetry]'s period; then one
+// call probes the primary before the others return to it. Every processed
+// message is marked on local too, and a mark the primary did not take is queued
+// ([WithBacklog]) and written to it once it answers, so copies that reach other
+// instances later are recognised; during the outage they are not.
 func WithFallback(local Store) Option {
 	return func(s *settings) {
 		s.local = local
@@ -44,9 +37,9 @@ func WithFallback(local Store) Option {
 	}
 }
 
-// WithFallbackRetry sets how long the fallback store of [WithFallback] serves
-// alone after the primary failed three times in a row, before one call probes
-// the primary again (default 5 s; zero or less keeps the default).
+// WithFallbackRetry sets how long the fallback of [WithFallback] serves alone
+// after three primary failures in a row, before a call probes the primary
+// (default 5 s; zero or less keeps it).
 func WithFallbackRetry(every time.Duration) Option {
 	return func(s *settings) {
 		if every > 0 {
@@ -56,11 +49,10 @@ func WithFallbackRetry(every time.Duration) Option {
 	}
 }
 
-// WithBacklog bounds the queue of work the primary store failed to take and
-// that the Deduper does later: marks made while the fallback served, and
-// releases of claims whose Claim call failed ambiguously (default 10000; zero
-// or less keeps the default). Beyond it new work is dropped and counted in
-// [Stats].Dropped.
+// WithBacklog bounds the queue of work the primary store failed to take, done
+// later by one goroutine: marks made while the fallback served, and releases of
+// claims whose Claim failed ambiguously (default 10000; zero or less keeps it).
+// Work beyond it is dropped and counted in [Stats].Dropped.
 func WithBacklog(n int) Option {
 	return func(s *settings) {
 		if n > 0 {

@@ -19,9 +19,9 @@ const (
 	MaxMessageIDLen = 256
 )
 
-// Key identifies one platform message: the channel (adapter or platform name,
-// such as "telegram" or "qq") and the platform's message id. Its text form,
-// "{channel}:{message_id}", is the key the NekoBot gateway stores.
+// Key identifies one platform message: the channel (adapter or platform, such
+// as "telegram") and the platform's message id, "{channel}:{message_id}" as
+// text, the key the NekoBot gateway stores.
 type Key struct {
 	Channel   string
 	MessageID string
@@ -32,10 +32,9 @@ func (k Key) String() string {
 	return k.Channel + ":" + k.MessageID
 }
 
-// Validate reports whether k can be stored. Both parts must be non-empty valid
-// UTF-8 without control characters and within [MaxChannelLen] and
-// [MaxMessageIDLen]; the channel must not contain ':'. The error wraps
-// [ErrInvalidKey].
+// Validate reports whether k can be stored: both parts non-empty UTF-8 without
+// control characters, within [MaxChannelLen] and [MaxMessageIDLen], and no ':'
+// in the channel. The error wraps [ErrInvalidKey].
 func (k Key) Validate() error {
 	if err := checkPart("channel", k.Channel, MaxChannelLen); err != nil {
 		return err
@@ -94,24 +93,20 @@ func ParseKey(s string) (Key, error) {
 // representable in a float64 (2^53).
 const maxExactFloat = 1 << 53
 
-// ExtractKey finds the platform message id in an adapter's parsed message and
-// returns the key for channel. Its input is not a platform's webhook body but
-// the message an adapter has already parsed, in the NekoBot gateway's layout
-// (a top-level message_id, or one under metadata); for raw webhook bodies use
-// the presets of package platform, which also authenticate them. The two
-// disagree on purpose for OneBot: ExtractKey keys on the message id alone
-// ("onebot:<message_id>", as NekoBot stores it), while the OneBot preset's key
-// includes the bot's id ("onebot:<self_id>:<message_id>"), since OneBot counts
-// message ids per bot; do not mix the two on one store. It looks, in order, at
-// parsed["metadata"]["message_id"], parsed["metadata"][channel+"_message_id"] and
-// parsed["message_id"], and skips values that are absent, nil, "", false or
-// numeric zero, as the NekoBot gateway does.
+// ExtractKey finds the message id in a message an adapter has already parsed,
+// in the NekoBot gateway's layout, and returns the key for channel. It looks at
+// parsed["metadata"]["message_id"], parsed["metadata"][channel+"_message_id"]
+// and parsed["message_id"], in that order, skipping absent, nil, "", false and
+// zero values, as NekoBot does. For raw webhook bodies use package platform,
+// whose presets also authenticate them; note that its OneBot key includes the
+// bot ("onebot:<self_id>:<message_id>", since OneBot counts ids per bot) while
+// ExtractKey's does not ("onebot:<message_id>", as NekoBot stores it), so do not
+// mix the two on one store.
 //
-// Strings, [json.Number] and integers are taken as written. A float64 (what
-// encoding/json gives without UseNumber) is taken only when it is integral and at
-// most 2^53: larger ids, such as Discord snowflakes, have already lost digits, so
-// ExtractKey returns [ErrInvalidKey] rather than a wrong key. Decode with
-// [json.Decoder.UseNumber] to keep them. No usable id gives [ErrNoMessageID].
+// Strings, [json.Number] and integers are taken as written; a float64 only
+// when integral and at most 2^53, since larger ids (Discord snowflakes) have
+// lost digits: decode with [json.Decoder.UseNumber]. A bad id gives
+// [ErrInvalidKey], no usable id [ErrNoMessageID].
 func ExtractKey(channel string, parsed map[string]any) (Key, error) {
 	if err := checkPart("channel", channel, MaxChannelLen); err != nil {
 		return Key{}, err

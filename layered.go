@@ -23,40 +23,26 @@ const (
 )
 
 // LayeredStore is a [Store] made of layers checked in order: fast local layers
-// in front, and the authoritative store, shared by every gateway instance, at
-// the back. The common duplicate, a platform's retry of a message this
-// instance processed moments ago, is answered by a front layer without a
-// round trip to the shared store:
+// in front (a [MemoryStore] with a window of two or three times the platform's
+// retry interval), the authoritative store shared by every gateway instance at
+// the back. A platform's retry of a message this instance processed moments
+// ago is answered by a front layer, without a round trip to the shared store:
 //
 //   - Claim answers [Duplicate] from the first front layer holding a mark, and
-//     otherwise claims on the last layer, which decides. A duplicate found
-//     there is copied to the front layers.
-//   - Mark marks the last layer first, with ttl, then each front layer with
-//     its own default TTL (its window, set in its own config), or with ttl if
-//     that is shorter, so that no layer remembers a message longer than the
-//     authoritative one. (The front's window is known for the stores of this
-//     package; give other front stores a default TTL no longer than the last
-//     layer's.) A front layer's failure is not the caller's: the
+//     otherwise claims on the last layer, which decides; a duplicate found there
+//     is copied to the front.
+//   - Mark marks the last layer with ttl, then each front layer for its own
+//     default TTL, or ttl if shorter. A front layer's failure is ignored: the
 //     authoritative mark was written.
-//   - Exists asks the layers front to back and copies a mark found behind to
-//     the layers in front of it.
+//   - Exists asks front to back and copies a mark found behind to the front.
 //   - Extend and Release go to the last layer, which alone holds claims.
 //
-// A mark copied to the front from behind gets the front's window, since a
-// Store does not tell how long a mark has left: a front layer may answer
-// Duplicate for up to its window after the last layer's TTL has passed. Keep
-// front windows short (minutes, two or three times the platform's retry
-// interval) beside TTLs of hours.
-//
-// The layers are named as ClawBridge names its dedupe phases: the last one
-// "business", the front one "transport" (with more than two layers,
-// "transport1", "transport2", …). Which layer answered is counted under
-// these names ([LayeredStore.Answered]) and, through a
-// [Deduper], logged as "layer" and counted in [Stats].Layers. The front layers
-// see every mark of this process; they are not shared, so a copy that reaches
-// another instance is decided by the last layer.
-//
-// A LayeredStore is safe for concurrent use. Close closes every layer.
+// A mark copied to the front gets the front's window, since a Store does not
+// tell how long a mark has left: keep front windows short (minutes) beside TTLs
+// of hours. The layers are named as ClawBridge names its dedupe phases, the last
+// "business" and the front "transport" ("transport1", "transport2", … with more
+// than two); [LayeredStore.Answered], [Stats].Layers and the Deduper's log
+// records ("layer") say which answered. Close closes every layer.
 type LayeredStore struct {
 	layers   []Store
 	names    []string
@@ -65,8 +51,8 @@ type LayeredStore struct {
 
 var _ Store = (*LayeredStore)(nil)
 
-// NewLayered returns a store over layers, front first; the last is
-// authoritative. It needs at least two layers and no nil one.
+// NewLayered returns a store over two or more non-nil layers, front first, the
+// last authoritative.
 func NewLayered(layers ...Store) (*LayeredStore, error) {
 	if len(layers) < 2 {
 		return nil, fmt.Errorf("dedupe: layered: %d layers, want at least two (a front layer and the authoritative one)", len(layers))
@@ -94,8 +80,8 @@ func NewLayered(layers ...Store) (*LayeredStore, error) {
 
 func (l *LayeredStore) back() Store { return l.layers[len(l.layers)-1] }
 
-// Exists reports whether key is marked in any layer, asking them front to
-// back, and copies a mark found behind to the layers in front of it.
+// Exists asks the layers front to back, copying a mark found behind to the
+// layers in front of it.
 func (l *LayeredStore) Exists(ctx context.Context, key Key) (bool, error) {
 	for i, st := range l.layers {
 		ok, err := st.Exists(ctx, key)
@@ -115,7 +101,7 @@ func (l *LayeredStore) Exists(ctx context.Context, key Key) (bool, error) {
 }
 
 // Mark marks key on the last layer for ttl, then on each front layer for its
-// own default TTL.
+// own default TTL, or ttl if that is shorter.
 func (l *LayeredStore) Mark(ctx context.Context, key Key, ttl time.Duration) error {
 	if err := l.back().Mark(ctx, key, ttl); err != nil {
 		return err
@@ -124,8 +110,8 @@ func (l *LayeredStore) Mark(ctx context.Context, key Key, ttl time.Duration) err
 	return nil
 }
 
-// Claim answers [Duplicate] from the first front layer that holds a mark of
-// c.Key, and otherwise claims on the last layer.
+// Claim answers Duplicate from the first front layer holding a mark of c.Key,
+// or else claims on the last layer.
 func (l *LayeredStore) Claim(ctx context.Context, c Claim, lease time.Duration) (Status, error) {
 	st, _, err := l.claim(ctx, c, lease)
 	return st, err
@@ -195,9 +181,8 @@ func (l *LayeredStore) Close() error {
 	return errors.Join(errs...)
 }
 
-// Answered returns, by layer name, how many Exists and Claim calls each
-// layer answered: a front layer by holding a mark, the last layer by
-// deciding.
+// Answered returns, by layer name, the Exists and Claim calls each layer
+// answered.
 func (l *LayeredStore) Answered() map[string]uint64 {
 	m := make(map[string]uint64, len(l.layers))
 	for i := range l.layers {

@@ -16,56 +16,39 @@ import (
 
 // MemoryConfig configures a [MemoryStore]. The zero value gives the defaults.
 type MemoryConfig struct {
-	// TTL is how long a mark lasts when Mark is given ttl <= 0. Default 24 h.
-	TTL time.Duration
-	// Lease is how long a claim lasts when Claim is given lease <= 0. Default 5 min.
-	Lease time.Duration
-	// MaxSize bounds the number of marks held. When it is reached, marking one
-	// more evicts the least recently used mark of the key's shard. Default
-	// 10000.
+	TTL   time.Duration // for Mark with ttl <= 0; default 24 h
+	Lease time.Duration // for Claim and Extend with lease <= 0; default 5 min
+	// MaxSize bounds the marks held: one more evicts the least recently used
+	// mark of its shard. Default 10000.
 	MaxSize int
-	// MaxClaims bounds the number of claims held. Claims are never evicted: a
-	// Claim beyond the bound fails with [ErrStoreFull] until claims are marked,
-	// released or expire. Default MaxSize.
+	// MaxClaims bounds the claims held, which are never evicted: beyond it
+	// Claim fails with [ErrStoreFull]. Default MaxSize.
 	MaxClaims int
-	// Now is the store's clock. By default the store reads the monotonic clock,
-	// so that a change of the wall clock does not shorten or lengthen TTLs.
+	// Now is the store's clock. Default: the monotonic clock, so that a change
+	// of the wall clock does not shorten or lengthen TTLs.
 	Now func() time.Time
-
-	// SnapshotPath, if set, is a file that [OpenMemoryStore] loads marks from
-	// and writes them to every SnapshotInterval and on Close, so that a
-	// restarted gateway remembers what it processed. [NewMemoryStore]
-	// ignores it.
-	SnapshotPath string
-	// SnapshotInterval is how often a snapshot is written. Default 1 min.
+	// SnapshotPath is the file [OpenMemoryStore] loads marks from and writes
+	// them to every SnapshotInterval (default 1 min) and on Close, so that a
+	// restarted gateway remembers what it processed. [NewMemoryStore] ignores
+	// these three fields; Logger receives the errors of background snapshots
+	// (default slog.Default()).
+	SnapshotPath     string
 	SnapshotInterval time.Duration
-	// Logger receives the errors of snapshots written in the background.
-	// Default slog.Default().
-	Logger *slog.Logger
+	Logger           *slog.Logger
 }
 
 // defaultMemorySize is the default [MemoryConfig.MaxSize].
 const defaultMemorySize = 10000
 
-// MemoryStore is a [Store] held in process memory: marks with a TTL in a
-// bounded LRU, and claims beside it. It is the default store of [New], right
-// for a single gateway process whose marks need not survive a restart.
+// MemoryStore is a [Store] in process memory, the default store of [New]: marks
+// with a TTL in a bounded LRU, and claims beside it. It runs no goroutine.
 //
-// The store is split into shards by a hash of the key, each a mutex, an LRU of
-// marks and a map of claims, so concurrent callers on different keys rarely
-// contend. The LRU order is kept per shard: when the store is full, the mark
-// evicted is the least recently used of the new key's shard, which is not
-// always the least recently used of the whole store. Exists, Claim and Mark
-// count as uses. Evicting a mark is normal: the message would count as new if
-// the platform sent it again, so size MaxSize to hold the marks of one TTL.
-//
-// Claims are pinned: no number of new keys evicts a claim while its message is
-// processed, so a flood cannot let a second copy run beside the first. They
-// are bounded by [MemoryConfig].MaxClaims instead, beyond which Claim fails
-// with [ErrStoreFull]. Expired entries are dropped when they are next touched,
-// evicted or, for claims, when the store is full; the store runs no goroutine.
-//
-// A MemoryStore is safe for concurrent use.
+// Shards by a hash of the key, each a mutex, an LRU of marks and a map of
+// claims, keep callers on different keys apart. A full store evicts the least
+// recently used mark of the new key's shard (Exists, Claim and Mark are uses):
+// size MaxSize to hold the marks of one TTL. Claims are pinned, never evicted,
+// so a flood cannot let a second copy run beside the first; beyond
+// [MemoryConfig].MaxClaims, Claim fails with [ErrStoreFull].
 type MemoryStore struct {
 	ttl, lease time.Duration
 	now        func() time.Time // nil: monotonic time since base
@@ -105,8 +88,8 @@ const (
 	maxShards    = 64
 )
 
-// NewMemoryStore returns an empty memory store configured by cfg. It starts
-// no goroutine and ignores cfg's snapshot settings; see [OpenMemoryStore].
+// NewMemoryStore returns an empty memory store configured by cfg, ignoring its
+// snapshot fields (see [OpenMemoryStore]).
 func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	cfg.TTL = orDefault(cfg.TTL, DefaultTTL)
 	cfg.Lease = orDefault(cfg.Lease, DefaultLease)
@@ -180,8 +163,7 @@ func (s *MemoryStore) Exists(ctx context.Context, key Key) (bool, error) {
 	return false, key.Validate()
 }
 
-// Mark records key as processed for ttl (ttl <= 0: the configured TTL), replacing
-// any mark or claim on it.
+// Mark records key as processed for ttl (ttl <= 0: the configured TTL).
 func (s *MemoryStore) Mark(ctx context.Context, key Key, ttl time.Duration) error {
 	if err := checkCall(ctx, s.closed.Load(), key); err != nil {
 		return err
@@ -200,10 +182,9 @@ func (s *MemoryStore) Mark(ctx context.Context, key Key, ttl time.Duration) erro
 	return nil
 }
 
-// Claim takes c.Key for c.Token, for lease (lease <= 0: the configured lease),
-// unless it is marked or claimed by another token. See [Store.Claim]. If the
-// store already holds MaxClaims claims, it drops the expired ones and, if that
-// frees none, fails with [ErrStoreFull].
+// Claim takes c.Key for c.Token unless it is marked or claimed by another
+// token; see [Store.Claim]. With MaxClaims claims held, it drops the expired
+// ones, and fails with [ErrStoreFull] if that frees none.
 func (s *MemoryStore) Claim(ctx context.Context, c Claim, lease time.Duration) (Status, error) {
 	if err := checkCall(ctx, s.closed.Load(), c.Key); err != nil {
 		return 0, err
@@ -265,8 +246,7 @@ func (s *MemoryStore) dropExpiredClaims(now int64) {
 	}
 }
 
-// Extend renews the lease of c to lease from now (lease <= 0: the configured
-// lease) if c still holds its key, and otherwise returns [ErrNotOwner].
+// Extend renews c's lease if c still holds its key; see [Store.Extend].
 func (s *MemoryStore) Extend(ctx context.Context, c Claim, lease time.Duration) error {
 	lease = orDefault(lease, s.lease)
 	return s.update(ctx, "extend", c, func(sh *memShard, now int64) {
@@ -274,8 +254,7 @@ func (s *MemoryStore) Extend(ctx context.Context, c Claim, lease time.Duration) 
 	})
 }
 
-// Release drops c's claim if c still holds its key, and otherwise returns
-// [ErrNotOwner].
+// Release drops c's claim if c still holds its key; see [Store.Release].
 func (s *MemoryStore) Release(ctx context.Context, c Claim) error {
 	return s.update(ctx, "release", c, func(sh *memShard, _ int64) {
 		delete(sh.claims, c.Key)
@@ -305,8 +284,8 @@ func (s *MemoryStore) defaultTTL() time.Duration { return s.ttl }
 // Backend returns "memory".
 func (s *MemoryStore) Backend() string { return "memory" }
 
-// Close empties the store. Later calls return [ErrClosed]. A store with a
-// snapshot file writes a last snapshot first and returns its error. Close is
+// Close empties the store, after writing a last snapshot if it has a snapshot
+// file (returning that error). Later calls return [ErrClosed]. Close is
 // idempotent.
 func (s *MemoryStore) Close() error {
 	if s.closed.Swap(true) {
@@ -329,8 +308,8 @@ func (s *MemoryStore) Close() error {
 	return err
 }
 
-// Len returns the number of marks and claims held, expired ones not yet
-// dropped included.
+// Len returns the number of marks and claims held, expired ones not yet dropped
+// included.
 func (s *MemoryStore) Len() int {
 	n := 0
 	for i := range s.shards {

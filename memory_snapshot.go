@@ -26,17 +26,12 @@ const defaultSnapshotInterval = time.Minute
 
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
-// OpenMemoryStore returns a memory store configured by cfg, filled with the
-// marks of the snapshot at cfg.SnapshotPath, if there is one, and writing a
-// snapshot there every cfg.SnapshotInterval and on Close (see
-// [MemoryConfig]). Marks that expired meanwhile are skipped; claims are never
-// written, so a message in flight when the process stopped is processed again
-// if the platform sends it again.
-//
-// OpenMemoryStore always returns a usable store. If the snapshot cannot be
-// read, or is corrupt, truncated or not a snapshot at all, it is refused
-// whole (the store is never half loaded): the store starts empty, the error
-// says why, and the file is replaced at the next snapshot.
+// OpenMemoryStore returns a memory store loaded with the snapshot at
+// cfg.SnapshotPath, if there is one, that writes a snapshot there every
+// cfg.SnapshotInterval and on Close. Expired marks are skipped; claims are never
+// written. It always returns a usable store: a snapshot that cannot be read, or
+// is corrupt, truncated or foreign, is refused whole (never half loaded), the
+// store starts empty, the error says why, and the next snapshot replaces it.
 func OpenMemoryStore(cfg MemoryConfig) (*MemoryStore, error) {
 	s := NewMemoryStore(cfg)
 	if cfg.SnapshotPath == "" {
@@ -47,9 +42,8 @@ func OpenMemoryStore(cfg MemoryConfig) (*MemoryStore, error) {
 	return s, err
 }
 
-// SaveSnapshot writes the store's live marks to its snapshot file now, by
-// writing a new file and renaming it over the old one, so that a crash leaves
-// either snapshot whole. It does nothing for a store without a SnapshotPath.
+// SaveSnapshot writes the live marks to the snapshot file now, renaming a new
+// file over the old so a crash leaves either whole.
 func (s *MemoryStore) SaveSnapshot() error {
 	if s.snapshotPath == "" {
 		return nil

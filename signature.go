@@ -9,10 +9,8 @@ import (
 	"github.com/gatewaykit/dedupe/internal/canon"
 )
 
-// Segment is one part of a message in the OneBot style: a type such as "text",
-// "at", "image" or "json", and the adapter's data for it. Data holds what the
-// adapter decoded: strings, numbers (float64, integers or [encoding/json.Number]),
-// nested maps and slices.
+// Segment is one part of a message in the OneBot style: a type ("text", "at",
+// "image", "json", …) and the data the adapter decoded for it.
 type Segment struct {
 	Type string
 	Data map[string]any
@@ -20,41 +18,26 @@ type Segment struct {
 
 // Signature returns the content signature of a message: what must be equal for
 // two deliveries to carry the same content, whichever adapter rendered them. It
-// is a sequence of netstrings ("{len}:{bytes},"), a type and a value for each
-// segment, so no two different lists of signatures give one string. The value
-// of each segment type is:
+// is a sequence of netstrings ("{len}:{bytes},"), a type and a value a segment:
 //
-//   - text: the whole text, as written.
-//   - at: the target (data "qq", else "target"); the number 10001 and the
-//     string "10001" are equal. In text, at and face, a value that is not a
-//     string, number or bool is written by the bounded walk of json data.
-//   - face: the face id (data "id", else "face"), numbers and strings equal.
-//   - json, ark: a 128-bit SHA-256 digest of the payload (data "data", else
-//     "content", else the whole data) parsed and written in a canonical form:
-//     object keys sorted, layout whitespace ignored, numbers by value, and a
-//     decoded payload (maps, slices) equal to its JSON text. Text that does
-//     not parse, or nests deeper than 256 levels, is digested as trimmed
-//     text. A decoded payload is read to at most 256 levels and 16,384
-//     values; past a limit a fixed marker stands for what was not read, so a
-//     map that contains itself has a signature too. Go values JSON cannot
-//     hold (structs, functions) are read by type name and a bounded
-//     reflection walk, never through their methods or fmt.
-//   - xml: likewise, the XML parsed and written canonically: attributes sorted,
-//     whitespace between elements and around text dropped, comments and
-//     processing instructions ignored.
-//   - image, flash: the content digest (data "md5", else "sha1"), else an MD5
-//     embedded in the file name or id fields ("file", "filename", "file_name",
-//     "file_id", "fileid", "fid", "id"; 32 hex digits, or a {GUID}), else the
-//     normalised URL (data "url", or a "file" that is an http URL: scheme,
-//     default port, user info and fragment dropped, host lower-cased, and only
-//     the identity query parameters fileid, file_id, md5 and fid kept, sorted),
-//     else nothing. Hex digests (md5, sha1) compare case-insensitively; ids
-//     and paths do not.
-//   - video, record, file and unknown types: nothing; the type alone.
-//   - reply: left out entirely, since adapters disagree on whether to send it.
+//   - text: the whole text. at: the target ("qq", else "target"); face: the id
+//     ("id", else "face"); numbers and their strings are equal.
+//   - json, ark: a 128-bit SHA-256 digest of the payload ("data", else
+//     "content", else the whole data) in canonical form: keys sorted,
+//     whitespace ignored, numbers by value, decoded maps equal to their text.
+//     At most 256 levels and 16,384 values are read; a marker stands for the
+//     rest, so a map that contains itself has a signature too. Other Go values
+//     are read by type name and a bounded reflection walk, never through fmt.
+//   - xml: the XML in canonical form (attributes sorted, layout whitespace,
+//     comments and processing instructions dropped).
+//   - image, flash: the digest ("md5", else "sha1"), else an MD5 or {GUID} in
+//     the file name or id fields, else the normalised URL (scheme, default port,
+//     user info and fragment dropped, host lower-cased, only the query
+//     parameters fileid, file_id, md5 and fid kept), else nothing.
+//   - reply: left out, since adapters disagree on sending it; video, record,
+//     file and unknown types: the type alone.
 //
-// An empty message has the empty signature. Signature is deterministic and safe
-// for concurrent use.
+// Signature is deterministic and safe for concurrent use.
 func Signature(segs []Segment) string {
 	return string(appendSignature(nil, segs))
 }

@@ -28,83 +28,52 @@ const (
 
 // SQLiteConfig configures a [SQLiteStore]. The zero value gives the defaults.
 type SQLiteConfig struct {
-	// TTL is how long a mark lasts when Mark is given ttl <= 0. Default 24 h
-	// ([DefaultTTL]).
-	TTL time.Duration
-	// Lease is how long a claim lasts when Claim or Extend is given lease <= 0.
-	// Default 5 min ([DefaultLease]).
-	Lease time.Duration
-	// Table is the marks table, NekoBot's gateway_dedupe by default. Claims
-	// are kept in a table of their own named
-	// Table+"_claims". The name must match [A-Za-z_][A-Za-z0-9_]*, be at most 64
-	// bytes and not start with "sqlite_".
+	TTL   time.Duration // for Mark with ttl <= 0; default 24 h
+	Lease time.Duration // for Claim and Extend with lease <= 0; default 5 min
+	// Table is the marks table, NekoBot's gateway_dedupe by default; claims
+	// go to Table+"_claims". It must match [A-Za-z_][A-Za-z0-9_]*, be at most
+	// 64 bytes and not start with "sqlite_".
 	Table string
-	// Location is the time zone of the naive timestamps in the marks table.
-	// Default time.Local, as NekoBot writes them; set it to the zone of the
-	// NekoBot process that shares the file.
+	// Location is the time zone of the naive timestamps in the marks table:
+	// that of the NekoBot process sharing the file. Default time.Local.
 	Location *time.Location
-	// Now is the store's clock. Default time.Now.
-	Now func() time.Time
-	// CleanupInterval, when > 0, starts a background goroutine that calls
-	// [SQLiteStore.CleanupExpired] at this interval; Close stops it and waits for
-	// it. Default 0: no sweeper, expired rows stay until CleanupExpired is called
-	// (they are absent to every method all the same).
+	Now      func() time.Time // the store's clock; default time.Now
+	// CleanupInterval, when > 0, starts a goroutine that calls
+	// [SQLiteStore.CleanupExpired] at this interval, stopped by Close. Default
+	// 0: expired rows stay until CleanupExpired (absent all the same).
 	CleanupInterval time.Duration
-	// Synchronous is SQLite's synchronous setting for the store's writes:
-	// "FULL" (default) makes every write durable against power loss before the
-	// call returns; "NORMAL" keeps it durable against a crash of the process
-	// but a power loss may undo the last writes. The case is ignored.
+	// Synchronous is "FULL" (the default: every write survives power loss
+	// before the call returns) or "NORMAL" (it survives a crash of the
+	// process, but power loss may undo the last writes).
 	Synchronous string
-	// BusyTimeout bounds how long a write waits for another connection or
-	// process holding the database's write lock before it fails. Default 5 s.
+	// BusyTimeout bounds how long a write waits for another connection's or
+	// process's write lock. Default 5 s.
 	BusyTimeout time.Duration
-	// CleanupBatch bounds the rows of each table that one transaction of
-	// CleanupExpired deletes, so that writers are never blocked for long.
-	// Default 1000.
+	// CleanupBatch bounds the rows per table of one cleanup transaction, so
+	// writers never wait long. Default 1000.
 	CleanupBatch int
-	// Logger receives the errors of the background sweeper (see
-	// CleanupInterval), which has no caller to return them to. Default
-	// [slog.Default].
+	// Logger receives the background sweeper's errors. Default slog.Default().
 	Logger *slog.Logger
 }
 
-// SQLiteStore is a [Store] in a SQLite database file, so that marks survive a
-// restart of the process and are shared by every process that opens the file.
-// It runs on modernc.org/sqlite (no cgo).
+// SQLiteStore is a [Store] in a SQLite database file (modernc.org/sqlite, no
+// cgo): marks survive a restart and are shared by every process on the host
+// that opens the file.
 //
-// # NekoBot compatibility
+// Marks live in the NekoBot gateway's table gateway_dedupe (dedupe_key,
+// channel_id, message_id, created_at, expires_at), created if missing, with
+// timestamps as NekoBot writes them: naive ISO-8601 in [SQLiteConfig.Location]
+// with microseconds ("2026-11-29T20:28:32.891874"). It also reads RFC 3339 and
+// NULL (present forever, as in NekoBot), so a Go gateway and a NekoBot process
+// can share one file. Claims live in a table of their own (Table+"_claims"),
+// which NekoBot never reads. Naive local times repeat when a daylight-saving
+// zone falls back; UTC avoids that.
 //
-// Marks live in the NekoBot gateway's table, gateway_dedupe(dedupe_key TEXT
-// PRIMARY KEY, channel_id TEXT NOT NULL, message_id TEXT NOT NULL, created_at
-// TEXT NOT NULL, expires_at TEXT) with index idx_gateway_dedupe_expires, created
-// if missing, so a Go gateway and a NekoBot process can share one file and see
-// each other's marks. Timestamps are written as NekoBot writes them: naive
-// ISO-8601 in [SQLiteConfig.Location] with microseconds, which are left out
-// when zero ("2026-11-29T20:28:32.891874", "2026-11-29T20:28:32"). The store
-// reads that form, the same with a space for the 'T', RFC 3339 with "Z" or an
-// offset, and NULL; a NULL or unreadable expires_at is present forever, as in
-// NekoBot. Re-marking updates only expires_at, as NekoBot's upsert does.
-// Claims, which NekoBot does not know, live in a table of their own
-// (Table+"_claims", expiry in Unix nanoseconds), so NekoBot reads every mark
-// correctly.
-//
-// An entry expires when the clock reaches its expiry ([Store] contract);
-// NekoBot still counts it at that very microsecond. Naive local timestamps
-// repeat during the hour a daylight-saving zone falls back, for this store as
-// for NekoBot; a zone without daylight saving (or UTC) avoids that.
-//
-// # Durability and concurrency
-//
-// [OpenSQLite] puts the file in WAL mode, so readers never wait for the writer
-// and Exists stays a primary-key lookup. All writes of a store go through one
-// goroutine that batches the calls waiting at that moment into one
-// transaction (group commit): each call still returns only after its own write
-// is committed, and gets its own result; a failing call does not fail the
-// others in its transaction. Writes begin with BEGIN IMMEDIATE, so Claim is
-// atomic across processes sharing the file, and wait for another process's
-// lock up to [SQLiteConfig.BusyTimeout].
-//
-// A SQLiteStore is safe for concurrent use.
+// All writes go through one goroutine that batches the calls waiting at that
+// moment into one transaction (group commit); each call returns after its own
+// write committed, with its own result, and a failing call does not fail the
+// others. Writes begin with BEGIN IMMEDIATE, so Claim is atomic across
+// processes, and wait for another process's lock up to [SQLiteConfig].BusyTimeout.
 type SQLiteStore struct {
 	db           *sql.DB
 	ownDB        bool
@@ -136,22 +105,14 @@ const (
 	sqliteMaxReadConns = 8
 )
 
-// OpenSQLite opens the SQLite database at path, creating the file if it is
-// missing (its directory must exist), puts it in WAL mode, creates the marks
-// and claims tables if they are missing, and returns a store using them. The
-// store owns the database: Close closes it. path is a file name, taken
-// literally; "", ":memory:" and "file:" URIs are refused.
-//
-// WAL mode lets the store's readers run while it writes and makes each commit
-// one append to the -wal file. It is persistent, and transparent to other
-// programs on the same host (Python's sqlite3, NekoBot included), which need
-// write access to the directory for the -wal and -shm files; it does not work
-// on a network file system.
-//
-// It returns an error, and changes nothing in the file, for a path that is not
-// a SQLite database, a read-only file or directory, a marks or claims table of
-// an incompatible shape, a database locked by another process for longer than
-// the busy timeout, or an invalid cfg.
+// OpenSQLite opens the SQLite database file at path, creating it if missing
+// (its directory must exist), puts it in WAL mode (readers never wait for the
+// writer; other programs on the host, NekoBot included, need write access to the
+// directory; no network file systems), creates the tables if missing, and
+// returns a store that owns the database: Close closes it. It refuses "",
+// ":memory:" and "file:" URIs, a file that is not a SQLite database, a read-only
+// file, tables of an incompatible shape and an invalid cfg, and then changes
+// nothing in the file.
 func OpenSQLite(path string, cfg SQLiteConfig) (*SQLiteStore, error) {
 	if err := cfg.normalize(); err != nil {
 		return nil, err
@@ -198,17 +159,11 @@ func checkSQLitePath(path string) error {
 	return nil
 }
 
-// NewSQLiteStore returns a store on db, an open SQLite database (the
-// "sqlite" driver of modernc.org/sqlite) that the caller owns: Close leaves it
-// open. It creates the marks and claims tables if they are missing, and takes
-// one connection of db for the store's writes until Close, so db must allow at
-// least two open connections; the busy timeout and synchronous setting the
-// store gives that connection are restored by Close. Unlike [OpenSQLite] it
-// leaves the journal mode of the database as it is: set WAL yourself (the DSN
-// parameter "_pragma=journal_mode(WAL)") to let readers run while the store
-// writes, and a busy timeout ("_pragma=busy_timeout(5000)") for your own
-// connections. In a rollback journal, Exists retries a read that finds the
-// database busy for up to [SQLiteConfig.BusyTimeout].
+// NewSQLiteStore returns a store on db, an open database of the "sqlite" driver
+// of modernc.org/sqlite that the caller owns (Close leaves it open). It creates
+// the tables if missing and takes one connection of db for its writes, so db
+// must allow at least two; it leaves the journal mode as it is: set WAL in the
+// DSN ("_pragma=journal_mode(WAL)") so that readers run while it writes.
 func NewSQLiteStore(db *sql.DB, cfg SQLiteConfig) (*SQLiteStore, error) {
 	if db == nil {
 		return nil, errors.New("dedupe: sqlite: open: nil *sql.DB")
@@ -376,8 +331,8 @@ func (s *SQLiteStore) Backend() string { return "sqlite" }
 
 func (s *SQLiteStore) defaultTTL() time.Duration { return s.ttl }
 
-// Exists reports whether key is marked and unexpired. It reads the database
-// without waiting for writes in progress (in WAL mode), by primary key.
+// Exists reports whether key is marked and unexpired: one primary-key read
+// that does not wait for writes in progress (in WAL mode).
 func (s *SQLiteStore) Exists(ctx context.Context, key Key) (bool, error) {
 	if err := checkCall(ctx, s.closed.Load(), key); err != nil {
 		return false, err
@@ -402,9 +357,8 @@ func (s *SQLiteStore) Exists(ctx context.Context, key Key) (bool, error) {
 	return false, s.fail("exists", dkey, err)
 }
 
-// Mark records key as processed for ttl (ttl <= 0: the configured TTL),
-// replacing the expiry of an earlier mark and dropping any claim on key, in one
-// transaction. It returns once the mark is committed.
+// Mark records key as processed for ttl (ttl <= 0: the configured TTL) and
+// returns once the mark is committed.
 func (s *SQLiteStore) Mark(ctx context.Context, key Key, ttl time.Duration) error {
 	if err := checkCall(ctx, s.closed.Load(), key); err != nil {
 		return err
@@ -423,10 +377,9 @@ func (s *SQLiteStore) Mark(ctx context.Context, key Key, ttl time.Duration) erro
 	})
 }
 
-// Claim takes c.Key for c.Token, for lease (lease <= 0: the configured lease),
-// unless it is marked, by this store or by NekoBot, or a claim with another
-// token holds it. See [Store.Claim]. It is atomic across processes sharing the
-// file.
+// Claim takes c.Key for c.Token unless it is marked (by this store or by
+// NekoBot) or claimed by another token, atomically across processes; see
+// [Store.Claim].
 func (s *SQLiteStore) Claim(ctx context.Context, c Claim, lease time.Duration) (Status, error) {
 	if err := checkCall(ctx, s.closed.Load(), c.Key); err != nil {
 		return 0, err
@@ -463,8 +416,7 @@ func (s *SQLiteStore) Claim(ctx context.Context, c Claim, lease time.Duration) (
 	return status, nil
 }
 
-// Extend renews the lease of c to lease from now (lease <= 0: the configured
-// lease) if c still holds its key, and otherwise returns [ErrNotOwner].
+// Extend renews c's lease if c still holds its key; see [Store.Extend].
 func (s *SQLiteStore) Extend(ctx context.Context, c Claim, lease time.Duration) error {
 	if err := s.checkClaim(ctx, c); err != nil {
 		return err
@@ -475,8 +427,7 @@ func (s *SQLiteStore) Extend(ctx context.Context, c Claim, lease time.Duration) 
 	})
 }
 
-// Release drops c's claim if c still holds its key, and otherwise returns
-// [ErrNotOwner].
+// Release drops c's claim if c still holds its key; see [Store.Release].
 func (s *SQLiteStore) Release(ctx context.Context, c Claim) error {
 	if err := s.checkClaim(ctx, c); err != nil {
 		return err
@@ -537,9 +488,9 @@ func (s *SQLiteStore) marked(ctx context.Context, dkey string, now time.Time) (b
 	return sqliteLive(exp, now, s.loc), nil
 }
 
-// Close stops the background sweeper and the writer, after the writes already
-// queued are done, and closes the database if [OpenSQLite] opened it. Later
-// calls return [ErrClosed]. Close is idempotent.
+// Close finishes the queued writes, stops the sweeper and the writer, and
+// closes the database if [OpenSQLite] opened it. It is idempotent; later calls
+// return [ErrClosed].
 func (s *SQLiteStore) Close() error {
 	s.closeOnce.Do(func() {
 		s.queue.mu.Lock()

@@ -7,15 +7,10 @@ import (
 	"time"
 )
 
-// CleanupExpired deletes expired marks and claims and returns how many rows it
-// deleted. It works in transactions of at most [SQLiteConfig.CleanupBatch] rows
-// per table, so other writers wait at most for one of them, and stops early,
-// returning the count so far, when ctx is done.
-//
-// Marks whose expires_at is NULL or unreadable are kept (they are present
-// forever). A mark written by another program with an RFC 3339 offset may be
-// deleted some hours after it expired, once its text sorts before the current
-// local time; it is absent to every method from its expiry all the same.
+// CleanupExpired deletes expired marks and claims, in transactions of at most
+// [SQLiteConfig].CleanupBatch rows per table so other writers never wait long,
+// and returns how many rows it deleted, stopping early when ctx is done. Marks
+// whose expires_at is NULL or unreadable are kept: they never expire.
 func (s *SQLiteStore) CleanupExpired(ctx context.Context) (int64, error) {
 	if s.closed.Load() {
 		return 0, ErrClosed

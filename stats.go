@@ -5,47 +5,32 @@ import (
 	"time"
 )
 
-// Stats is a snapshot of a [Deduper]'s counters since it was created. The
-// Dedupers made from one by [Deduper.With] share its counters.
+// Stats is a snapshot of a [Deduper]'s counters, shared with the Dedupers made
+// by [Deduper.With].
 type Stats struct {
-	// Backend is the primary store's [Store.Backend].
-	Backend string
-	// Processed counts calls of Do whose fn succeeded and whose key was marked.
-	Processed uint64
-	// Duplicates counts calls of Do refused with [ErrDuplicate].
-	Duplicates uint64
-	// InFlight counts calls of Do refused with [ErrInFlight].
-	InFlight uint64
-	// Failed counts calls of Do whose fn returned an error or panicked; their
-	// claim was released so the platform's retry is processed.
-	Failed uint64
-	// StoreErrors counts store calls that failed, whatever the phase.
-	StoreErrors uint64
-	// Fallbacks counts calls of Do served by the fallback store of
-	// [WithFallback] while the primary store was failing.
-	Fallbacks uint64
-	// LeasesLost counts claims whose lease renewal found them taken over.
-	LeasesLost uint64
-	// Ambiguous counts Claim calls whose error left it unknown whether the
-	// store took the claim; Do asked again with the same token or released it.
-	Ambiguous uint64
-	// Waits counts calls of Do that found the message in flight and waited for
-	// its owner (see [WithWait]), and the outcomes of the waits: the owner
-	// marked it (WaitsDuplicate), the caller claimed it after the owner
-	// released it or its lease ran out (WaitsClaimed), or the wait ran out
-	// (WaitsTimedOut).
+	Backend string // the primary store's [Store.Backend]
+
+	// Verdicts of Do: processed (fn succeeded and the key was marked),
+	// refused with [ErrDuplicate] or [ErrInFlight], and failed (fn returned
+	// an error or panicked, and the claim was released for the retry).
+	Processed, Duplicates, InFlight, Failed uint64
+	// Store faults: failed store calls, whatever the phase; calls served by
+	// the fallback alone ([WithFallback]); claims a renewal found taken over;
+	// and Claim calls whose error left it unknown whether the store took the
+	// claim (Do asked again with its token, or released it).
+	StoreErrors, Fallbacks, LeasesLost, Ambiguous uint64
+	// Waits for the owner of a message in flight ([WithWait]), and how they
+	// ended: the owner marked it, the caller claimed it after the owner
+	// released it or its lease ran out, or the wait ran out.
 	Waits, WaitsDuplicate, WaitsClaimed, WaitsTimedOut uint64
-	// Deferred counts marks the primary store did not take (it failed, or the
-	// fallback was serving alone), queued to be written when it answers again;
-	// Replayed counts those written since. Dropped counts queued marks and
-	// releases dropped: the queue was full (see [WithBacklog]), the Deduper
-	// was closed, or the store refused them for good.
+	// Marks the primary store did not take, queued for it ([WithBacklog]);
+	// those written since; and queued marks and releases dropped (the queue
+	// was full, the Deduper closed, or the store refused them for good).
 	Deferred, Replayed, Dropped uint64
-	// Layers holds, for a [LayeredStore], how many Exists and Claim calls each
-	// layer answered (see [LayeredStore.Answered]); it is nil for other
-	// stores.
+	// Layers holds, for a [LayeredStore], the Exists and Claim calls each
+	// layer answered; it is nil for other stores.
 	Layers map[string]uint64
-	// Latency holds the duration of store calls by phase: "claim", "mark",
+	// Latency holds store-call durations by phase: "claim", "mark",
 	// "release" and "extend".
 	Latency map[string]LatencyStats
 }
@@ -61,12 +46,9 @@ var LatencyBuckets = [...]time.Duration{
 
 // LatencyStats is a histogram of store-call durations.
 type LatencyStats struct {
-	// Count is the number of calls and Sum their total duration.
-	Count uint64
-	Sum   time.Duration
-	// Buckets[i] counts the calls that took at most LatencyBuckets[i]; like a
-	// Prometheus histogram, the counts are cumulative.
-	Buckets [len(LatencyBuckets)]uint64
+	Count   uint64                      // calls
+	Sum     time.Duration               // their total duration
+	Buckets [len(LatencyBuckets)]uint64 // calls within LatencyBuckets[i], cumulative
 }
 
 // Phases of a Deduper's store calls, as named in logs and [Stats.Latency].
@@ -115,8 +97,7 @@ func (l *latency) snapshot() LatencyStats {
 	return s
 }
 
-// Stats returns a snapshot of d's counters. It is safe to call concurrently
-// with Do.
+// Stats returns a snapshot of d's counters; it is safe to call at any time.
 func (d *Deduper) Stats() Stats {
 	c := &d.shared.counters
 	s := Stats{

@@ -11,58 +11,42 @@ import (
 
 // Default durations used when a store or a [Deduper] is given a zero or negative one.
 const (
-	// DefaultTTL is how long a mark lasts when no TTL is configured. It outlasts the
-	// redelivery window of every platform this library has a preset for.
-	DefaultTTL = 24 * time.Hour
-	// DefaultLease is how long a claim holds a key when no lease is configured.
-	DefaultLease = 5 * time.Minute
+	DefaultTTL   = 24 * time.Hour  // outlasts every preset platform's redeliveries
+	DefaultLease = 5 * time.Minute // a crashed gateway's claim runs out after it
 )
 
 // Store remembers which messages were processed (marks) and which are being
-// processed (claims). Every implementation in this module is safe for concurrent
-// use, honours a cancelled context, and treats an expired mark or claim as absent
-// in every method. Invalid keys and tokens are refused with [ErrInvalidKey] and
-// store nothing; after Close every method returns [ErrClosed].
-//
-// A store never evicts a live claim to make room: a claim holds its key until
-// it is marked, released or its lease runs out. A store that cannot take one
-// more claim says so with [ErrStoreFull].
-//
-// The conformance suite in package dedupetest states this contract as tests.
+// processed (claims). Every store in this module is safe for concurrent use,
+// honours a cancelled context and treats an expired mark or claim as absent.
+// Invalid keys and tokens are refused with [ErrInvalidKey]; after Close every
+// method returns [ErrClosed]. A store never evicts a live claim to make room;
+// it refuses a claim it cannot hold with [ErrStoreFull]. Package dedupetest
+// states this contract as tests.
 type Store interface {
-	// Exists reports whether key was marked and its TTL has not passed.
-	// A claim in flight does not exist.
-	//
-	// Exists then Mark is two steps: two concurrent copies of a message can
-	// both see false and both be processed. Use Claim (or [Deduper.Do]) when
-	// copies may arrive at once.
+	// Exists reports whether key is marked and its TTL has not passed; a
+	// claim does not exist. Exists then Mark is two steps, and two concurrent
+	// copies can both see false and both be processed: use Claim (or
+	// [Deduper.Do]) when copies may arrive at once.
 	Exists(ctx context.Context, key Key) (bool, error)
 
-	// Mark records key as processed for ttl (ttl <= 0: the store's default TTL).
-	// Marking again replaces the expiry. Marking clears any claim on key.
-	// See Exists for why Exists then Mark races; Claim does not.
+	// Mark records key as processed for ttl (ttl <= 0: the store's default),
+	// replacing any expiry and clearing any claim on key.
 	Mark(ctx context.Context, key Key, ttl time.Duration) error
 
 	// Claim atomically takes c.Key for c.Token, for lease (lease <= 0: the
-	// store's default lease). It returns [Duplicate] if the key is marked,
-	// [InFlight] if a claim with another token holds it, and otherwise
-	// [Claimed]. When a lease runs out the key can be claimed again.
-	//
-	// Claim is idempotent by token: a Claim that finds the key held by c.Token
-	// itself returns [Claimed] and sets the lease to lease from now. So after an
-	// error that leaves it unknown whether the claim was written (a lost reply,
-	// a deadline passed mid-call), the caller can retry with the same c, or
-	// drop the claim with Release(c), and nothing is left stranded.
+	// store's default). It returns [Duplicate] if the key is marked, [InFlight]
+	// if a claim with another token holds it, and otherwise [Claimed]. It is
+	// idempotent by token: finding the key held by c.Token is [Claimed], with
+	// the lease set anew. So after an error that leaves it unknown whether the
+	// claim was written, retry with the same c, or Release(c).
 	Claim(ctx context.Context, c Claim, lease time.Duration) (Status, error)
 
-	// Extend renews the lease of a claim that still holds its key, to lease from
-	// now (lease <= 0: the store's default lease). It returns [ErrNotOwner] if the
-	// claim no longer holds the key.
+	// Extend renews c's lease to lease from now (lease <= 0: the default) if c
+	// still holds its key, and otherwise returns [ErrNotOwner].
 	Extend(ctx context.Context, c Claim, lease time.Duration) error
 
-	// Release drops a claim that still holds its key, so the key can be claimed
-	// again at once. It returns [ErrNotOwner] if the claim's lease ran out, the key
-	// was marked, or another claim holds it; nothing else is touched.
+	// Release drops c's claim if c still holds its key, so the key can be
+	// claimed again at once, and otherwise returns [ErrNotOwner].
 	Release(ctx context.Context, c Claim) error
 
 	// Backend names the kind of store: "memory", "sqlite", "redis", "postgres".
@@ -77,15 +61,12 @@ type Status int
 
 // Claim outcomes.
 const (
-	// Claimed means the caller now holds the key and should process the message.
-	Claimed Status = iota + 1
-	// Duplicate means the key is marked: the message was already processed.
-	Duplicate
-	// InFlight means another caller holds an unexpired claim on the key.
-	InFlight
+	Claimed   Status = iota + 1 // the caller holds the key: process the message
+	Duplicate                   // the key is marked: the message was processed
+	InFlight                    // another claim holds the key
 )
 
-// String returns the status in lower case ("claimed", "duplicate", "in_flight").
+// String returns "claimed", "duplicate" or "in_flight".
 func (s Status) String() string {
 	switch s {
 	case Claimed:
@@ -99,9 +80,8 @@ func (s Status) String() string {
 }
 
 // Claim names one claim on a message: its key and the token that proves
-// ownership. The caller makes it with [NewClaim] before asking a store, so that
-// the token is known even if the store's answer is lost; [Store.Claim],
-// [Store.Extend] and [Store.Release] all take it.
+// ownership. The caller makes it with [NewClaim] before asking a store, so the
+// token is known even if the answer is lost.
 type Claim struct {
 	Key   Key
 	Token string
@@ -111,8 +91,7 @@ type Claim struct {
 const maxTokenLen = 64
 
 // NewClaim returns a claim on key with a new random token: 128 bits from
-// crypto/rand, in 32 hex digits. It does not allocate, but for one slab of
-// tokens in 256.
+// crypto/rand in 32 hex digits, carved from a slab shared by 256 tokens.
 func NewClaim(key Key) Claim {
 	return Claim{Key: key, Token: newToken()}
 }
@@ -150,9 +129,8 @@ func newToken() string {
 	return t
 }
 
-// Validate reports whether c can be stored: its key is valid (see
-// [Key.Validate]) and its token is 1 to 64 bytes of printable ASCII
-// without spaces. The error wraps [ErrInvalidKey].
+// Validate reports whether c can be stored: a valid key and a token of 1 to
+// 64 bytes of printable ASCII without spaces. The error wraps [ErrInvalidKey].
 func (c Claim) Validate() error {
 	if err := c.Key.Validate(); err != nil {
 		return err

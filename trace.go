@@ -4,8 +4,8 @@ import "context"
 
 type traceKey struct{}
 
-// ContextWithTraceID returns a copy of ctx carrying a trace id, which a
-// [Deduper] adds to its log records as "trace_id".
+// ContextWithTraceID returns ctx carrying a trace id, which a [Deduper] logs
+// as "trace_id".
 func ContextWithTraceID(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, traceKey{}, id)
 }
