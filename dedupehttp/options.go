@@ -38,6 +38,7 @@ type config struct {
 	queueSize      int
 	acceptedStatus int
 	done           func(context.Context, dedupe.Key, error)
+	queuedHeaders  map[string]bool // nil: all but hopHeaders
 }
 
 func newConfig(opts []Option) *config {
