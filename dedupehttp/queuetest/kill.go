@@ -59,6 +59,10 @@ type KillReport struct {
 	// Interrupted counts the messages whose handler was running when the
 	// process was killed, and that a restarted process ran again.
 	Interrupted int
+	// Again counts the redeliveries after the restart that were accepted
+	// again, their message having been settled between the gateway's
+	// look-up and its push; each was settled as a duplicate.
+	Again int
 }
 
 // Kill is the crash test of a durable queue. Call it from a top-level test
