@@ -191,7 +191,7 @@ func NewAsync(d *dedupe.Deduper, extract Extractor, h http.Handler, opts ...Opti
 		workers: make(chan struct{}, c.workers),
 	}
 	a.abandon, a.abandonNow = context.WithCancel(context.Background())
-	a.taking, a.stopTaking = context.WithCancel(context.Background())
+	a.taking, a.stopTaking = context.WithCancel(a.abandon)
 	if c.queue != nil {
 		a.qwg.Add(c.workers)
 		for range c.workers {

@@ -164,7 +164,7 @@ func (a *Async) conclude(ctx context.Context, dl Delivery, ran bool, herr, err e
 		if a.c.done != nil {
 			a.c.done(ctx, dl.Key, err)
 		}
-	case ran && a.abandon.Err() != nil:
+	case a.abandon.Err() != nil: // Close gave up: the handler was cancelled, or never ran
 		a.stats.retried.Add(1)
 		a.c.log(ctx, slog.LevelWarn, "dedupe: dedupehttp: queued message put back at close", attrs...)
 		a.settle(ctx, dl, StateQueued, 0)
