@@ -66,7 +66,8 @@ type QueueConfig struct {
 // the gateway loses nothing once Push returned, but a crash of Redis loses
 // what it had not written to its append-only file (appendonly yes with
 // appendfsync always loses nothing; everysec up to a second) or replicated
-// before a failover.
+// before a failover. Run it on a server that does not evict keys
+// (maxmemory-policy noeviction), as any queue.
 //
 // A Queue does not own its client: Close leaves it open. A Queue is safe for
 // concurrent use.
@@ -189,10 +190,9 @@ func (q *Queue) tryTake(ctx context.Context) (dedupehttp.Delivery, bool, error) 
 	q.mu.Lock()
 	cursor := q.cursor
 	q.mu.Unlock()
-	receipt := dedupehttp.NewReceipt()
 	res, err := q.withGroup(ctx, func() ([]any, error) {
 		return takeScript.Run(ctx, q.client, []string{q.stream}, q.cfg.Group, q.cfg.Consumer,
-			q.cfg.Visibility.Milliseconds(), cursor, receipt, q.statusKey("")).Slice()
+			q.cfg.Visibility.Milliseconds(), cursor, dedupehttp.NewReceipt(), q.statusKey("")).Slice()
 	})
 	if err != nil {
 		return dedupehttp.Delivery{}, false, q.takeErr(ctx, err)
@@ -205,6 +205,7 @@ func (q *Queue) tryTake(ctx context.Context) (dedupehttp.Delivery, bool, error) 
 	if len(res) < 4 {
 		return dedupehttp.Delivery{}, false, nil
 	}
+	receipt, _ := res[1].(string)
 	data, _ := res[2].(string)
 	attempts, _ := res[3].(int64)
 	d, err := q.delivery(data, attempts, receipt)
@@ -238,7 +239,7 @@ func (q *Queue) waitNew(ctx context.Context) (dedupehttp.Delivery, bool, error) 
 	msg := streams[0].Messages[0]
 	id, _ := msg.Values["id"].(string)
 	data, _ := msg.Values["data"].(string)
-	receipt := dedupehttp.NewReceipt()
+	receipt := msg.ID + "/" + dedupehttp.NewReceipt()
 	attempts, err := takenScript.Run(ctx, q.client, []string{q.statusKey(id)}, receipt).Int64()
 	if err != nil { // the entry stays pending: it is taken again after the timeout
 		return dedupehttp.Delivery{}, false, queueErr("take", err)

@@ -69,3 +69,41 @@ func TestQueueKill(t *testing.T) {
 		},
 	})
 }
+
+// TestQueueLostKeys: a queue whose keys vanish under it (a flush, a server
+// that evicts) recreates its stream and group, and still acknowledges a
+// message whose state is gone.
+func TestQueueLostKeys(t *testing.T) {
+	client := newClient(t, redisAddr(t), nil)
+	name := "dedupe-test:queue:" + randomID(t)
+	q := newQueue(t, client, redis.QueueConfig{Name: name, PollInterval: 20 * time.Millisecond})
+	defer q.Close()
+	ctx := t.Context()
+	m := dedupehttp.Message{ID: "m1", Key: dedupe.Key{Channel: "t", MessageID: randomID(t)}, Method: "POST", Target: "/"}
+	if _, _, err := q.Push(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	d, err := q.Take(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Del(ctx, "{"+name+"}:s:m1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Update(ctx, d, dedupehttp.StateDone, 0); err != nil {
+		t.Fatalf("done without a state: %v", err)
+	}
+	if n, err := q.Len(ctx); err != nil || n != 0 {
+		t.Fatalf("Len = %d, %v; want the entry acknowledged and deleted", n, err)
+	}
+	dropQueueKeys(client, name) // the stream and its group are gone
+	m.ID = "m2"
+	if _, added, err := q.Push(ctx, m); err != nil || !added {
+		t.Fatalf("Push after the flush: %v, %v", added, err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if d, err = q.Take(tctx); err != nil || d.ID != "m2" {
+		t.Fatalf("Take after the flush: %v, %v", d.ID, err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gatewaykit/dedupe"
@@ -37,8 +38,10 @@ func (q *Queue) Update(ctx context.Context, d dedupehttp.Delivery, s dedupehttp.
 	default:
 		return fmt.Errorf("dedupe: redis queue: update to state %d", s)
 	}
+	eid, _, _ := strings.Cut(d.Receipt, "/") // the stream entry the take read
 	n, err := updateScript.Run(ctx, q.client, []string{q.stream, q.statusKey(d.ID), q.liveKey(d.Key)},
-		q.cfg.Group, q.cfg.Consumer, op, d.Receipt, (vis - hidden).Milliseconds(), q.cfg.Retention.Milliseconds(), d.ID).Int64()
+		q.cfg.Group, q.cfg.Consumer, op, d.Receipt, (vis - hidden).Milliseconds(), q.cfg.Retention.Milliseconds(),
+		d.ID, eid).Int64()
 	switch {
 	case err != nil:
 		return queueErr("update", err)
@@ -122,9 +125,9 @@ return {1, ARGV[1]}
 	// takeScript takes, for consumer ARGV[2] of group ARGV[1], an entry
 	// pending for longer than ARGV[3] ms (XAUTOCLAIM from cursor ARGV[4],
 	// ten tries at most), or else a new one, and records the take with
-	// receipt ARGV[5] in the state hash (ARGV[6] .. id). It returns
-	// {next cursor, entry id, data, attempts}, or {next cursor} if there is
-	// none.
+	// receipt "<entry id>/ARGV[5]" in the state hash (ARGV[6] .. id). It
+	// returns {next cursor, receipt, data, attempts}, or {next cursor} if
+	// there is none.
 	takeScript = goredis.NewScript(`
 local cursor, entry = ARGV[4], nil
 for i = 1, 10 do
@@ -142,11 +145,11 @@ local id, data
 for i = 1, #entry[2], 2 do
 	if entry[2][i] == 'id' then id = entry[2][i + 1] elseif entry[2][i] == 'data' then data = entry[2][i + 1] end
 end
-local s = ARGV[6] .. id
+local s, receipt = ARGV[6] .. id, entry[1] .. '/' .. ARGV[5]
 local t = redis.call('TIME')
 local attempts = redis.call('HINCRBY', s, 'attempts', 1)
-redis.call('HSET', s, 'state', 2, 'receipt', ARGV[5], 'updated', t[1] * 1000 + math.floor(t[2] / 1000))
-return {cursor, entry[1], data, attempts}
+redis.call('HSET', s, 'state', 2, 'receipt', receipt, 'updated', t[1] * 1000 + math.floor(t[2] / 1000))
+return {cursor, receipt, data, attempts}
 `)
 
 	// takenScript records in the state hash KEYS[1] a take, with receipt
@@ -165,12 +168,20 @@ return attempts
 	// message is processing with receipt ARGV[4]. "extend" and "requeue"
 	// give the pending entry the idle time ARGV[5] ms; "fail" and "done"
 	// acknowledge and delete it, free the live key and let the state expire
-	// after ARGV[6] ms. It returns 1 if it applied the update, else 0.
+	// after ARGV[6] ms. It returns 1 if it applied the update, else 0. A
+	// message whose state is gone (a server that evicts keys) is still
+	// acknowledged by "done", with the entry id ARGV[8] from its receipt.
 	updateScript = goredis.NewScript(`
 local st = redis.call('HMGET', KEYS[2], 'state', 'receipt', 'entry')
 local state, eid = tonumber(st[1]), st[3]
-if not state then return 0 end
 local op = ARGV[3]
+if not state then
+	if op ~= 'done' or ARGV[8] == '' then return 0 end
+	redis.call('XACK', KEYS[1], ARGV[1], ARGV[8])
+	redis.call('XDEL', KEYS[1], ARGV[8])
+	if redis.call('GET', KEYS[3]) == ARGV[7] then redis.call('DEL', KEYS[3]) end
+	return 1
+end
 if op == 'done' then
 	if state == 3 then return 1 end
 elseif state ~= 2 or st[2] ~= ARGV[4] then
