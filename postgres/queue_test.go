@@ -77,11 +77,11 @@ func TestQueueKill(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if os.Getenv("QUEUETEST_KILL_PHASE") == "" { // the parent's last Open: clean up
-				dropAtEnd(t, pool, name+"_queue")
-				dropAtEnd(t, pool, name+"_marks")
-			}
 			return q, s
+		},
+		Drop: func(t *testing.T, name string) {
+			pool := queuePool(t)
+			_, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS "`+name+`_queue", "`+name+`_marks"`)
 		},
 	})
 }

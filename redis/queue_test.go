@@ -26,10 +26,13 @@ func newQueue(t *testing.T, client *goredis.Client, cfg redis.QueueConfig) *redi
 }
 
 // dropQueueKeys deletes every key of the queue named name.
-func dropQueueKeys(client *goredis.Client, name string) {
+func dropQueueKeys(client *goredis.Client, name string) { dropKeys(client, "{"+name+"}*") }
+
+// dropKeys deletes the keys that match pattern.
+func dropKeys(client *goredis.Client, pattern string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	iter := client.Scan(ctx, 0, "{"+name+"}*", 1000).Iterator()
+	iter := client.Scan(ctx, 0, pattern, 1000).Iterator()
 	for iter.Next(ctx) {
 		client.Del(ctx, iter.Val())
 	}
@@ -66,6 +69,11 @@ func TestQueueKill(t *testing.T) {
 				t.Fatal(err)
 			}
 			return q, s
+		},
+		Drop: func(t *testing.T, name string) {
+			client := newClient(t, addr, nil)
+			dropQueueKeys(client, "dedupe-test:"+name)
+			dropKeys(client, "dedupe-test:"+name+":*")
 		},
 	})
 }

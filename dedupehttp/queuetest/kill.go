@@ -41,6 +41,9 @@ type KillConfig struct {
 	// visibility timeout should be short (about a second) for the test to be
 	// quick. Kill closes both.
 	Open func(t *testing.T, name, dir string) (dedupehttp.Queue, dedupe.Store)
+	// Drop, if not nil, deletes what Open created for name on a shared
+	// server; the parent calls it at the end of the test.
+	Drop func(t *testing.T, name string)
 	// Messages is how many messages are accepted. Default 40.
 	Messages int
 	// Workers is the [dedupehttp.WithWorkers] of the gateway. Default 4.
@@ -92,6 +95,9 @@ func Kill(t *testing.T, cfg KillConfig) KillReport {
 		t.Skip("kill -9 test skipped in -short mode")
 	}
 	k := &killRun{t: t, cfg: cfg, name: "qk" + strings.ToLower(rand.Text()[:12]), dir: t.TempDir()}
+	if cfg.Drop != nil {
+		t.Cleanup(func() { cfg.Drop(t, k.name) })
+	}
 	return k.run()
 }
 
