@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"runtime/debug"
-	"strconv"
 	"sync"
-	"sync/atomic"
+	"time"
 
 	"github.com/gatewaykit/dedupe"
 )
@@ -37,10 +35,11 @@ func WithWorkers(n int) Option {
 }
 
 // WithQueueSize sets how many accepted requests wait for a worker of an
-// [Async] (default [DefaultQueueSize]); a request that finds the queue full is
-// answered 503 with Retry-After. n <= 0 means no waiting room: only as many
-// requests as there are workers are accepted at a time. [Middleware] ignores
-// it.
+// [Async]'s memory tier (default [DefaultQueueSize]); a request that finds
+// the queue full is answered 503 with Retry-After, or pushed to the queue of
+// [WithOverflow]. n <= 0 means no waiting room: only as many requests as
+// there are workers are accepted at a time. [WithQueue], which has no memory
+// tier, and [Middleware] ignore it.
 func WithQueueSize(n int) Option {
 	return func(c *config) { c.queueSize = max(n, 0) }
 }
@@ -63,6 +62,15 @@ func WithAcceptedStatus(code int) Option {
 // error. ctx is the request's context, detached from the request's
 // cancellation: [QueueID] and [dedupe.TraceID] read it. [Middleware] ignores
 // it.
+//
+// For a message of the [Queue] of [WithQueue] or [WithOverflow], served in
+// whichever process took it, it is called when that process settles the
+// message: done (err nil, or the error of a mark that failed after the
+// handler succeeded), found processed already (err wraps
+// [dedupe.ErrDuplicate]: processed under another queue id, or by a worker
+// that died before it settled the message), or failed for good (err wraps
+// [ErrHandlerFailed]). A message put back in the queue (to be retried, or
+// at Close) has not ended, and is not reported.
 func WithDone(done func(ctx context.Context, key dedupe.Key, err error)) Option {
 	return func(c *config) { c.done = done }
 }
@@ -95,9 +103,46 @@ func WithDone(done func(ctx context.Context, key dedupe.Key, err error)) Option 
 // after it was accepted: such failures are logged at error level and reported
 // to the func set by [WithDone].
 //
-// Async starts a goroutine for each accepted request, which ends when the
-// request has been processed; [Async.Close] waits for them all. An Async is
-// safe for concurrent use.
+// # Durable acceptance
+//
+// Without [WithQueue] the accepted messages live in the process's memory: a
+// crash loses every message answered 202 and not yet processed, and the
+// platform will not redeliver them. With WithQueue(q) and a durable q
+// ([OpenSQLiteQueue], or the Redis Streams and PostgreSQL queues of the
+// redis and postgres modules) a request is served so:
+//   - the key is looked up ([dedupe.Store.Exists]): a message processed
+//     already is answered 200 as a duplicate; a store failure 503;
+//   - the message (the body the handler reads, the headers of
+//     [WithQueuedHeaders], the method, target and host, the key and the
+//     trace id) is pushed to q, and the 202 with its queue id is sent only
+//     when the push returned, so an accepted message is in q whatever
+//     happens next. A copy of a message still live in q is not pushed
+//     again, and is answered as in flight (503 with Retry-After); a failed
+//     push is answered 503, so the platform retries;
+//   - nothing is claimed yet: [WithWorkers] workers take the messages from q
+//     (in this process or any other on q), and each runs the handler under
+//     [dedupe.Deduper.Do]. The claim is what makes the processing happen
+//     once, whatever q hands out twice: a message whose key is marked is
+//     settled done without the handler; one whose key another worker holds
+//     (or a dead worker, until its lease runs out: see [dedupe.WithLease])
+//     is put back and tried again later.
+//
+// A crash between the push and the 202 leaves the message in q: it is
+// processed, and the platform's retry finds it in flight or processed. A
+// worker that dies mid-handler leaves its message processing in q and its
+// claim in the store: once the message's visibility timeout and the claim's
+// lease have run out, another worker takes it, claims it and runs the
+// handler again, so a handler whose side effects began before the crash
+// sees them begin again (its completion, the mark, happens once). A handler
+// that fails is retried as [WithMaxAttempts] says. The memory tier and the
+// queue can also be combined, memory first: see [WithOverflow].
+// [Async.StatusHandler] answers the state of a queue id, [Async.QueueStats]
+// and [Async.Depth] count the outcomes and the backlog.
+//
+// Async starts a goroutine for each accepted request of the memory tier,
+// which ends when the request has been processed, and with a queue,
+// [WithWorkers] workers that end at Close; [Async.Close] waits for them all.
+// An Async is safe for concurrent use.
 type Async struct {
 	d       *dedupe.Deduper
 	extract Extractor
@@ -112,18 +157,23 @@ type Async struct {
 
 	mu     sync.Mutex
 	closed bool
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // requests, and the memory tier's goroutines
 
-	idPrefix string
-	seq      atomic.Uint64
+	taking     context.Context // cancelled by Close: the workers of the queue stop taking
+	stopTaking context.CancelFunc
+	qwg        sync.WaitGroup // the workers of the queue
+
+	states statusTable // of the memory tier's messages
+	stats  queueCounters
 }
 
 // NewAsync returns an [Async] that deduplicates with d, keyed by extract, and
 // processes new messages with h. Give it [WithVerify] with the platform's
 // preset to authenticate deliveries; without it NewAsync logs a warning that
 // the endpoint is unauthenticated. opts are those of [Middleware], and
-// [WithWorkers], [WithQueueSize], [WithAcceptedStatus] and [WithDone], which
-// only an Async reads:
+// [WithWorkers], [WithQueueSize], [WithAcceptedStatus], [WithDone],
+// [WithQueue], [WithOverflow], [WithMaxAttempts] and [WithQueuedHeaders],
+// which only an Async reads:
 //
 //	a := dedupehttp.NewAsync(d, dedupehttp.FromPreset(platform.Slack), h,
 //		dedupehttp.WithWorkers(4), dedupehttp.WithQueueSize(64))
@@ -133,15 +183,21 @@ type Async struct {
 func NewAsync(d *dedupe.Deduper, extract Extractor, h http.Handler, opts ...Option) *Async {
 	c := newConfig(opts)
 	a := &Async{
-		d:        d,
-		extract:  extract,
-		next:     h,
-		c:        c,
-		slots:    make(chan struct{}, c.workers+c.queueSize),
-		workers:  make(chan struct{}, c.workers),
-		idPrefix: strconv.FormatUint(rand.Uint64()>>32, 36) + "-",
+		d:       d,
+		extract: extract,
+		next:    h,
+		c:       c,
+		slots:   make(chan struct{}, c.workers+c.queueSize),
+		workers: make(chan struct{}, c.workers),
 	}
 	a.abandon, a.abandonNow = context.WithCancel(context.Background())
+	a.taking, a.stopTaking = context.WithCancel(a.abandon)
+	if c.queue != nil {
+		a.qwg.Add(c.workers)
+		for range c.workers {
+			go a.work()
+		}
+	}
 	return a
 }
 
@@ -182,9 +238,17 @@ func (a *Async) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.c.unavailable(w, "shutting down")
 		return
 	}
+	if a.c.queue != nil && !a.c.spill {
+		a.accept(w, r, d)
+		return
+	}
 	select {
 	case a.slots <- struct{}{}:
 	default:
+		if a.c.queue != nil {
+			a.accept(w, r, d)
+			return
+		}
 		a.wg.Done()
 		a.full(w, r, d)
 		return
@@ -227,7 +291,7 @@ func (a *Async) full(w http.ResponseWriter, r *http.Request, d *delivery) {
 
 func (a *Async) newJob(r *http.Request, key dedupe.Key) *job {
 	j := &job{key: key, reqCtx: r.Context(), queued: make(chan error, 1)}
-	j.id = a.idPrefix + strconv.FormatUint(a.seq.Add(1), 10)
+	j.id = newMessageID()
 	ctx := context.WithValue(context.WithoutCancel(r.Context()), queueIDKey{}, j.id)
 	j.ctx, j.cancel = context.WithCancel(ctx)
 	j.detach = context.AfterFunc(r.Context(), j.cancel)
@@ -253,6 +317,7 @@ func (a *Async) run(j *job) {
 				return context.Cause(j.reqCtx)
 			}
 			queued = true
+			a.states.set(j.id, j.key, StateQueued)
 			j.queued <- nil
 			select {
 			case a.workers <- struct{}{}:
@@ -263,28 +328,38 @@ func (a *Async) run(j *job) {
 			if a.abandon.Err() != nil {
 				return ErrAbandoned
 			}
-			return a.serve(ctx, j)
+			a.states.set(j.id, j.key, StateProcessing)
+			start := time.Now()
+			defer func() { a.stats.latency.observe(time.Since(start)) }()
+			return a.serve(ctx, j.key, j.id, j.req)
 		})
 	}()
 	if !queued {
 		j.queued <- err
 		return
 	}
-	a.finish(j, err)
+	if err == nil {
+		a.stats.success.Add(1)
+		a.states.set(j.id, j.key, StateDone)
+	} else {
+		a.stats.failed.Add(1)
+		a.states.set(j.id, j.key, StateFailed)
+	}
+	a.finish(j.ctx, j.key, j.id, err)
 }
 
-// serve runs the handler on j's request, recovering a panic.
-func (a *Async) serve(ctx context.Context, j *job) (err error) {
+// serve runs the handler on r, the request of the message key queued as id,
+// recovering a panic.
+func (a *Async) serve(ctx context.Context, key dedupe.Key, id string, r *http.Request) (err error) {
 	w := &discardWriter{header: make(http.Header)}
 	defer func() {
 		if p := recover(); p != nil {
 			a.c.log(ctx, slog.LevelError, "dedupe: dedupehttp: queued handler panicked",
-				slog.String("key", j.key.String()), slog.String("queue_id", j.id),
+				slog.String("key", key.String()), slog.String("queue_id", id),
 				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 			err = fmt.Errorf("%w: panic: %v", ErrHandlerFailed, p)
 		}
 	}()
-	r := j.req
 	if ctx != r.Context() {
 		r = r.WithContext(ctx)
 	}
@@ -298,21 +373,21 @@ func (a *Async) serve(ctx context.Context, j *job) (err error) {
 	return nil
 }
 
-// finish reports the end of a queued request.
-func (a *Async) finish(j *job, err error) {
-	attrs := []slog.Attr{slog.String("key", j.key.String()), slog.String("queue_id", j.id)}
+// finish reports the end of the request of the message key queued as id.
+func (a *Async) finish(ctx context.Context, key dedupe.Key, id string, err error) {
+	attrs := []slog.Attr{slog.String("key", key.String()), slog.String("queue_id", id)}
 	switch {
 	case err == nil:
-		a.c.debug(j.ctx, "dedupe: dedupehttp: queued request processed", attrs...)
+		a.c.debug(ctx, "dedupe: dedupehttp: queued request processed", attrs...)
 	case errors.Is(err, ErrAbandoned):
-		a.c.log(j.ctx, slog.LevelError, "dedupe: dedupehttp: queued request abandoned at close; the platform will not redeliver it",
+		a.c.log(ctx, slog.LevelError, "dedupe: dedupehttp: queued request abandoned at close; the platform will not redeliver it",
 			attrs...)
 	default:
-		a.c.log(j.ctx, slog.LevelError, "dedupe: dedupehttp: queued request failed after it was accepted; the platform will not redeliver it",
+		a.c.log(ctx, slog.LevelError, "dedupe: dedupehttp: queued request failed after it was accepted; the platform will not redeliver it",
 			append(attrs, slog.Any("error", err))...)
 	}
 	if a.c.done != nil {
-		a.c.done(j.ctx, j.key, err)
+		a.c.done(ctx, key, err)
 	}
 }
 
@@ -329,6 +404,12 @@ func (a *Async) Stats() Stats { return a.c.stats.snapshot() }
 // not redeliver them: each is logged at error level and reported to
 // the func set by [WithDone] with [ErrAbandoned].
 //
+// With the [Queue] of [WithQueue] or [WithOverflow], the workers stop taking
+// once the requests in progress were answered, and Close waits for the
+// handlers they run. A handler whose context Close cancels leaves its
+// message in the queue, put back as queued, for the next process: nothing is
+// abandoned. Close does not close the queue; close it after Close.
+//
 // Close may be called more than once; each call waits as the first.
 func (a *Async) Close(ctx context.Context) error {
 	a.mu.Lock()
@@ -336,8 +417,10 @@ func (a *Async) Close(ctx context.Context) error {
 	a.mu.Unlock()
 
 	done := make(chan struct{})
-	go func() { // ends when every request goroutine has
+	go func() { // ends when every request goroutine and worker has
 		a.wg.Wait()
+		a.stopTaking()
+		a.qwg.Wait()
 		close(done)
 	}()
 	select {

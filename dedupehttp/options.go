@@ -38,6 +38,10 @@ type config struct {
 	queueSize      int
 	acceptedStatus int
 	done           func(context.Context, dedupe.Key, error)
+	queue          Queue
+	spill          bool // WithOverflow: the queue takes what the memory tier cannot
+	maxAttempts    int
+	queuedHeaders  map[string]bool // nil: all but hopHeaders
 }
 
 func newConfig(opts []Option) *config {
@@ -52,6 +56,7 @@ func newConfig(opts []Option) *config {
 		workers:        DefaultWorkers,
 		queueSize:      DefaultQueueSize,
 		acceptedStatus: http.StatusAccepted,
+		maxAttempts:    DefaultMaxAttempts,
 	}
 	c.inFlight = http.HandlerFunc(c.answerInFlight)
 	WithRetryAfter(DefaultRetryAfter)(c)

@@ -1,0 +1,184 @@
+package dedupehttp
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/gatewaykit/dedupe"
+)
+
+// Defaults of the queues.
+const (
+	// DefaultVisibility is how long a [Queue] of this module hides a delivery
+	// it handed out before another taker may take it again, when its config
+	// leaves it zero. A worker renews it while it processes the message.
+	DefaultVisibility = 30 * time.Second
+	// DefaultRetention is how long a queue of this module keeps the state of
+	// a message that is done or failed, for [Async.Status], when its config
+	// leaves it zero.
+	DefaultRetention = time.Hour
+	// DefaultPollInterval is how often a queue of this module that cannot be
+	// woken by another process (SQLite, PostgreSQL) or blocks on the server
+	// (Redis) looks for work when it has none, when its config leaves it
+	// zero. A message pushed by the same process wakes a waiting taker at
+	// once.
+	DefaultPollInterval = 500 * time.Millisecond
+)
+
+// Errors of the queues. Match them with [errors.Is].
+var (
+	// ErrQueueClosed reports a call on a closed [Queue], and a Take that was
+	// waiting when the queue was closed.
+	ErrQueueClosed = errors.New("dedupe: dedupehttp: queue closed")
+	// ErrStaleDelivery reports an update of a [Delivery] that its taker no
+	// longer holds: its visibility timeout ran out and it was taken again,
+	// or it was settled already.
+	ErrStaleDelivery = errors.New("dedupe: dedupehttp: delivery no longer held")
+)
+
+// Queue holds the messages an [Async] accepted until a worker has processed
+// them: [WithQueue] and [WithOverflow] give it one. The 202 Accepted is sent
+// only after Push returned, so a queue that keeps its entries in a file or a
+// server ([OpenSQLiteQueue], and the Redis Streams and PostgreSQL queues of
+// the redis and postgres modules) loses no accepted message when the
+// process dies; [MemoryQueue] keeps them in memory and loses them.
+//
+// A message is queued, then taken by one worker (processing), then done or
+// failed. A taken message is hidden from other takers for its visibility
+// timeout, which the taker renews with Update while it works: if the taker
+// dies, the message becomes visible again when the timeout runs out and
+// another worker, in this process or another, takes it. A queue holds at most
+// one live (queued or processing) message per [dedupe.Key]; that is how
+// [Async] answers a copy of a message still in the queue without queuing it
+// twice. Exactly-once processing does not rest on the queue, which may hand a
+// message out again: the worker claims the key with the [dedupe.Deduper]
+// before it runs the handler, and a message whose key is marked already is
+// settled without running it.
+//
+// One queue (one file, stream or table) serves one Async and its replicas in
+// other processes: every taker runs the same handler. Implementations are
+// safe for concurrent use. The conformance suite in package
+// dedupehttp/queuetest states this contract as tests.
+type Queue interface {
+	// Push stores m as queued, visible at once, unless a live message with
+	// m.Key is in the queue: it then returns that message's id and added
+	// false, and stores nothing. When Push returns nil the message is as
+	// durable as the queue makes it. m.ID must be unique.
+	Push(ctx context.Context, m Message) (id string, added bool, err error)
+
+	// Take waits until a message is visible, hides it for the visibility
+	// timeout and returns it as processing. It returns ctx's error when ctx
+	// is done and [ErrQueueClosed] when the queue is closed first.
+	Take(ctx context.Context) (Delivery, error)
+
+	// Update moves a taken delivery on to state s:
+	//   - [StateProcessing]: still being processed; hidden for after more
+	//     (after <= 0: the visibility timeout).
+	//   - [StateQueued]: put back, visible again after after (<= 0: at once).
+	//   - [StateFailed]: settled as failed.
+	//   - [StateDone]: settled as done.
+	// An implementation may cap after at its visibility timeout. Every
+	// state but done requires that d is still the message's latest take, and
+	// otherwise returns [ErrStaleDelivery] and changes nothing; done settles
+	// the message whoever took it last, since it was processed.
+	Update(ctx context.Context, d Delivery, s State, after time.Duration) error
+
+	// Status returns the state of the message with id. A done or failed
+	// message is kept for the queue's retention, then forgotten: ok is then
+	// false, as for an id the queue never held.
+	Status(ctx context.Context, id string) (e Entry, ok bool, err error)
+
+	// Len returns the number of live (queued or processing) messages.
+	Len(ctx context.Context) (int, error)
+
+	// Close releases the queue's resources and wakes every Take with
+	// [ErrQueueClosed]; it may be called more than once. Entries stay where
+	// a durable queue keeps them.
+	Close() error
+}
+
+// State is the state of a queued message.
+type State int
+
+// States of a queued message.
+const (
+	// StateQueued: accepted, waiting for a worker.
+	StateQueued State = iota + 1
+	// StateProcessing: a worker took it.
+	StateProcessing
+	// StateDone: processed and marked, or found processed already.
+	StateDone
+	// StateFailed: the handler failed on the last attempt allowed (see
+	// [WithMaxAttempts]); the message was not marked.
+	StateFailed
+)
+
+// String returns the state in lower case: "queued", "processing", "done" or
+// "failed".
+func (s State) String() string {
+	switch s {
+	case StateQueued:
+		return "queued"
+	case StateProcessing:
+		return "processing"
+	case StateDone:
+		return "done"
+	case StateFailed:
+		return "failed"
+	}
+	return "unknown"
+}
+
+// Live reports whether s is queued or processing.
+func (s State) Live() bool { return s == StateQueued || s == StateProcessing }
+
+// Message is one accepted delivery as a [Queue] stores it: what the handler
+// needs to serve it again in any process. It is plain data.
+type Message struct {
+	// ID is the queue id, sent to the platform in [HeaderQueueID].
+	ID string
+	// Key is the message's key.
+	Key dedupe.Key
+	// Method, Target (the request target: path and query) and Host are the
+	// request's.
+	Method, Target, Host string
+	// Header holds the request headers that [Async] queues (see
+	// [WithQueuedHeaders]).
+	Header http.Header
+	// Body is the body the handler reads: after [WithVerify], the
+	// authenticated one (for an encrypted Feishu delivery, the plaintext).
+	Body []byte
+	// TraceID is the request's [dedupe.TraceID], or "".
+	TraceID string
+	// Accepted is when [Async] accepted the request.
+	Accepted time.Time
+}
+
+// Delivery is a message handed out by [Queue.Take].
+type Delivery struct {
+	Message
+	// Attempt is 1 at the first take; each later take (after an Update back
+	// to queued, or after a visibility timeout ran out) adds one.
+	Attempt int
+	// Receipt identifies this take; the queue compares it in Update.
+	Receipt string
+	// Visibility is how long the take hides the message, and each
+	// Update to [StateProcessing] with after <= 0.
+	Visibility time.Duration
+}
+
+// Entry is what [Queue.Status] knows of a message.
+type Entry struct {
+	// ID is the message's queue id and Key its key.
+	ID  string
+	Key dedupe.Key
+	// State is where the message is.
+	State State
+	// Attempts is how many times it was taken.
+	Attempts int
+	// Accepted is when it was pushed, Updated when its state last changed,
+	// each by the queue's clock.
+	Accepted, Updated time.Time
+}

@@ -1,0 +1,33 @@
+package dedupehttp_test
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/dedupehttp"
+	"github.com/gatewaykit/dedupe/dedupehttp/queuetest"
+)
+
+// TestSQLiteQueueKill kills a gateway whose Async queues in SQLite while
+// handlers run, restarts it on the same file, and finds every accepted
+// message processed exactly once. The marks live in the same file.
+func TestSQLiteQueueKill(t *testing.T) {
+	queuetest.Kill(t, queuetest.KillConfig{
+		Open: func(t *testing.T, name, dir string) (dedupehttp.Queue, dedupe.Store) {
+			path := filepath.Join(dir, "gateway.db")
+			q, err := dedupehttp.OpenSQLiteQueue(path, dedupehttp.SQLiteQueueConfig{
+				Visibility: time.Second, PollInterval: 50 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := dedupe.OpenSQLite(path, dedupe.SQLiteConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return q, s
+		},
+	})
+}

@@ -1,0 +1,427 @@
+package dedupehttp
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gatewaykit/dedupe"
+	_ "modernc.org/sqlite" // the "sqlite" driver
+)
+
+// Defaults of [SQLiteQueueConfig].
+const (
+	// DefaultSQLiteQueueTable is the default [SQLiteQueueConfig.Table].
+	DefaultSQLiteQueueTable = "dedupe_queue"
+	// DefaultSQLiteQueueBusyTimeout is the default
+	// [SQLiteQueueConfig.BusyTimeout].
+	DefaultSQLiteQueueBusyTimeout = 5 * time.Second
+)
+
+// SQLiteQueueConfig configures a [SQLiteQueue]. The zero value gives the
+// defaults.
+type SQLiteQueueConfig struct {
+	// Table is the queue's table, created if missing. The name must match
+	// [A-Za-z_][A-Za-z0-9_]*, be at most 64 bytes and not start with
+	// "sqlite_". Default [DefaultSQLiteQueueTable].
+	Table string
+	// Visibility is how long a take hides a message. Default
+	// [DefaultVisibility].
+	Visibility time.Duration
+	// Retention is how long the state of a done or failed message is kept;
+	// Take deletes older ones, at most once a minute. Default
+	// [DefaultRetention].
+	Retention time.Duration
+	// PollInterval is how often Take looks for a message pushed by another
+	// process, or whose visibility timeout ran out. Default
+	// [DefaultPollInterval].
+	PollInterval time.Duration
+	// BusyTimeout bounds how long a write waits for another process holding
+	// the database's write lock. Default [DefaultSQLiteQueueBusyTimeout].
+	BusyTimeout time.Duration
+	// Now is the queue's clock. Default time.Now. Every process sharing the
+	// file must have the same time.
+	Now func() time.Time
+}
+
+// SQLiteQueue is a [Queue] in a SQLite database file, for the processes of
+// one host: a message is committed with synchronous=FULL in WAL mode before
+// Push returns, so neither a crash of the process nor a power loss loses an
+// accepted message. Processes on one host may share the file, each with its
+// own [Async]; a network file system will not do. It runs on
+// modernc.org/sqlite (no cgo). A SQLiteQueue is safe for concurrent use.
+type SQLiteQueue struct {
+	db  *sql.DB
+	cfg SQLiteQueueConfig
+	sql sqliteQueueStatements
+
+	mu        sync.Mutex
+	wake      chan struct{} // closed when this process pushed or put back
+	closed    bool
+	done      chan struct{}
+	lastSweep time.Time
+}
+
+var _ Queue = (*SQLiteQueue)(nil)
+
+var sqliteQueueTableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+
+// OpenSQLiteQueue opens (creating it if needed) the SQLite database at path,
+// puts it in WAL mode, creates the queue's table if it is missing, and
+// returns the queue. The queue owns the database: Close closes it. The file
+// may be the one of a [dedupe.SQLiteStore]; the table names differ.
+func OpenSQLiteQueue(path string, cfg SQLiteQueueConfig) (*SQLiteQueue, error) {
+	if err := cfg.normalize(); err != nil {
+		return nil, err
+	}
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil, fmt.Errorf("dedupe: sqlite queue: open %q: want the path of a database file", path)
+	}
+	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(filepath.ToSlash(path))
+	dsn := fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate",
+		esc, cfg.BusyTimeout.Milliseconds())
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("dedupe: sqlite queue: open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1) // one writer per process; processes share by locks
+	q := &SQLiteQueue{db: db, cfg: cfg, sql: newSQLiteQueueStatements(`"` + cfg.Table + `"`),
+		wake: make(chan struct{}), done: make(chan struct{})}
+	if err := q.createTable(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("dedupe: sqlite queue: open %s: %w", path, err)
+	}
+	return q, nil
+}
+
+func (cfg *SQLiteQueueConfig) normalize() error {
+	if cfg.Table == "" {
+		cfg.Table = DefaultSQLiteQueueTable
+	}
+	if !sqliteQueueTableName.MatchString(cfg.Table) || strings.HasPrefix(strings.ToLower(cfg.Table), "sqlite_") {
+		return fmt.Errorf("dedupe: sqlite queue: invalid table name %q", cfg.Table)
+	}
+	for _, d := range []*time.Duration{&cfg.Visibility, &cfg.Retention, &cfg.PollInterval, &cfg.BusyTimeout} {
+		if *d < 0 {
+			return fmt.Errorf("dedupe: sqlite queue: negative duration %v", *d)
+		}
+	}
+	cfg.Visibility = orDefault(cfg.Visibility, DefaultVisibility)
+	cfg.Retention = orDefault(cfg.Retention, DefaultRetention)
+	cfg.PollInterval = orDefault(cfg.PollInterval, DefaultPollInterval)
+	cfg.BusyTimeout = orDefault(cfg.BusyTimeout, DefaultSQLiteQueueBusyTimeout)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return nil
+}
+
+// orDefault returns d if it is positive, and def otherwise.
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// sqliteQueueStatements are the SQL texts of a SQLiteQueue, built once for
+// its table. Times are Unix nanoseconds by the queue's clock.
+type sqliteQueueStatements struct {
+	schema                      []string
+	push, live, take            string
+	extend, requeue, fail, done string
+	status, count, sweep        string
+}
+
+func newSQLiteQueueStatements(t string) sqliteQueueStatements {
+	idx := func(suffix string) string { return `"` + strings.Trim(t, `"`) + suffix + `"` }
+	return sqliteQueueStatements{
+		schema: []string{
+			`CREATE TABLE IF NOT EXISTS ` + t + ` (
+	id TEXT PRIMARY KEY, key TEXT NOT NULL, state INTEGER NOT NULL,
+	attempts INTEGER NOT NULL DEFAULT 0, receipt TEXT, visible_at INTEGER NOT NULL,
+	accepted_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, data BLOB)`,
+			`CREATE UNIQUE INDEX IF NOT EXISTS ` + idx("_live") + ` ON ` + t + ` (key) WHERE state < 3`,
+			`CREATE INDEX IF NOT EXISTS ` + idx("_visible") + ` ON ` + t + ` (visible_at) WHERE state < 3`,
+			`CREATE INDEX IF NOT EXISTS ` + idx("_settled") + ` ON ` + t + ` (updated_at) WHERE state >= 3`,
+		},
+		push: `INSERT INTO ` + t + ` (id, key, state, visible_at, accepted_at, updated_at, data)
+VALUES (?1, ?2, 1, ?3, ?3, ?3, ?4) ON CONFLICT (key) WHERE state < 3 DO NOTHING`,
+		live: `SELECT id FROM ` + t + ` WHERE key = ? AND state < 3`,
+		take: `UPDATE ` + t + ` SET state = 2, attempts = attempts + 1, receipt = ?1, visible_at = ?2, updated_at = ?3
+WHERE id = (SELECT id FROM ` + t + ` WHERE state < 3 AND visible_at <= ?3 ORDER BY visible_at, rowid LIMIT 1)
+RETURNING data, attempts`,
+		extend:  `UPDATE ` + t + ` SET visible_at = ?1 WHERE id = ?2 AND receipt = ?3 AND state = 2`,
+		requeue: `UPDATE ` + t + ` SET state = 1, receipt = NULL, visible_at = ?1, updated_at = ?4 WHERE id = ?2 AND receipt = ?3 AND state = 2`,
+		fail:    `UPDATE ` + t + ` SET state = 4, receipt = NULL, data = NULL, updated_at = ?1 WHERE id = ?2 AND receipt = ?3 AND state = 2`,
+		done:    `UPDATE ` + t + ` SET state = 3, receipt = NULL, data = NULL, updated_at = ?1 WHERE id = ?2 AND state <> 3`,
+		status:  `SELECT key, state, attempts, accepted_at, updated_at FROM ` + t + ` WHERE id = ?1 AND (state < 3 OR updated_at > ?2)`,
+		count:   `SELECT count(*) FROM ` + t + ` WHERE state < 3`,
+		sweep:   `DELETE FROM ` + t + ` WHERE rowid IN (SELECT rowid FROM ` + t + ` WHERE state >= 3 AND updated_at <= ? LIMIT 1000)`,
+	}
+}
+
+func (q *SQLiteQueue) createTable() error {
+	ctx, cancel := context.WithTimeout(context.Background(), q.cfg.BusyTimeout+time.Second)
+	defer cancel()
+	return q.write(ctx, func(tx *sql.Tx) error {
+		for _, s := range q.sql.schema {
+			if _, err := tx.ExecContext(ctx, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// write runs f in a transaction that holds the write lock from its start.
+func (q *SQLiteQueue) write(ctx context.Context, f func(*sql.Tx) error) error {
+	tx, err := q.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE (_txlock)
+	if err != nil {
+		return err
+	}
+	if err := f(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// check returns the error a call fails with before it does anything.
+func (q *SQLiteQueue) check(ctx context.Context) error {
+	q.mu.Lock()
+	closed := q.closed
+	q.mu.Unlock()
+	if closed {
+		return ErrQueueClosed
+	}
+	return ctx.Err()
+}
+
+func sqliteQueueErr(op string, err error) error {
+	if errors.Is(err, ErrQueueClosed) || errors.Is(err, ErrStaleDelivery) || errors.Is(err, ErrQueueFull) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("dedupe: sqlite queue: %s: %w", op, err)
+}
+
+// Push queues m unless a live message has its key; see [Queue]. The message
+// is committed when Push returns.
+func (q *SQLiteQueue) Push(ctx context.Context, m Message) (string, bool, error) {
+	if err := q.check(ctx); err != nil {
+		return "", false, err
+	}
+	data, err := m.MarshalBinary()
+	if err != nil {
+		return "", false, sqliteQueueErr("push", err)
+	}
+	var id string
+	added := false
+	err = q.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, q.sql.push, m.ID, m.Key.String(), q.cfg.Now().UnixNano(), data)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			id, added = m.ID, true
+			return nil
+		}
+		// The live message cannot change under the write lock.
+		return tx.QueryRowContext(ctx, q.sql.live, m.Key.String()).Scan(&id)
+	})
+	if err != nil {
+		return "", false, sqliteQueueErr("push", err)
+	}
+	if added {
+		q.wakeTakers()
+	}
+	return id, added, nil
+}
+
+// wakeTakers wakes the Takes of this process waiting, to look again.
+func (q *SQLiteQueue) wakeTakers() {
+	q.mu.Lock()
+	close(q.wake)
+	q.wake = make(chan struct{})
+	q.mu.Unlock()
+}
+
+// Take waits for a visible message and hides it; see [Queue]. It looks again
+// every [SQLiteQueueConfig.PollInterval], and at once when this process
+// pushes or puts a message back.
+func (q *SQLiteQueue) Take(ctx context.Context) (Delivery, error) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for {
+		q.mu.Lock()
+		wake := q.wake
+		q.mu.Unlock()
+		d, ok, err := q.tryTake(ctx)
+		if err != nil && q.check(context.Background()) != nil {
+			return Delivery{}, ErrQueueClosed // closed mid-call
+		}
+		if err != nil || ok {
+			return d, err
+		}
+		timer.Reset(q.cfg.PollInterval)
+		select {
+		case <-wake:
+			if !timer.Stop() {
+				<-timer.C
+			}
+		case <-timer.C:
+		case <-q.done:
+			return Delivery{}, ErrQueueClosed
+		case <-ctx.Done():
+			return Delivery{}, ctx.Err()
+		}
+	}
+}
+
+// tryTake takes the first visible message, if there is one.
+func (q *SQLiteQueue) tryTake(ctx context.Context) (Delivery, bool, error) {
+	if err := q.check(ctx); err != nil {
+		return Delivery{}, false, err
+	}
+	now := q.cfg.Now()
+	q.sweep(ctx, now)
+	receipt := NewReceipt()
+	var data []byte
+	var attempts int
+	err := q.write(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, q.sql.take, receipt, now.Add(q.cfg.Visibility).UnixNano(), now.UnixNano()).
+			Scan(&data, &attempts)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return Delivery{}, false, nil
+	}
+	if err != nil {
+		return Delivery{}, false, sqliteQueueErr("take", err)
+	}
+	d := Delivery{Attempt: attempts, Receipt: receipt, Visibility: q.cfg.Visibility}
+	if err := d.Message.UnmarshalBinary(data); err != nil {
+		return Delivery{}, false, sqliteQueueErr("take", err)
+	}
+	return d, true, nil
+}
+
+// sqliteSweepEvery is the least time between two sweeps of settled rows.
+const sqliteSweepEvery = time.Minute
+
+// sweep deletes settled rows past the retention, at most once a minute.
+// Its errors are left to the next sweep: the rows are invisible anyway.
+func (q *SQLiteQueue) sweep(ctx context.Context, now time.Time) {
+	q.mu.Lock()
+	due := now.Sub(q.lastSweep) >= sqliteSweepEvery
+	if due {
+		q.lastSweep = now
+	}
+	q.mu.Unlock()
+	if due {
+		_ = q.write(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, q.sql.sweep, now.Add(-q.cfg.Retention).UnixNano())
+			return err
+		})
+	}
+}
+
+// Update moves d on to state s; see [Queue].
+func (q *SQLiteQueue) Update(ctx context.Context, d Delivery, s State, after time.Duration) error {
+	if err := q.check(ctx); err != nil {
+		return err
+	}
+	now := q.cfg.Now()
+	var stmt string
+	var args []any
+	switch s {
+	case StateProcessing:
+		stmt, args = q.sql.extend, []any{now.Add(capAfter(after, q.cfg.Visibility, q.cfg.Visibility)).UnixNano(), d.ID, d.Receipt}
+	case StateQueued:
+		stmt, args = q.sql.requeue, []any{now.Add(capAfter(after, 0, q.cfg.Visibility)).UnixNano(), d.ID, d.Receipt, now.UnixNano()}
+	case StateFailed:
+		stmt, args = q.sql.fail, []any{now.UnixNano(), d.ID, d.Receipt}
+	case StateDone:
+		stmt, args = q.sql.done, []any{now.UnixNano(), d.ID}
+	default:
+		return fmt.Errorf("dedupe: sqlite queue: update to state %d", s)
+	}
+	var n int64
+	err := q.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, stmt, args...)
+		if err == nil {
+			n, _ = res.RowsAffected()
+		}
+		return err
+	})
+	switch {
+	case err != nil:
+		return sqliteQueueErr("update", err)
+	case n == 0 && s != StateDone:
+		return fmt.Errorf("%w: %s", ErrStaleDelivery, d.ID)
+	}
+	if s == StateQueued {
+		q.wakeTakers()
+	}
+	return nil
+}
+
+// Status returns the state of the message with id; see [Queue].
+func (q *SQLiteQueue) Status(ctx context.Context, id string) (Entry, bool, error) {
+	if err := q.check(ctx); err != nil {
+		return Entry{}, false, err
+	}
+	var key string
+	var state, attempts int
+	var accepted, updated int64
+	err := q.db.QueryRowContext(ctx, q.sql.status, id, q.cfg.Now().Add(-q.cfg.Retention).UnixNano()).
+		Scan(&key, &state, &attempts, &accepted, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Entry{}, false, nil
+	}
+	if err != nil {
+		return Entry{}, false, sqliteQueueErr("status", err)
+	}
+	k, err := dedupe.ParseKey(key)
+	if err != nil {
+		return Entry{}, false, sqliteQueueErr("status", err)
+	}
+	return Entry{ID: id, Key: k, State: State(state), Attempts: attempts,
+		Accepted: time.Unix(0, accepted), Updated: time.Unix(0, updated)}, true, nil
+}
+
+// Len returns the number of live messages.
+func (q *SQLiteQueue) Len(ctx context.Context) (int, error) {
+	if err := q.check(ctx); err != nil {
+		return 0, err
+	}
+	var n int
+	if err := q.db.QueryRowContext(ctx, q.sql.count).Scan(&n); err != nil {
+		return 0, sqliteQueueErr("len", err)
+	}
+	return n, nil
+}
+
+// Close wakes every Take with [ErrQueueClosed] and closes the database. The
+// messages stay in the file. It may be called more than once.
+func (q *SQLiteQueue) Close() error {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return nil
+	}
+	q.closed = true
+	close(q.done)
+	q.mu.Unlock()
+	if err := q.db.Close(); err != nil {
+		return fmt.Errorf("dedupe: sqlite queue: close: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,173 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/dedupehttp"
+)
+
+// Take waits for a visible row and hides it; see [dedupehttp.Queue]. It
+// looks again every [QueueConfig.PollInterval], and at once when this
+// process pushes or puts a message back.
+func (q *Queue) Take(ctx context.Context) (dedupehttp.Delivery, error) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for {
+		q.mu.Lock()
+		wake := q.wake
+		q.mu.Unlock()
+		d, ok, err := q.tryTake(ctx)
+		if err != nil && q.check(context.Background()) != nil {
+			return dedupehttp.Delivery{}, dedupehttp.ErrQueueClosed // closed mid-call
+		}
+		if err != nil || ok {
+			return d, err
+		}
+		timer.Reset(q.cfg.PollInterval)
+		select {
+		case <-wake:
+			if !timer.Stop() {
+				<-timer.C
+			}
+		case <-timer.C:
+		case <-q.done:
+			return dedupehttp.Delivery{}, dedupehttp.ErrQueueClosed
+		case <-ctx.Done():
+			return dedupehttp.Delivery{}, ctx.Err()
+		}
+	}
+}
+
+// tryTake takes the first visible row, if there is one.
+func (q *Queue) tryTake(ctx context.Context) (dedupehttp.Delivery, bool, error) {
+	if err := q.check(ctx); err != nil {
+		return dedupehttp.Delivery{}, false, err
+	}
+	q.sweep(ctx)
+	receipt := dedupehttp.NewReceipt()
+	var data []byte
+	var attempts int
+	err := q.pool.QueryRow(ctx, q.sql.take, receipt, q.cfg.Visibility.Microseconds()).Scan(&data, &attempts)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return dedupehttp.Delivery{}, false, nil
+	}
+	if err != nil {
+		return dedupehttp.Delivery{}, false, queueErr("take", err)
+	}
+	d := dedupehttp.Delivery{Attempt: attempts, Receipt: receipt, Visibility: q.cfg.Visibility}
+	if err := d.Message.UnmarshalBinary(data); err != nil {
+		return dedupehttp.Delivery{}, false, queueErr("take", err)
+	}
+	return d, true, nil
+}
+
+// sweepEvery is the least time between two sweeps of settled rows.
+const sweepEvery = time.Minute
+
+// sweep deletes settled rows past the retention, at most once a minute.
+// Its errors are left to the next sweep: the rows are invisible anyway.
+func (q *Queue) sweep(ctx context.Context) {
+	q.mu.Lock()
+	due := time.Since(q.lastSweep) >= sweepEvery
+	if due {
+		q.lastSweep = time.Now()
+	}
+	q.mu.Unlock()
+	if due {
+		_, _ = q.pool.Exec(ctx, q.sql.sweep, q.cfg.Retention.Microseconds())
+	}
+}
+
+// Update moves d on to state s; see [dedupehttp.Queue].
+func (q *Queue) Update(ctx context.Context, d dedupehttp.Delivery, s dedupehttp.State, after time.Duration) error {
+	if err := q.check(ctx); err != nil {
+		return err
+	}
+	vis := q.cfg.Visibility
+	var stmt string
+	args := []any{d.ID, d.Receipt}
+	switch s {
+	case dedupehttp.StateProcessing:
+		hidden := vis
+		if after > 0 {
+			hidden = min(after, vis)
+		}
+		stmt, args = q.sql.extend, append(args, hidden.Microseconds())
+	case dedupehttp.StateQueued:
+		stmt, args = q.sql.requeue, append(args, min(max(after, 0), vis).Microseconds())
+	case dedupehttp.StateFailed:
+		stmt = q.sql.fail
+	case dedupehttp.StateDone:
+		stmt, args = q.sql.done, args[:1]
+	default:
+		return fmt.Errorf("dedupe: postgres queue: update to state %d", s)
+	}
+	tag, err := q.pool.Exec(ctx, stmt, args...)
+	switch {
+	case err != nil:
+		return queueErr("update", err)
+	case tag.RowsAffected() == 0 && s != dedupehttp.StateDone:
+		return fmt.Errorf("%w: %s", dedupehttp.ErrStaleDelivery, d.ID)
+	}
+	if s == dedupehttp.StateQueued {
+		q.wakeTakers()
+	}
+	return nil
+}
+
+// Status returns the state of the message with id; see [dedupehttp.Queue].
+func (q *Queue) Status(ctx context.Context, id string) (dedupehttp.Entry, bool, error) {
+	if err := q.check(ctx); err != nil {
+		return dedupehttp.Entry{}, false, err
+	}
+	var key string
+	var state int16
+	var attempts int
+	var accepted, updated time.Time
+	err := q.pool.QueryRow(ctx, q.sql.status, id, q.cfg.Retention.Microseconds()).
+		Scan(&key, &state, &attempts, &accepted, &updated)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return dedupehttp.Entry{}, false, nil
+	}
+	if err != nil {
+		return dedupehttp.Entry{}, false, queueErr("status", err)
+	}
+	k, err := dedupe.ParseKey(key)
+	if err != nil {
+		return dedupehttp.Entry{}, false, queueErr("status", err)
+	}
+	return dedupehttp.Entry{ID: id, Key: k, State: dedupehttp.State(state), Attempts: attempts,
+		Accepted: accepted, Updated: updated}, true, nil
+}
+
+// Len returns the number of live rows.
+func (q *Queue) Len(ctx context.Context) (int, error) {
+	if err := q.check(ctx); err != nil {
+		return 0, err
+	}
+	var n int
+	if err := q.pool.QueryRow(ctx, q.sql.count).Scan(&n); err != nil {
+		return 0, queueErr("len", err)
+	}
+	return n, nil
+}
+
+// Close wakes every Take with [dedupehttp.ErrQueueClosed] and makes every
+// later call fail with it. The rows stay; the pool stays open. It may be
+// called more than once.
+func (q *Queue) Close() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.closed {
+		q.closed = true
+		close(q.done)
+	}
+	return nil
+}

@@ -1,0 +1,87 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/dedupehttp"
+	"github.com/gatewaykit/dedupe/dedupehttp/queuetest"
+	"github.com/gatewaykit/dedupe/postgres"
+)
+
+// queuePool returns a pool on the server of DEDUPE_POSTGRES_DSN, closed at
+// the end of the test, or skips the test.
+func queuePool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	dsn := os.Getenv("DEDUPE_POSTGRES_DSN")
+	if dsn == "" {
+		t.Skip("DEDUPE_POSTGRES_DSN is not set: skipping the tests against a PostgreSQL server " +
+			"(for example DEDUPE_POSTGRES_DSN=postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
+	}
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// dropAtEnd drops table at the end of the test.
+func dropAtEnd(t *testing.T, pool *pgxpool.Pool, table string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = pool.Exec(ctx, `DROP TABLE IF EXISTS "`+table+`"`)
+	})
+}
+
+func TestQueueConformance(t *testing.T) {
+	pool := queuePool(t)
+	queuetest.Run(t, queuetest.Config{
+		New: func(t *testing.T, o queuetest.Options) dedupehttp.Queue {
+			table := "dedupe_test_queue_" + strings.ToLower(rand.Text()[:10])
+			q, err := postgres.NewQueue(t.Context(), pool, postgres.QueueConfig{
+				Table: table, Visibility: o.Visibility, Retention: o.Retention, PollInterval: 20 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dropAtEnd(t, pool, table)
+			return q
+		},
+	})
+}
+
+// TestQueueKill kills a gateway whose Async queues in PostgreSQL while
+// handlers run, restarts it, and finds every accepted message processed
+// exactly once. The marks are in PostgreSQL too.
+func TestQueueKill(t *testing.T) {
+	queuePool(t) // skips without a server
+	queuetest.Kill(t, queuetest.KillConfig{
+		Open: func(t *testing.T, name, _ string) (dedupehttp.Queue, dedupe.Store) {
+			pool := queuePool(t)
+			q, err := postgres.NewQueue(context.Background(), pool, postgres.QueueConfig{
+				Table: name + "_queue", Visibility: time.Second, PollInterval: 50 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := postgres.New(context.Background(), pool, postgres.Config{Table: name + "_marks"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return q, s
+		},
+		Drop: func(t *testing.T, name string) {
+			pool := queuePool(t)
+			_, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS "`+name+`_queue", "`+name+`_marks"`)
+		},
+	})
+}

@@ -1,0 +1,117 @@
+package redis_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/dedupehttp"
+	"github.com/gatewaykit/dedupe/dedupehttp/queuetest"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/gatewaykit/dedupe/redis"
+)
+
+// newQueue returns a queue named name on client, whose keys are deleted at
+// the end of the test.
+func newQueue(t *testing.T, client *goredis.Client, cfg redis.QueueConfig) *redis.Queue {
+	t.Helper()
+	q, err := redis.NewQueue(client, cfg)
+	if err != nil {
+		t.Fatalf("NewQueue: %v", err)
+	}
+	t.Cleanup(func() { dropQueueKeys(client, cfg.Name) })
+	return q
+}
+
+// dropQueueKeys deletes every key of the queue named name.
+func dropQueueKeys(client *goredis.Client, name string) { dropKeys(client, "{"+name+"}*") }
+
+// dropKeys deletes the keys that match pattern.
+func dropKeys(client *goredis.Client, pattern string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	iter := client.Scan(ctx, 0, pattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		client.Del(ctx, iter.Val())
+	}
+}
+
+func TestQueueConformance(t *testing.T) {
+	client := newClient(t, redisAddr(t), nil)
+	queuetest.Run(t, queuetest.Config{
+		New: func(t *testing.T, o queuetest.Options) dedupehttp.Queue {
+			return newQueue(t, client, redis.QueueConfig{
+				Name: "dedupe-test:queue:" + randomID(t), Visibility: o.Visibility, Retention: o.Retention,
+				PollInterval: 20 * time.Millisecond,
+			})
+		},
+	})
+}
+
+// TestQueueKill kills a gateway whose Async queues in a Redis stream while
+// handlers run, restarts it, and finds every accepted message processed
+// exactly once. The marks are in Redis too.
+func TestQueueKill(t *testing.T) {
+	addr := redisAddr(t)
+	queuetest.Kill(t, queuetest.KillConfig{
+		Open: func(t *testing.T, name, _ string) (dedupehttp.Queue, dedupe.Store) {
+			client := newClient(t, addr, nil)
+			q, err := redis.NewQueue(client, redis.QueueConfig{
+				Name: "dedupe-test:" + name, Visibility: time.Second, PollInterval: 100 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := redis.New(client, redis.Config{Prefix: "dedupe-test:" + name + ":"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return q, s
+		},
+		Drop: func(t *testing.T, name string) {
+			client := newClient(t, addr, nil)
+			dropQueueKeys(client, "dedupe-test:"+name)
+			dropKeys(client, "dedupe-test:"+name+":*")
+		},
+	})
+}
+
+// TestQueueLostKeys: a queue whose keys vanish under it (a flush, a server
+// that evicts) recreates its stream and group, and still acknowledges a
+// message whose state is gone.
+func TestQueueLostKeys(t *testing.T) {
+	client := newClient(t, redisAddr(t), nil)
+	name := "dedupe-test:queue:" + randomID(t)
+	q := newQueue(t, client, redis.QueueConfig{Name: name, PollInterval: 20 * time.Millisecond})
+	defer q.Close()
+	ctx := t.Context()
+	m := dedupehttp.Message{ID: "m1", Key: dedupe.Key{Channel: "t", MessageID: randomID(t)}, Method: "POST", Target: "/"}
+	if _, _, err := q.Push(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	d, err := q.Take(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Del(ctx, "{"+name+"}:s:m1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Update(ctx, d, dedupehttp.StateDone, 0); err != nil {
+		t.Fatalf("done without a state: %v", err)
+	}
+	if n, err := q.Len(ctx); err != nil || n != 0 {
+		t.Fatalf("Len = %d, %v; want the entry acknowledged and deleted", n, err)
+	}
+	dropQueueKeys(client, name) // the stream and its group are gone
+	m.ID = "m2"
+	if _, added, err := q.Push(ctx, m); err != nil || !added {
+		t.Fatalf("Push after the flush: %v, %v", added, err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if d, err = q.Take(tctx); err != nil || d.ID != "m2" {
+		t.Fatalf("Take after the flush: %v, %v", d.ID, err)
+	}
+}

@@ -1,0 +1,220 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/dedupehttp"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// Update moves d on to state s; see [dedupehttp.Queue]. A pending entry is
+// hidden by its idle time: to keep it hidden for after, or to make it
+// visible after after, the script sets its idle time to the visibility
+// timeout minus after, so after is capped at the visibility timeout.
+func (q *Queue) Update(ctx context.Context, d dedupehttp.Delivery, s dedupehttp.State, after time.Duration) error {
+	if err := q.check(ctx); err != nil {
+		return err
+	}
+	vis := q.cfg.Visibility
+	var op string
+	var hidden time.Duration // how long the entry stays hidden from now
+	switch s {
+	case dedupehttp.StateProcessing:
+		op, hidden = "extend", vis
+		if after > 0 {
+			hidden = min(after, vis)
+		}
+	case dedupehttp.StateQueued:
+		op, hidden = "requeue", min(max(after, 0), vis)
+	case dedupehttp.StateFailed:
+		op = "fail"
+	case dedupehttp.StateDone:
+		op = "done"
+	default:
+		return fmt.Errorf("dedupe: redis queue: update to state %d", s)
+	}
+	eid, _, _ := strings.Cut(d.Receipt, "/") // the stream entry the take read
+	n, err := updateScript.Run(ctx, q.client, []string{q.stream, q.statusKey(d.ID), q.liveKey(d.Key)},
+		q.cfg.Group, q.cfg.Consumer, op, d.Receipt, (vis - hidden).Milliseconds(), q.cfg.Retention.Milliseconds(),
+		d.ID, eid).Int64()
+	switch {
+	case err != nil:
+		return queueErr("update", err)
+	case n == 0 && s != dedupehttp.StateDone:
+		return fmt.Errorf("%w: %s", dedupehttp.ErrStaleDelivery, d.ID)
+	}
+	return nil
+}
+
+// Status returns the state of the message with id; see [dedupehttp.Queue].
+func (q *Queue) Status(ctx context.Context, id string) (dedupehttp.Entry, bool, error) {
+	if err := q.check(ctx); err != nil {
+		return dedupehttp.Entry{}, false, err
+	}
+	v, err := q.client.HMGet(ctx, q.statusKey(id), "key", "state", "attempts", "accepted", "updated").Result()
+	if err != nil {
+		return dedupehttp.Entry{}, false, queueErr("status", err)
+	}
+	if v[0] == nil {
+		return dedupehttp.Entry{}, false, nil
+	}
+	k, err := dedupe.ParseKey(fmt.Sprint(v[0]))
+	if err != nil {
+		return dedupehttp.Entry{}, false, queueErr("status", err)
+	}
+	num := func(x any) int64 {
+		n, _ := strconv.ParseInt(fmt.Sprint(x), 10, 64)
+		return n
+	}
+	return dedupehttp.Entry{ID: id, Key: k, State: dedupehttp.State(num(v[1])), Attempts: int(num(v[2])),
+		Accepted: time.UnixMilli(num(v[3])), Updated: time.UnixMilli(num(v[4]))}, true, nil
+}
+
+// Len returns the number of live messages: the entries of the stream, from
+// which settled ones are deleted.
+func (q *Queue) Len(ctx context.Context) (int, error) {
+	if err := q.check(ctx); err != nil {
+		return 0, err
+	}
+	n, err := q.client.XLen(ctx, q.stream).Result()
+	if err != nil {
+		return 0, queueErr("len", err)
+	}
+	return int(n), nil
+}
+
+// Close makes every later call fail with [dedupehttp.ErrQueueClosed]; a
+// Take waiting in XREADGROUP sees it within the poll interval. It removes
+// this process's consumer from the group if no entry is pending for it
+// (entries pending for a consumer that is gone are taken over by the others
+// after their timeout all the same). The stream stays. Close leaves the
+// client open, and may be called more than once.
+func (q *Queue) Close() error {
+	q.closeOnce.Do(func() {
+		close(q.done)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = dropConsumerScript.Run(ctx, q.client, []string{q.stream}, q.cfg.Group, q.cfg.Consumer).Err()
+	})
+	return nil
+}
+
+// Lua scripts of the queue. Times are the server's, in milliseconds; states
+// are the numbers of [dedupehttp.State] (1 queued, 2 processing, 3 done, 4
+// failed).
+var (
+	// pushScript adds a message unless KEYS[2] names a live one: it returns
+	// {1, id} when it added ARGV[1], and {0, id of the live one} otherwise.
+	pushScript = goredis.NewScript(`
+local cur = redis.call('GET', KEYS[2])
+if cur then return {0, cur} end
+if redis.call('EXISTS', KEYS[3]) == 1 then return redis.error_reply('queue id ' .. ARGV[1] .. ' is not new') end
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local eid = redis.call('XADD', KEYS[1], '*', 'id', ARGV[1], 'data', ARGV[3])
+redis.call('SET', KEYS[2], ARGV[1])
+redis.call('HSET', KEYS[3], 'key', ARGV[2], 'state', 1, 'attempts', 0, 'accepted', now, 'updated', now, 'entry', eid)
+return {1, ARGV[1]}
+`)
+
+	// takeScript takes, for consumer ARGV[2] of group ARGV[1], an entry
+	// pending for longer than ARGV[3] ms (XAUTOCLAIM from cursor ARGV[4],
+	// ten tries at most), or else a new one, and records the take with
+	// receipt "<entry id>/ARGV[5]" in the state hash (ARGV[6] .. id). It
+	// returns {next cursor, receipt, data, attempts}, or {next cursor} if
+	// there is none.
+	takeScript = goredis.NewScript(`
+local cursor, entry = ARGV[4], nil
+for i = 1, 10 do
+	local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], cursor, 'COUNT', 1)
+	cursor = r[1]
+	if r[2][1] then entry = r[2][1] break end
+	if cursor == '0-0' then break end
+end
+if not entry then
+	local r = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', 1, 'STREAMS', KEYS[1], '>')
+	if r and r[1][2][1] then entry = r[1][2][1] end
+end
+if not entry then return {cursor} end
+local id, data
+for i = 1, #entry[2], 2 do
+	if entry[2][i] == 'id' then id = entry[2][i + 1] elseif entry[2][i] == 'data' then data = entry[2][i + 1] end
+end
+local s, receipt = ARGV[6] .. id, entry[1] .. '/' .. ARGV[5]
+local t = redis.call('TIME')
+local attempts = redis.call('HINCRBY', s, 'attempts', 1)
+redis.call('HSET', s, 'state', 2, 'receipt', receipt, 'updated', t[1] * 1000 + math.floor(t[2] / 1000))
+return {cursor, receipt, data, attempts}
+`)
+
+	// takenScript records in the state hash KEYS[1] a take, with receipt
+	// ARGV[1], of an entry read by a blocking XREADGROUP. It returns the
+	// attempts.
+	takenScript = goredis.NewScript(`
+local t = redis.call('TIME')
+local attempts = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
+redis.call('HSET', KEYS[1], 'state', 2, 'receipt', ARGV[1], 'updated', t[1] * 1000 + math.floor(t[2] / 1000))
+return attempts
+`)
+
+	// updateScript applies ARGV[3] ("extend", "requeue", "fail" or "done")
+	// to message ARGV[7], whose state hash is KEYS[2] and live key KEYS[3],
+	// in stream KEYS[1] and group ARGV[1]. All but "done" require that the
+	// message is processing with receipt ARGV[4]. "extend" and "requeue"
+	// give the pending entry the idle time ARGV[5] ms; "fail" and "done"
+	// acknowledge and delete it, free the live key and let the state expire
+	// after ARGV[6] ms. It returns 1 if it applied the update, else 0. A
+	// message whose state is gone (a server that evicts keys) is still
+	// acknowledged by "done", with the entry id ARGV[8] from its receipt.
+	updateScript = goredis.NewScript(`
+local st = redis.call('HMGET', KEYS[2], 'state', 'receipt', 'entry')
+local state, eid = tonumber(st[1]), st[3]
+local op = ARGV[3]
+if not state then
+	if op ~= 'done' or ARGV[8] == '' then return 0 end
+	redis.call('XACK', KEYS[1], ARGV[1], ARGV[8])
+	redis.call('XDEL', KEYS[1], ARGV[8])
+	if redis.call('GET', KEYS[3]) == ARGV[7] then redis.call('DEL', KEYS[3]) end
+	return 1
+end
+if op == 'done' then
+	if state == 3 then return 1 end
+elseif state ~= 2 or st[2] ~= ARGV[4] then
+	return 0
+end
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+if op == 'extend' or op == 'requeue' then
+	redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, eid, 'IDLE', ARGV[5], 'JUSTID')
+	if op == 'requeue' then
+		redis.call('HSET', KEYS[2], 'state', 1, 'updated', now)
+		redis.call('HDEL', KEYS[2], 'receipt')
+	end
+	return 1
+end
+if state < 3 then
+	redis.call('XACK', KEYS[1], ARGV[1], eid)
+	redis.call('XDEL', KEYS[1], eid)
+	if redis.call('GET', KEYS[3]) == ARGV[7] then redis.call('DEL', KEYS[3]) end
+end
+redis.call('HSET', KEYS[2], 'state', op == 'done' and 3 or 4, 'updated', now)
+redis.call('HDEL', KEYS[2], 'receipt')
+redis.call('PEXPIRE', KEYS[2], ARGV[6])
+return 1
+`)
+
+	// dropConsumerScript deletes consumer ARGV[2] of group ARGV[1] of stream
+	// KEYS[1] if no entry is pending for it.
+	dropConsumerScript = goredis.NewScript(`
+local p = redis.pcall('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2])
+if type(p) == 'table' and not p.err and #p == 0 then
+	redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
+end
+return 0
+`)
+)
