@@ -56,6 +56,7 @@ type MemoryStore struct {
 	seed       maphash.Seed
 	mask       uint64
 	maxClaims  int64
+	chunk      int // claim slots a shard reserves from the pool at a time
 	shards     []memShard
 	closed     atomic.Bool
 
@@ -64,18 +65,19 @@ type MemoryStore struct {
 	stopSnapshots chan struct{}
 	snapshotsDone chan struct{}
 
-	_      [64]byte     // keep the counter off the fields every call reads
-	claims atomic.Int64 // claims held by all shards, expired ones not yet dropped included
-	_      [56]byte
+	_    [64]byte     // keep the counter off the fields every call reads
+	pool atomic.Int64 // claim slots neither held nor reserved by a shard
+	_    [56]byte
 }
 
 type memShard struct {
 	mu     sync.Mutex
 	marks  *simplelru.LRU[Key, int64] // the expiry, see MemoryStore.nanotime
 	claims map[Key]memClaim
+	free   int // claim slots reserved from the pool and not used
 	// Pad to two cache lines, so that no two shards share a line (or an
 	// adjacent-line prefetch) wherever the array starts.
-	_ [128 - 24]byte
+	_ [128 - 32]byte
 }
 
 type memClaim struct {
@@ -112,8 +114,10 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 		seed:      maphash.MakeSeed(),
 		mask:      uint64(n - 1),
 		maxClaims: int64(cfg.MaxClaims),
+		chunk:     max(1, cfg.MaxClaims/(16*n)),
 		shards:    make([]memShard, n),
 	}
+	s.pool.Store(s.maxClaims)
 	for i := range s.shards {
 		size := cfg.MaxSize / n
 		if i < cfg.MaxSize%n {
@@ -172,10 +176,7 @@ func (s *MemoryStore) Mark(ctx context.Context, key Key, ttl time.Duration) erro
 	sh := s.shard(key)
 	sh.mu.Lock()
 	if len(sh.claims) != 0 {
-		if _, ok := sh.claims[key]; ok {
-			delete(sh.claims, key)
-			s.claims.Add(-1)
-		}
+		s.dropClaim(sh, key)
 	}
 	sh.marks.Add(key, expires)
 	sh.mu.Unlock()
@@ -215,23 +216,64 @@ func (s *MemoryStore) claimLocked(sh *memShard, c Claim, now, expires int64) (_ 
 	if sh.marked(c.Key, now) {
 		return Duplicate, false
 	}
-	if cur, ok := sh.claims[c.Key]; ok {
-		if now < cur.expires && cur.token != c.Token {
-			return InFlight, false
+	if len(sh.claims) != 0 {
+		if cur, ok := sh.claims[c.Key]; ok {
+			if now < cur.expires && cur.token != c.Token {
+				return InFlight, false
+			}
+			// Its own claim again (idempotent), or an expired one: take the slot.
+			sh.claims[c.Key] = memClaim{expires: expires, token: c.Token}
+			return Claimed, false
 		}
-		// Its own claim again (idempotent), or an expired one: take the slot.
-		sh.claims[c.Key] = memClaim{expires: expires, token: c.Token}
-		return Claimed, false
 	}
-	if s.claims.Add(1) > s.maxClaims {
-		s.claims.Add(-1)
+	if sh.free == 0 && !s.reserve(sh) {
 		return 0, true
 	}
+	sh.free--
 	sh.claims[c.Key] = memClaim{expires: expires, token: c.Token}
 	return Claimed, false
 }
 
-// dropExpiredClaims deletes the claims whose lease ran out from every shard.
+// Claims are counted without a shared counter on the common path: each
+// shard reserves slots from the pool a chunk at a time and uses them under its
+// own lock. A Claim that finds the pool empty has every shard give back its
+// unused slots (see dropExpiredClaims) before it is refused, so MaxClaims is
+// exact.
+
+// reserve moves up to a chunk of slots from the pool to sh, and reports
+// whether it got any. The shard lock must be held.
+func (s *MemoryStore) reserve(sh *memShard) bool {
+	for {
+		p := s.pool.Load()
+		if p <= 0 {
+			return false
+		}
+		n := min(p, int64(s.chunk))
+		if s.pool.CompareAndSwap(p, p-n) {
+			sh.free += int(n)
+			return true
+		}
+	}
+}
+
+// dropClaim deletes key's claim, if any, from sh, keeping its slot for the
+// shard's next claims, or giving slots back to the pool beyond two chunks.
+// The shard lock must be held.
+func (s *MemoryStore) dropClaim(sh *memShard, key Key) {
+	n := len(sh.claims)
+	delete(sh.claims, key)
+	if len(sh.claims) == n {
+		return
+	}
+	sh.free++
+	if sh.free > 2*s.chunk {
+		s.pool.Add(int64(sh.free - s.chunk))
+		sh.free = s.chunk
+	}
+}
+
+// dropExpiredClaims deletes the claims whose lease ran out from every shard,
+// and gives every shard's unused slots back to the pool.
 func (s *MemoryStore) dropExpiredClaims(now int64) {
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -239,9 +281,11 @@ func (s *MemoryStore) dropExpiredClaims(now int64) {
 		for k, c := range sh.claims {
 			if now >= c.expires {
 				delete(sh.claims, k)
-				s.claims.Add(-1)
+				sh.free++
 			}
 		}
+		s.pool.Add(int64(sh.free))
+		sh.free = 0
 		sh.mu.Unlock()
 	}
 }
@@ -257,8 +301,7 @@ func (s *MemoryStore) Extend(ctx context.Context, c Claim, lease time.Duration) 
 // Release drops c's claim if c still holds its key; see [Store.Release].
 func (s *MemoryStore) Release(ctx context.Context, c Claim) error {
 	return s.update(ctx, "release", c, func(sh *memShard, _ int64) {
-		delete(sh.claims, c.Key)
-		s.claims.Add(-1)
+		s.dropClaim(sh, c.Key)
 	})
 }
 
@@ -301,7 +344,6 @@ func (s *MemoryStore) Close() error {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		sh.marks.Purge()
-		s.claims.Add(-int64(len(sh.claims)))
 		clear(sh.claims)
 		sh.mu.Unlock()
 	}

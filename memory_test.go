@@ -2,8 +2,10 @@ package dedupe_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -221,4 +223,47 @@ func claimNew(ctx context.Context, st dedupe.Store, key dedupe.Key, lease time.D
 	c := dedupe.NewClaim(key)
 	status, err := st.Claim(ctx, c, lease)
 	return c, status, err
+}
+
+// MaxClaims is exact under concurrent claims on every shard: the slots the
+// shards reserve are given back before a Claim is refused.
+func TestMemoryMaxClaimsExact(t *testing.T) {
+	ctx := context.Background()
+	const maxClaims = 1000
+	st := dedupe.NewMemoryStore(dedupe.MemoryConfig{MaxSize: 100000, MaxClaims: maxClaims})
+	for round := range 3 {
+		var claimed, full atomic.Int32
+		var mu sync.Mutex
+		var held []dedupe.Claim
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				for i := range 300 {
+					c := dedupe.NewClaim(dedupe.Key{Channel: "r" + strconv.Itoa(round), MessageID: strconv.Itoa(g*1000 + i)})
+					status, err := st.Claim(ctx, c, time.Hour)
+					switch {
+					case errors.Is(err, dedupe.ErrStoreFull):
+						full.Add(1)
+					case err != nil:
+						t.Error(err)
+					case status == dedupe.Claimed:
+						claimed.Add(1)
+						mu.Lock()
+						held = append(held, c)
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		require.Equal(t, int32(maxClaims), claimed.Load(), "round %d: exactly MaxClaims claims", round)
+		require.Equal(t, int32(8*300-maxClaims), full.Load())
+		for i, c := range held { // half released, half marked: both free their slot
+			if i%2 == 0 {
+				require.NoError(t, st.Release(ctx, c))
+			} else {
+				require.NoError(t, st.Mark(ctx, c.Key, time.Hour))
+			}
+		}
+	}
 }
