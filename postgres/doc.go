@@ -51,14 +51,14 @@
 //
 // # Claims
 //
-// [Store.Claim] is one statement, a single round trip:
+// [Store.Claim] is one statement. In outline:
 //
 //	WITH cur AS (SELECT token IS NULL AS marked FROM t
-//	             WHERE key = $1 AND expires_at > now()),
+//	             WHERE key = $1 AND expires_at > now() AND <held by a mark, another claim, or a fence on $2>),
 //	ins AS (INSERT INTO t AS d SELECT $1, $2, now() + $3
 //	        WHERE NOT EXISTS (SELECT 1 FROM cur)
-//	        ON CONFLICT (key) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at
-//	        WHERE d.expires_at <= now()
+//	        ON CONFLICT (key) DO UPDATE SET token = <$2, keeping the fences>, expires_at = excluded.expires_at
+//	        WHERE <d expired, d is the caller's own claim, or d holds only fences not on $2>
 //	        RETURNING 1)
 //	SELECT 1 FROM ins UNION ALL SELECT CASE WHEN marked THEN 2 ELSE 3 END FROM cur
 //
@@ -80,9 +80,29 @@
 // default, a Claim that races with another writer of its key fails with a
 // serialization error instead (never a wrong outcome).
 //
-// Release and Extend are one DELETE or UPDATE matching the key, the token and
-// expires_at > now(); no row matched gives [dedupe.ErrNotOwner]. Mark is one
-// upsert that sets token to NULL, so it clears any claim.
+// Extend is one UPDATE matching the key, the token and expires_at > now(); no
+// row matched gives [dedupe.ErrNotOwner]. Mark is one upsert that sets token
+// to NULL, so it clears any claim.
+//
+// # Released tokens are fenced
+//
+// A Claim sent on a connection that was then given up (its caller's deadline
+// passed, its reply was lost) may still be run by the server, and it may run
+// after the Release that [dedupe.Deduper] sends on another connection to undo
+// it. Taking the key then would strand the message for a lease. So
+// [Store.Release] is one upsert of the key's row that drops the caller's
+// claim and fences its token: the token column keeps the released tokens
+// after the claim's own, space-separated (" T1 T2" once nobody holds the key,
+// "T3 T1 T2" while another claim does; tokens hold no spaces), and a Claim
+// with a fenced token takes nothing and is answered [dedupe.InFlight]. The
+// upsert locks the row, so a racing Claim with the token is either fenced by
+// it or, having committed first, dropped by it. Any other token takes a
+// released key at once, and Exists ignores it. Fences last as long as the
+// row: the store's lease ([Config.Lease]) after the release, or the remaining
+// lease of the claim they sit in; the last eight released tokens of a key are
+// kept. A store of an earlier version reads a released row as a claim held by
+// someone else, until it expires: upgrade every instance before relying on
+// releases of the new one.
 //
 // # Cleanup
 //
@@ -97,8 +117,9 @@
 // [dedupe.ErrNotOwner], [dedupe.ErrClosed] and the context's error, and are
 // prefixed "dedupe: postgres:". A Mark or Claim that returns an error, a
 // connection failure or a cancelled context for instance, may still have been
-// committed by the server: a mark is then there (marking again is harmless), and
-// a claim holds its key until its lease runs out, so a retry sees
+// committed by the server: a mark is then there (marking again is harmless),
+// and a claim holds its key until its caller claims again with the same token
+// or releases it, as [dedupe.Deduper] does; a retry with another token sees
 // [dedupe.InFlight] until then, never a false [dedupe.Duplicate]. The pool
 // replaces broken connections, so the same Store keeps working after a
 // connection is lost or the server restarts.

@@ -104,22 +104,33 @@ func buildStatements(t string) statements {
 ON CONFLICT (key) DO UPDATE SET token = NULL, expires_at = excluded.expires_at`,
 
 		// cur reads the live row, if any, in the statement's snapshot, unless it
-		// is the caller's own claim (a repeated Claim, which renews it). When there
-		// is one the insert is skipped: the outcome is Duplicate or InFlight and
-		// nothing is written or locked. Otherwise the insert takes the key, over an
-		// expired row if there is one. Its arbiter is the unique index on key,
-		// checked against the latest committed row, not the snapshot, and the WHERE is
-		// evaluated on that row under its lock: of racing claims exactly one
-		// inserts or updates, and the others return no row.
+		// is the caller's own claim (a repeated Claim, which renews it) or holds
+		// only the fences of other tokens (a released key, absent to this one).
+		// When there is one the insert is skipped: the outcome is Duplicate or
+		// InFlight (also for a fenced token) and nothing is written or locked.
+		// Otherwise the insert takes the key, over an expired row or the fences,
+		// which it keeps. Its arbiter is the unique index on key, checked against
+		// the latest committed row, not the snapshot, and the WHERE is evaluated
+		// on that row under its lock: of racing claims exactly one inserts or
+		// updates, and the others return no row.
 		claim: `WITH cur AS (
 	SELECT token IS NULL AS marked FROM ` + t + `
-	WHERE key = $1::text AND expires_at > now() AND token IS DISTINCT FROM $2::text
+	WHERE key = $1::text AND expires_at > now() AND (
+		token IS NULL
+		OR split_part(token, ' ', 1) NOT IN ('', $2::text)
+		OR strpos(token || ' ', ' ' || $2::text || ' ') > 0)
 ), ins AS (
 	INSERT INTO ` + t + ` AS d (key, token, expires_at)
 	SELECT $1::text, $2::text, ` + fmt.Sprintf(after, "$3") + `
 	WHERE NOT EXISTS (SELECT 1 FROM cur)
-	ON CONFLICT (key) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at
-	WHERE d.expires_at <= now() OR d.token = excluded.token
+	ON CONFLICT (key) DO UPDATE SET
+		token = CASE WHEN d.expires_at <= now() THEN excluded.token
+			WHEN left(d.token, 1) = ' ' THEN excluded.token || d.token
+			ELSE d.token END,
+		expires_at = excluded.expires_at
+	WHERE d.expires_at <= now()
+		OR split_part(d.token, ' ', 1) IN ('', excluded.token)
+		AND strpos(d.token || ' ', ' ' || excluded.token || ' ') = 0
 	RETURNING 1
 )
 SELECT 1 FROM ins
@@ -127,9 +138,31 @@ UNION ALL
 SELECT CASE WHEN marked THEN 2 ELSE 3 END FROM cur`,
 
 		extend: `UPDATE ` + t + ` SET expires_at = ` + fmt.Sprintf(after, "$3") + `
-WHERE key = $1 AND token = $2 AND expires_at > now()`,
+WHERE key = $1 AND split_part(token, ' ', 1) = $2 AND expires_at > now()`,
 
-		release: `DELETE FROM ` + t + ` WHERE key = $1 AND token = $2 AND expires_at > now()`,
+		// release drops the caller's claim and fences its token, in one upsert
+		// of the key's row: the row is locked, and a Claim with the token that
+		// commits first is fenced too. The token joins the row's fences (the
+		// last eight are kept): in place of the caller's claim, an expired row
+		// or an absent one, with the store's lease; beside another token's live
+		// claim, whose expiry is kept. A mark is left alone. old says whether
+		// the caller held the key when the statement began.
+		release: `WITH old AS (
+	SELECT 1 FROM ` + t + ` WHERE key = $1::text AND expires_at > now() AND split_part(token, ' ', 1) = $2::text
+), up AS (
+	INSERT INTO ` + t + ` AS d (key, token, expires_at)
+	VALUES ($1::text, ' ' || $2::text, ` + fmt.Sprintf(after, "$3") + `)
+	ON CONFLICT (key) DO UPDATE SET
+		token = CASE WHEN d.expires_at <= now() THEN excluded.token ELSE
+			CASE WHEN split_part(d.token, ' ', 1) IN ('', $2::text) THEN '' ELSE split_part(d.token, ' ', 1) END
+			|| regexp_replace(rtrim(replace(substr(d.token, length(split_part(d.token, ' ', 1)) + 1) || ' ',
+				' ' || $2::text || ' ', ' ')), '^.*(( [^ ]+){7})$', '\1')
+			|| excluded.token END,
+		expires_at = CASE WHEN d.expires_at > now() AND split_part(d.token, ' ', 1) NOT IN ('', $2::text)
+			THEN d.expires_at ELSE excluded.expires_at END
+	WHERE d.token IS NOT NULL OR d.expires_at <= now()
+)
+SELECT count(*)::int FROM old`,
 
 		// The subquery takes up to a batch of expired rows from the expiry index
 		// and locks them, rechecking expiry on a row updated meanwhile; the locked
@@ -320,17 +353,19 @@ func (s *Store) Extend(ctx context.Context, c dedupe.Claim, lease time.Duration)
 	return nil
 }
 
-// Release deletes c's claim if c still holds its key, and otherwise returns
-// [dedupe.ErrNotOwner].
+// Release drops c's claim if c still holds its key, and otherwise returns
+// [dedupe.ErrNotOwner]. Either way it fences c's token for the store's lease:
+// a Claim with it that reaches the server later (sent before the Release, on
+// a connection that was given up) takes nothing, so it strands nothing.
 func (s *Store) Release(ctx context.Context, c dedupe.Claim) error {
 	if err := s.checkClaim(ctx, "release", c); err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, s.sql.release, c.Key.String(), c.Token)
-	if err != nil {
+	var held int
+	if err := s.pool.QueryRow(ctx, s.sql.release, c.Key.String(), c.Token, micros(s.lease)).Scan(&held); err != nil {
 		return s.fail(ctx, "release", c.Key, err)
 	}
-	if tag.RowsAffected() == 0 {
+	if held == 0 {
 		return fmt.Errorf("%w: %s", dedupe.ErrNotOwner, c.Key)
 	}
 	return nil
