@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/internal/faultproxy"
 )
 
 // terminate ends every backend of the application app from the admin
@@ -238,4 +242,45 @@ WHERE application_name = $1 AND wait_event_type = 'Lock')`, app).Scan(&waiting)
 		t.Fatalf("Claim of the key of the cancelled claim = %v, %v; want claimed or in flight", cSt, err)
 	}
 	t.Logf("after the cancelled claim, the key is %v", cSt)
+}
+
+// proxyPool returns a pool on the test server whose connections go through
+// a fault proxy, both closed when tb ends.
+func proxyPool(tb testing.TB, maxConns int32) (*pgxpool.Pool, *faultproxy.Proxy) {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(testDSN(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p, err := faultproxy.Start(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = p.Close() })
+	host, port, _ := net.SplitHostPort(p.Addr())
+	n, _ := strconv.Atoi(port)
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = host, uint16(n), nil
+	cfg.ConnConfig.ConnectTimeout = time.Second
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool, p
+}
+
+// TestDeduperStorm runs Deduper.Do through a TCP proxy in front of
+// PostgreSQL that drops replies for a while and then cuts the connections,
+// round after round, with deadlines of 0 to 5 ms: no message may run twice,
+// and none may be left stranded by the claim of a call that failed.
+func TestDeduperStorm(t *testing.T) {
+	pool, p := proxyPool(t, 16)
+	s := newTestStore(t, pool, Config{})
+	d := dedupe.New(s, dedupe.WithLease(time.Hour))
+	t.Cleanup(func() { _ = d.Close() })
+	f := faultproxy.Storm{}.Run(t, d, p, randomHex(t, 4))
+	t.Log(f)
 }
