@@ -34,6 +34,7 @@ type Proxy struct {
 // Stats counts what a Proxy did.
 type Stats struct {
 	Accepted int   // connections accepted
+	Silenced int   // connections that swallowed a reply, and went silent
 	Cut      int   // connections cut by Cut or Close
 	Dropped  int64 // reply bytes swallowed
 }
@@ -174,7 +175,10 @@ func (l *link) read(src net.Conn, q chan<- chunk, reply bool) {
 			l.p.mu.Lock()
 			latency := l.p.latency
 			if reply && (l.p.drop || l.silent) {
-				l.silent = true
+				if !l.silent {
+					l.silent = true
+					l.p.stats.Silenced++
+				}
 				l.p.stats.Dropped += int64(n)
 				n = 0
 			}

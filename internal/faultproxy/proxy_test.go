@@ -130,6 +130,9 @@ func TestDropReplies(t *testing.T) {
 	if got, err := dial(t, p).ask("fresh", 5*time.Second); got != "fresh" || err != nil {
 		t.Fatalf("ask on a new connection = %q, %v", got, err)
 	}
+	if s := p.Stats(); s.Silenced != 1 {
+		t.Errorf("stats %+v: want 1 connection silenced", s)
+	}
 	if n := p.Cut(); n != 2 {
 		t.Errorf("Cut = %d, want 2", n)
 	}
