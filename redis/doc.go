@@ -57,8 +57,7 @@
 //
 // # Operations
 //
-// Every method is one round trip to Redis (two the first time a script runs on
-// a server that has not cached it) and touches one key, so the store works on
+// Every operation is one command touching one key, so the store works on
 // Redis Cluster (each key goes to its own slot) as well as on a single server,
 // a Ring or a Sentinel-managed primary:
 //
@@ -73,8 +72,35 @@
 //     another's.
 //
 // Scripts run with EVALSHA, and with EVAL when the server has not cached them
-// (the first call after a start or a restart), which loads them. They need
-// nothing newer than Redis 2.6.12.
+// (the first call after a start, a restart or a SCRIPT FLUSH), which loads
+// them. They need nothing newer than Redis 2.6.12.
+//
+// # Batching
+//
+// A [Store] sends the commands of concurrent calls together (natural
+// batching, or group commit): a call that finds a pipeline free is sent at
+// once, by its own goroutine, with no timer; the calls that arrive while two
+// pipelines are in flight wait, and the next pipeline sends them all, up to
+// 128. A pipeline is one round trip on one connection of the client's pool,
+// or on a ClusterClient one per node holding its keys, sent at once. So a lone
+// caller waits one round trip, as without batching, and 64 concurrent callers
+// share a few round trips instead of making 64.
+//
+// Each call waits for its own command's reply and gets its own result and
+// error: the commands of a pipeline are not a transaction, and a command that
+// fails fails only its own call. An EVALSHA the server answers NOSCRIPT is
+// sent again by EVAL in a second round trip. A connection that fails fails the
+// calls of its pipeline, each with the error; their commands may have run
+// (see Failures).
+//
+// A call whose context ends while it waits for a pipeline returns the
+// context's error at once and is never sent; one whose context ends while its
+// pipeline is in flight returns the context's error too, and its command may
+// still run. A pipeline's read is bounded by the latest deadline of its
+// callers' contexts (set [goredis.Options.ContextTimeoutEnabled]) and by the
+// client's ReadTimeout. [Store.Close] answers the calls still waiting with
+// [dedupe.ErrClosed] and waits for the pipelines in flight; the store runs no
+// goroutine after that, and none while it is idle.
 //
 // # Failures
 //

@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -27,15 +28,32 @@ func TestConformance(t *testing.T) {
 }
 
 // TestClusterConformance runs the suite through a ClusterClient against a
-// private one-node cluster, which checks that every operation is routed by its
-// one key and that the scripts run under Cluster's rules.
+// private cluster of three nodes, which checks that every operation is
+// routed by its one key, that the scripts run under Cluster's rules, and that
+// the pipelines of a batch are split by node.
 func TestClusterConformance(t *testing.T) {
 	t.Parallel()
 	redisAddr(t)
-	srv := startCluster(t)
-	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{srv.Addr()}, ContextTimeoutEnabled: true})
+	nodes := startCluster(t, 3)
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i] = n.Addr()
+	}
+	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = client.Close() })
 	runConformance(t, client)
+	// Every node took keys.
+	ctx := context.Background()
+	err := client.ForEachMaster(ctx, func(ctx context.Context, node *goredis.Client) error {
+		n, err := node.DBSize(ctx).Result()
+		if err == nil && n == 0 {
+			err = fmt.Errorf("node %s holds no key", node.Options().Addr)
+		}
+		return err
+	})
+	if err != nil {
+		t.Error(err)
+	}
 }
 
 func runConformance(t *testing.T, client goredis.UniversalClient) {
@@ -115,7 +133,7 @@ func TestInvalidInputNoIO(t *testing.T) {
 	}
 	// A real call fails with a wrapped connection error, not a status.
 	c, cSt, err := claimNew(ctx, s, good, 0)
-	if err == nil || !strings.HasPrefix(err.Error(), "dedupe: redis claim telegram:1: ") || cSt != 0 {
+	if err == nil || !strings.HasPrefix(err.Error(), "dedupe: redis: claim telegram:1: ") || cSt != 0 {
 		t.Errorf("Claim with no server = %+v, %v; want a wrapped error", c, err)
 	}
 	if err := s.Ping(ctx); err == nil {
