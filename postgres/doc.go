@@ -104,12 +104,48 @@
 // someone else, until it expires: upgrade every instance before relying on
 // releases of the new one.
 //
+// # Batching
+//
+// A [Store] sends the statements of concurrent calls together (natural
+// batching, or group commit): a call that finds a batch free is sent at once,
+// by its own goroutine, with no timer; the calls that arrive while two batches
+// are in flight wait, and the next batch sends them all, up to 128. A batch is
+// one pgx.Batch on one connection of the pool: one round trip, and one
+// transaction, since pgx sends it with a single Sync, so one commit (one WAL
+// flush) serves all its calls. So a lone caller waits one round trip and one
+// commit, as without batching, and 64 concurrent callers share a few commits
+// instead of making 64. The statements are prepared once per connection by
+// pgx's statement cache (the default QueryExecModeCacheStatement); the other
+// exec modes work too.
+//
+// Each call waits for the commit of its batch and gets its own result and
+// error. A batch runs its statements in the order of their keys, so that
+// batches running at once (on two connections, or in other instances) take
+// their row locks in one order and do not deadlock; calls on one key keep
+// their order, and each statement sees the ones before it in the batch, so two
+// Claims of one key in a batch give one [dedupe.Claimed] and one
+// [dedupe.InFlight], as in two batches. If a statement fails (a serialization
+// failure, a constraint of a migrated table, a statement timeout), the server
+// rolls the whole batch back and nothing of it is written; the store then
+// sends its calls again one by one, each in a transaction of its own, so that
+// the failing call alone fails. If the connection fails, or the batch's
+// context ends, every call of the batch gets the error; the commit may have
+// happened (see Errors and cancellation).
+//
+// A call whose context ends while it waits for a batch returns the context's
+// error at once and is never sent; one whose context ends while its batch is
+// in flight returns the context's error too, and its statement may still
+// commit. A batch is cancelled when the last of its callers gives up, and
+// bounded by the latest of their deadlines. [Store.Close] answers the calls
+// still waiting with [dedupe.ErrClosed] and waits for the batches in flight.
+//
 // # Cleanup
 //
 // Expired rows are ignored by every method but stay in the table until
 // [Store.CleanupExpired] deletes them, in bounded batches. Set
 // [Config.CleanupInterval] to have the store call it in the background, in a
-// goroutine that [Store.Close] stops and waits for.
+// goroutine that [Store.Close] stops and waits for. Apart from it, the store
+// runs a goroutine only while calls wait for a batch.
 //
 // # Errors and cancellation
 //

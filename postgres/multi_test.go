@@ -25,11 +25,12 @@ func TestMultiInstance(t *testing.T) {
 
 	// The instances start together on a table that does not exist yet.
 	stores := make([]*Store, instances)
+	rec := newRecorder()
 	var startWG sync.WaitGroup
 	for i := range stores {
 		pool := newPool(t, "", 4)
 		startWG.Go(func() {
-			s, err := New(ctx, pool, Config{Table: table})
+			s, err := New(ctx, pool, Config{Table: table, Logger: rec.logger()})
 			if err != nil {
 				t.Errorf("New of instance %d: %v", i, err)
 				return
@@ -95,7 +96,7 @@ func TestMultiInstance(t *testing.T) {
 		held += inFlight[i].Load()
 	}
 	t.Logf("%d claims: %d duplicate, %d in flight; %d claim statements run again",
-		instances*racers*keys, dups, held, sumRetries(stores))
+		instances*racers*keys, dups, held, rec.count(msgClaimAgain))
 	// Every instance now sees every key as processed.
 	for inst, s := range stores {
 		for _, k := range ks {
@@ -107,14 +108,6 @@ func TestMultiInstance(t *testing.T) {
 			}
 		}
 	}
-}
-
-func sumRetries(stores []*Store) int64 {
-	var n int64
-	for _, s := range stores {
-		n += s.retries.Load()
-	}
-	return n
 }
 
 // TestRepeatableRead races claims and releases of one key over connections

@@ -49,7 +49,10 @@ type Config struct {
 	// [DefaultCleanupBatch].
 	CleanupBatch int
 	// Logger receives the errors of the background cleanup, which has no caller to
-	// return them to. Default [slog.Default].
+	// return them to, at warn level, and at debug level a record of each sweep
+	// of the cleanup, of each claim statement run again after it met a
+	// concurrent commit, and of each batch whose calls were sent again one by
+	// one after a statement failed. Default [slog.Default].
 	Logger *slog.Logger
 }
 
@@ -61,11 +64,14 @@ type Config struct {
 // client's: instances whose clocks disagree still agree on what has expired.
 // Expired rows are absent to every method even before they are deleted.
 //
-// Exists, Mark, Claim, Extend and Release are each one statement, one round
-// trip on a connection of the pool (with pgx's default statement cache, the
-// first use of a statement on a connection also prepares it). A Claim takes a
-// second round trip only when it races with a concurrent writer of the same
-// key; see the package documentation.
+// Exists, Mark, Claim, Extend and Release are each one statement. A Store
+// batches them (see the package documentation): the calls that arrive while a
+// batch is in flight are sent together in the next one, up to 128, in one
+// round trip and one transaction; a call that finds nothing in flight is sent
+// at once. Each call waits for the commit of its own batch and gets its own
+// result; a statement that fails does not fail the other calls of its batch.
+// A Claim takes a second statement only when it races with a concurrent
+// writer of the same key; see the package documentation.
 //
 // The Store does not own a pool given to [New]: [Store.Close] leaves it open.
 // A Store made by [Open] owns its pool and closes it.
@@ -78,14 +84,12 @@ type Store struct {
 	batch   int
 	log     *slog.Logger
 	sql     statements
+	b       batcher[*pgBatch]
 
 	closed    atomic.Bool
 	closeOnce sync.Once
 	stop      context.CancelFunc // stops the sweeper; nil without one
 	done      chan struct{}      // closed when the sweeper has returned
-
-	afterSweep func(n int64, err error) // test hook, called after each sweep
-	retries    atomic.Int64             // claim statements run again; read by tests
 }
 
 // statements are the SQL texts of a Store, built once for its table.
@@ -175,6 +179,13 @@ SELECT count(*)::int FROM old`,
 	}
 }
 
+// Messages of the debug records of a Store's Logger.
+const (
+	msgSweep      = "dedupe: postgres: cleanup swept"
+	msgClaimAgain = "dedupe: postgres: claim met a concurrent commit; running it again"
+	msgOneByOne   = "dedupe: postgres: a statement failed and its batch rolled back; sending the calls one by one"
+)
+
 // Outcomes of the claim statement.
 const (
 	claimInserted  = 1
@@ -192,29 +203,6 @@ const (
 // If cfg.CleanupInterval is positive, New starts the background cleanup, which
 // Close stops.
 func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
-	return newStore(ctx, pool, cfg, nil)
-}
-
-// Open connects to the database at dsn, a URL such as
-// "postgres://user@host:5432/db?sslmode=disable" or a key=value string (see
-// [pgxpool.ParseConfig] for the pool settings it accepts, such as
-// pool_max_conns), and returns a store on it as [New] does. The store owns the
-// pool: [Store.Close] closes it.
-func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		return nil, fmt.Errorf("dedupe: postgres: open: %w", err)
-	}
-	s, err := New(ctx, pool, cfg)
-	if err != nil {
-		pool.Close()
-		return nil, err
-	}
-	s.ownPool = true
-	return s, nil
-}
-
-func newStore(ctx context.Context, pool *pgxpool.Pool, cfg Config, afterSweep func(int64, error)) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("dedupe: postgres: nil pool")
 	}
@@ -242,15 +230,15 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, cfg Config, afterSweep fu
 	}
 	t := ident.Sanitize()
 	s := &Store{
-		pool:       pool,
-		table:      t,
-		ttl:        cfg.TTL,
-		lease:      cfg.Lease,
-		batch:      cfg.CleanupBatch,
-		log:        cfg.Logger,
-		sql:        buildStatements(t),
-		afterSweep: afterSweep,
+		pool:  pool,
+		table: t,
+		ttl:   cfg.TTL,
+		lease: cfg.Lease,
+		batch: cfg.CleanupBatch,
+		log:   cfg.Logger,
+		sql:   buildStatements(t),
 	}
+	s.b.send, s.b.rounds = s.send, roundsInFlight
 	if cfg.CleanupInterval > 0 {
 		sweepCtx, stop := context.WithCancel(context.Background())
 		s.stop = stop
@@ -260,14 +248,38 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, cfg Config, afterSweep fu
 	return s, nil
 }
 
+// Open connects to the database at dsn, a URL such as
+// "postgres://user@host:5432/db?sslmode=disable" or a key=value string (see
+// [pgxpool.ParseConfig] for the pool settings it accepts, such as
+// pool_max_conns), and returns a store on it as [New] does. The store owns the
+// pool: [Store.Close] closes it.
+func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("dedupe: postgres: open: %w", err)
+	}
+	s, err := New(ctx, pool, cfg)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.ownPool = true
+	return s, nil
+}
+
 // Exists reports whether key is marked and its TTL has not passed on the
 // server's clock. A claim does not exist.
 func (s *Store) Exists(ctx context.Context, key dedupe.Key) (bool, error) {
 	if err := s.check(ctx, "exists", key); err != nil {
 		return false, err
 	}
+	k := key.String()
 	var ok bool
-	if err := s.pool.QueryRow(ctx, s.sql.exists, key.String()).Scan(&ok); err != nil {
+	err := s.b.do(ctx, k, func(p *pgBatch) func() error {
+		p.Queue(s.sql.exists, k)
+		return func() error { return p.results.QueryRow().Scan(&ok) }
+	})
+	if err != nil {
 		return false, s.fail(ctx, "exists", key, err)
 	}
 	return ok, nil
@@ -284,7 +296,7 @@ func (s *Store) Mark(ctx context.Context, key dedupe.Key, ttl time.Duration) err
 	if ttl <= 0 {
 		ttl = s.ttl
 	}
-	if _, err := s.pool.Exec(ctx, s.sql.mark, key.String(), micros(ttl)); err != nil {
+	if _, err := s.exec(ctx, key.String(), s.sql.mark, micros(ttl)); err != nil {
 		return s.fail(ctx, "mark", key, err)
 	}
 	return nil
@@ -309,23 +321,32 @@ func (s *Store) Claim(ctx context.Context, c dedupe.Claim, lease time.Duration) 
 	k, token, us := key.String(), c.Token, micros(lease)
 	for range maxClaimTrials {
 		var outcome int
-		err := s.pool.QueryRow(ctx, s.sql.claim, k, token, us).Scan(&outcome)
+		err := s.b.do(ctx, k, func(p *pgBatch) func() error {
+			p.Queue(s.sql.claim, k, token, us)
+			return func() error {
+				if err := p.results.QueryRow().Scan(&outcome); !isNoRows(err) {
+					return err
+				}
+				outcome = 0
+				return nil
+			}
+		})
 		switch {
-		case err == nil && outcome == claimInserted:
-			return dedupe.Claimed, nil
-		case err == nil && outcome == claimMarked:
-			return dedupe.Duplicate, nil
-		case err == nil && outcome == claimHeld:
-			return dedupe.InFlight, nil
-		case err == nil:
-			return 0, fmt.Errorf("dedupe: postgres: claim %s: unexpected outcome %d", key, outcome)
-		case !isNoRows(err):
+		case err != nil:
 			return 0, s.fail(ctx, "claim", key, err)
+		case outcome == claimInserted:
+			return dedupe.Claimed, nil
+		case outcome == claimMarked:
+			return dedupe.Duplicate, nil
+		case outcome == claimHeld:
+			return dedupe.InFlight, nil
+		case outcome != 0:
+			return 0, fmt.Errorf("dedupe: postgres: claim %s: unexpected outcome %d", key, outcome)
 		}
 		// No row: the insert met a live row committed after the statement's
 		// snapshot was taken. A new statement has a new snapshot that sees it,
 		// or, if it is gone again, takes the key.
-		s.retries.Add(1)
+		s.log.Debug(msgClaimAgain, "table", s.table, "key", k)
 		if err := ctx.Err(); err != nil {
 			return 0, s.fail(ctx, "claim", key, err)
 		}
@@ -343,12 +364,12 @@ func (s *Store) Extend(ctx context.Context, c dedupe.Claim, lease time.Duration)
 	if lease <= 0 {
 		lease = s.lease
 	}
-	tag, err := s.pool.Exec(ctx, s.sql.extend, c.Key.String(), c.Token, micros(lease))
+	n, err := s.exec(ctx, c.Key.String(), s.sql.extend, c.Token, micros(lease))
 	if err != nil {
 		return s.fail(ctx, "extend", c.Key, err)
 	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%w: %s", dedupe.ErrNotOwner, c.Key)
+	if n == 0 {
+		return fmt.Errorf("dedupe: postgres: extend %s: %w", c.Key, dedupe.ErrNotOwner)
 	}
 	return nil
 }
@@ -361,27 +382,52 @@ func (s *Store) Release(ctx context.Context, c dedupe.Claim) error {
 	if err := s.checkClaim(ctx, "release", c); err != nil {
 		return err
 	}
+	k, token, us := c.Key.String(), c.Token, micros(s.lease)
 	var held int
-	if err := s.pool.QueryRow(ctx, s.sql.release, c.Key.String(), c.Token, micros(s.lease)).Scan(&held); err != nil {
+	err := s.b.do(ctx, k, func(p *pgBatch) func() error {
+		p.Queue(s.sql.release, k, token, us)
+		return func() error { return p.results.QueryRow().Scan(&held) }
+	})
+	if err != nil {
 		return s.fail(ctx, "release", c.Key, err)
 	}
 	if held == 0 {
-		return fmt.Errorf("%w: %s", dedupe.ErrNotOwner, c.Key)
+		return fmt.Errorf("dedupe: postgres: release %s: %w", c.Key, dedupe.ErrNotOwner)
 	}
 	return nil
+}
+
+// exec runs the statement sql on key k with the further arguments args in
+// the next batch, and returns the number of rows it affected.
+func (s *Store) exec(ctx context.Context, k, sql string, args ...any) (int64, error) {
+	var n int64
+	err := s.b.do(ctx, k, func(p *pgBatch) func() error {
+		p.Queue(sql, append([]any{k}, args...)...)
+		return func() error {
+			tag, err := p.results.Exec()
+			n = tag.RowsAffected()
+			return err
+		}
+	})
+	if err != nil {
+		return 0, err // n is not ours to read: a call given up may be answered later
+	}
+	return n, nil
 }
 
 // Backend returns "postgres".
 func (s *Store) Backend() string { return "postgres" }
 
 // Close stops the background cleanup, if any, and waits for it to return;
-// later calls of every method return [dedupe.ErrClosed]. A pool given to [New]
-// is left open for its owner to close; the pool of a store made by [Open] is
-// closed, after the calls using it return. Close is idempotent and always
-// returns nil.
+// later calls of every method return [dedupe.ErrClosed], and so do the calls
+// still queued for a batch. It waits for the batch in flight to be answered. A
+// pool given to [New] is left open for its owner to close; the pool of a store
+// made by [Open] is closed, after the calls using it return. Close is
+// idempotent and always returns nil.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
+		s.b.close()
 		if s.stop != nil {
 			s.stop()
 			<-s.done
