@@ -49,15 +49,8 @@ func inOneBatch(t *testing.T, s *Store, app string, calls []namedCall) map[strin
 	t.Helper()
 	ctx := context.Background()
 	admin := adminConn(t)
-	blocker, err := s.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blocker.Rollback(ctx)
 	block := dedupe.Key{Channel: "block", MessageID: randomHex(t, 4)}
-	if _, err := blocker.Exec(ctx, `INSERT INTO `+s.table+` VALUES ($1, NULL, now() - interval '1 hour')`, block.String()); err != nil {
-		t.Fatal(err)
-	}
+	rollback := lockRow(t, s.table, block)
 	blocked := make(chan error, 2)
 	for range 2 {
 		go func() {
@@ -83,9 +76,7 @@ WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&n)
 		}()
 		until(t, "the call queued", func() bool { return queued(s) == i+1 })
 	}
-	if err := blocker.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	rollback()
 	got := map[string]batchResult{}
 	for range calls {
 		r := <-results

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatewaykit/dedupe"
 )
@@ -106,54 +108,11 @@ const benchToken = "0123456789abcdef0123456789abcdef"
 // duration, the dedupe lookup a webhook waits for.
 func BenchmarkClaimMark(b *testing.B) {
 	pool := newPool(b, "", benchPoolSize)
-	s := newTestStore(b, pool, Config{})
-	keys := &benchKeys{prefix: randomHex(b, 4) + "-"}
-	lease, ttl := micros(time.Minute), micros(time.Hour)
-	insert := `INSERT INTO ` + s.table + ` (key, token, expires_at)
-VALUES ($1, $2, now() + $3::bigint * interval '1 microsecond') ON CONFLICT DO NOTHING`
-	update := `UPDATE ` + s.table + ` SET token = NULL, expires_at = now() + $2::bigint * interval '1 microsecond' WHERE key = $1`
+	w := &claimMark{pool: pool, s: newTestStore(b, pool, Config{}), keys: &benchKeys{prefix: randomHex(b, 4) + "-"}}
 	contenders := []struct {
 		name string
 		op   func(ctx context.Context, lat *[]time.Duration) error
-	}{
-		{"store", func(ctx context.Context, lat *[]time.Duration) error {
-			k := keys.next()
-			var status dedupe.Status
-			err := timed(lat, func() (err error) {
-				status, err = s.Claim(ctx, dedupe.NewClaim(k), time.Minute)
-				return err
-			})
-			if err != nil || status != dedupe.Claimed {
-				return fmt.Errorf("Claim(%s) = %v, %v", k, status, err)
-			}
-			return s.Mark(ctx, k, time.Hour)
-		}},
-		{"raw", func(ctx context.Context, lat *[]time.Duration) error {
-			k := keys.next().String()
-			var outcome int
-			err := timed(lat, func() error {
-				return pool.QueryRow(ctx, s.sql.claim, k, benchToken, lease).Scan(&outcome)
-			})
-			if err != nil || outcome != claimInserted {
-				return fmt.Errorf("claim statement on %s = %v, %v", k, outcome, err)
-			}
-			_, err = pool.Exec(ctx, s.sql.mark, k, ttl)
-			return err
-		}},
-		{"insert", func(ctx context.Context, lat *[]time.Duration) error {
-			k := keys.next().String()
-			var tag interface{ RowsAffected() int64 }
-			err := timed(lat, func() (err error) {
-				tag, err = pool.Exec(ctx, insert, k, benchToken, lease)
-				return err
-			})
-			if err != nil || tag.RowsAffected() != 1 {
-				return fmt.Errorf("insert of %s: %v", k, err)
-			}
-			_, err = pool.Exec(ctx, update, k, ttl)
-			return err
-		}},
-	}
+	}{{"store", w.store}, {"raw", w.raw}, {"insert", w.insert}}
 	for _, c := range benchCallers {
 		for _, ct := range contenders {
 			b.Run(fmt.Sprintf("callers=%d/impl=%s", c, ct.name), func(b *testing.B) {
@@ -161,29 +120,81 @@ VALUES ($1, $2, now() + $3::bigint * interval '1 microsecond') ON CONFLICT DO NO
 			})
 		}
 	}
-	b.Run("impl=ceiling", func(b *testing.B) {
-		ctx := context.Background()
-		b.ReportAllocs()
-		start := time.Now()
-		for done := 0; done < b.N; done += 64 {
-			ks := make([]string, min(64, b.N-done))
-			for i := range ks {
-				ks[i] = keys.next().String()
-			}
-			var claims, marks pgx.Batch
-			for _, k := range ks {
-				claims.Queue(s.sql.claim, k, benchToken, lease)
-				marks.Queue(s.sql.mark, k, ttl)
-			}
-			if err := pool.SendBatch(ctx, &claims).Close(); err != nil {
-				b.Fatal(err)
-			}
-			if err := pool.SendBatch(ctx, &marks).Close(); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "keys/s")
+	b.Run("impl=ceiling", w.ceiling)
+}
+
+// claimMark is the work of BenchmarkClaimMark, done by each contender on keys
+// never used before.
+type claimMark struct {
+	pool *pgxpool.Pool
+	s    *Store
+	keys *benchKeys
+}
+
+var benchLease, benchTTL = micros(time.Minute), micros(time.Hour)
+
+func (w *claimMark) store(ctx context.Context, lat *[]time.Duration) error {
+	k := w.keys.next()
+	var status dedupe.Status
+	err := timed(lat, func() (err error) {
+		status, err = w.s.Claim(ctx, dedupe.NewClaim(k), time.Minute)
+		return err
 	})
+	if err != nil || status != dedupe.Claimed {
+		return fmt.Errorf("Claim(%s) = %v, %v", k, status, err)
+	}
+	return w.s.Mark(ctx, k, time.Hour)
+}
+
+func (w *claimMark) raw(ctx context.Context, lat *[]time.Duration) error {
+	k := w.keys.next().String()
+	var outcome int
+	err := timed(lat, func() error {
+		return w.pool.QueryRow(ctx, w.s.sql.claim, k, benchToken, benchLease).Scan(&outcome)
+	})
+	if err != nil || outcome != claimInserted {
+		return fmt.Errorf("claim statement on %s = %v, %v", k, outcome, err)
+	}
+	_, err = w.pool.Exec(ctx, w.s.sql.mark, k, benchTTL)
+	return err
+}
+
+func (w *claimMark) insert(ctx context.Context, lat *[]time.Duration) error {
+	k := w.keys.next().String()
+	var tag pgconn.CommandTag
+	err := timed(lat, func() (err error) {
+		tag, err = w.pool.Exec(ctx, `INSERT INTO `+w.s.table+` (key, token, expires_at)
+VALUES ($1, $2, now() + $3::bigint * interval '1 microsecond') ON CONFLICT DO NOTHING`, k, benchToken, benchLease)
+		return err
+	})
+	if err != nil || tag.RowsAffected() != 1 {
+		return fmt.Errorf("insert of %s: %v", k, err)
+	}
+	_, err = w.pool.Exec(ctx, `UPDATE `+w.s.table+` SET token = NULL,
+expires_at = now() + $2::bigint * interval '1 microsecond' WHERE key = $1`, k, benchTTL)
+	return err
+}
+
+// ceiling claims and marks keys 64 at a time, each step one batch.
+func (w *claimMark) ceiling(b *testing.B) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	start := time.Now()
+	for done := 0; done < b.N; done += 64 {
+		var claims, marks pgx.Batch
+		for range min(64, b.N-done) {
+			k := w.keys.next().String()
+			claims.Queue(w.s.sql.claim, k, benchToken, benchLease)
+			marks.Queue(w.s.sql.mark, k, benchTTL)
+		}
+		if err := w.pool.SendBatch(ctx, &claims).Close(); err != nil {
+			b.Fatal(err)
+		}
+		if err := w.pool.SendBatch(ctx, &marks).Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "keys/s")
 }
 
 // BenchmarkExists measures Exists of a marked key by 64 callers, beside the
@@ -258,13 +269,12 @@ func BenchmarkClaimDuplicate(b *testing.B) {
 			return err
 		})
 	})
-	lease := micros(time.Minute)
 	b.Run("impl=raw", func(b *testing.B) {
 		callers(b, 64, func(ctx context.Context, lat *[]time.Duration) error {
 			k := keys[n.Add(1)%int64(len(keys))].String()
 			var outcome int
 			err := timed(lat, func() error {
-				return pool.QueryRow(ctx, s.sql.claim, k, benchToken, lease).Scan(&outcome)
+				return pool.QueryRow(ctx, s.sql.claim, k, benchToken, benchLease).Scan(&outcome)
 			})
 			if err == nil && outcome != claimMarked {
 				err = fmt.Errorf("claim statement on marked %s = %d", k, outcome)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"os"
 	"sync"
@@ -176,4 +177,27 @@ func (r *recorder) count(msg string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.counts[msg]
+}
+
+// lockRow inserts an expired row of key into table in a transaction of a
+// connection of its own, and leaves it open: statements that write the key
+// wait for it until rollback is called (at the end of the test at the
+// latest).
+func lockRow(tb testing.TB, table string, key dedupe.Key) (rollback func()) {
+	tb.Helper()
+	ctx := context.Background()
+	tx, err := adminConn(tb).Begin(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rollback = func() {
+		if err := tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+			tb.Error(err)
+		}
+	}
+	tb.Cleanup(rollback)
+	if _, err := tx.Exec(ctx, `INSERT INTO `+table+` (key, token, expires_at) VALUES ($1, NULL, now() - interval '1 hour')`, key.String()); err != nil {
+		tb.Fatal(err)
+	}
+	return rollback
 }

@@ -23,28 +23,8 @@ func TestMultiInstance(t *testing.T) {
 	table := testTable(t)
 	ctx := context.Background()
 
-	// The instances start together on a table that does not exist yet.
-	stores := make([]*Store, instances)
 	rec := newRecorder()
-	var startWG sync.WaitGroup
-	for i := range stores {
-		pool := newPool(t, "", 4)
-		startWG.Go(func() {
-			s, err := New(ctx, pool, Config{Table: table, Logger: rec.logger()})
-			if err != nil {
-				t.Errorf("New of instance %d: %v", i, err)
-				return
-			}
-			stores[i] = s
-		})
-	}
-	startWG.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
-	for _, s := range stores {
-		t.Cleanup(func() { _ = s.Close() })
-	}
+	stores := startInstances(t, instances, table, rec)
 
 	id := randomHex(t, 4)
 	ks := make([]dedupe.Key, keys)
@@ -97,7 +77,14 @@ func TestMultiInstance(t *testing.T) {
 	}
 	t.Logf("%d claims: %d duplicate, %d in flight; %d claim statements run again",
 		instances*racers*keys, dups, held, rec.count(msgClaimAgain))
-	// Every instance now sees every key as processed.
+	checkProcessedEverywhere(t, stores, ks)
+}
+
+// checkProcessedEverywhere checks that every instance sees every key as
+// processed.
+func checkProcessedEverywhere(t *testing.T, stores []*Store, ks []dedupe.Key) {
+	t.Helper()
+	ctx := context.Background()
 	for inst, s := range stores {
 		for _, k := range ks {
 			if ok, err := s.Exists(ctx, k); err != nil || !ok {
@@ -108,6 +95,34 @@ func TestMultiInstance(t *testing.T) {
 			}
 		}
 	}
+}
+
+// startInstances starts n stores, each on a pool of its own, together, on a
+// table that does not exist yet, and closes them when t ends.
+func startInstances(t *testing.T, n int, table string, rec *recorder) []*Store {
+	t.Helper()
+	ctx := context.Background()
+	stores := make([]*Store, n)
+	var startWG sync.WaitGroup
+	for i := range stores {
+		pool := newPool(t, "", 4)
+		startWG.Go(func() {
+			s, err := New(ctx, pool, Config{Table: table, Logger: rec.logger()})
+			if err != nil {
+				t.Errorf("New of instance %d: %v", i, err)
+				return
+			}
+			stores[i] = s
+		})
+	}
+	startWG.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	for _, s := range stores {
+		t.Cleanup(func() { _ = s.Close() })
+	}
+	return stores
 }
 
 // TestRepeatableRead races claims and releases of one key over connections

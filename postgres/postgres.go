@@ -97,27 +97,50 @@ type statements struct {
 	exists, mark, claim, extend, release, cleanup string
 }
 
+// after is the SQL of a time a duration after the server's now. Durations
+// travel as whole microseconds ($n::bigint), the resolution of timestamptz, so
+// no interval encoding is involved.
+const after = `now() + %s::bigint * interval '1 microsecond'`
+
 func buildStatements(t string) statements {
-	// Durations travel as whole microseconds ($n::bigint), the resolution of
-	// timestamptz, so no interval encoding is involved.
-	const after = `now() + %s::bigint * interval '1 microsecond'`
 	return statements{
 		exists: `SELECT EXISTS (SELECT 1 FROM ` + t + ` WHERE key = $1 AND token IS NULL AND expires_at > now())`,
 
 		mark: `INSERT INTO ` + t + ` AS d (key, token, expires_at) VALUES ($1, NULL, ` + fmt.Sprintf(after, "$2") + `)
 ON CONFLICT (key) DO UPDATE SET token = NULL, expires_at = excluded.expires_at`,
 
-		// cur reads the live row, if any, in the statement's snapshot, unless it
-		// is the caller's own claim (a repeated Claim, which renews it) or holds
-		// only the fences of other tokens (a released key, absent to this one).
-		// When there is one the insert is skipped: the outcome is Duplicate or
-		// InFlight (also for a fenced token) and nothing is written or locked.
-		// Otherwise the insert takes the key, over an expired row or the fences,
-		// which it keeps. Its arbiter is the unique index on key, checked against
-		// the latest committed row, not the snapshot, and the WHERE is evaluated
-		// on that row under its lock: of racing claims exactly one inserts or
-		// updates, and the others return no row.
-		claim: `WITH cur AS (
+		claim: claimSQL(t),
+
+		extend: `UPDATE ` + t + ` SET expires_at = ` + fmt.Sprintf(after, "$3") + `
+WHERE key = $1 AND split_part(token, ' ', 1) = $2 AND expires_at > now()`,
+
+		release: releaseSQL(t),
+
+		// The subquery takes up to a batch of expired rows from the expiry index
+		// and locks them, rechecking expiry on a row updated meanwhile; the locked
+		// rows cannot change before the DELETE, which finds them by key. As an
+		// array (not "key IN (…)", which the planner may turn into a hash join
+		// over the whole table) the keys always go through the key's index.
+		cleanup: `DELETE FROM ` + t + ` WHERE key = ANY (ARRAY(
+	SELECT key FROM ` + t + ` WHERE expires_at <= now()
+	ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED))`,
+	}
+}
+
+// claimSQL returns the claim statement on table t.
+//
+// cur reads the live row, if any, in the statement's snapshot, unless it
+// is the caller's own claim (a repeated Claim, which renews it) or holds
+// only the fences of other tokens (a released key, absent to this one).
+// When there is one the insert is skipped: the outcome is Duplicate or
+// InFlight (also for a fenced token) and nothing is written or locked.
+// Otherwise the insert takes the key, over an expired row or the fences,
+// which it keeps. Its arbiter is the unique index on key, checked against
+// the latest committed row, not the snapshot, and the WHERE is evaluated
+// on that row under its lock: of racing claims exactly one inserts or
+// updates, and the others return no row.
+func claimSQL(t string) string {
+	return `WITH cur AS (
 	SELECT token IS NULL AS marked FROM ` + t + `
 	WHERE key = $1::text AND expires_at > now() AND (
 		token IS NULL
@@ -139,19 +162,20 @@ ON CONFLICT (key) DO UPDATE SET token = NULL, expires_at = excluded.expires_at`,
 )
 SELECT 1 FROM ins
 UNION ALL
-SELECT CASE WHEN marked THEN 2 ELSE 3 END FROM cur`,
+SELECT CASE WHEN marked THEN 2 ELSE 3 END FROM cur`
+}
 
-		extend: `UPDATE ` + t + ` SET expires_at = ` + fmt.Sprintf(after, "$3") + `
-WHERE key = $1 AND split_part(token, ' ', 1) = $2 AND expires_at > now()`,
-
-		// release drops the caller's claim and fences its token, in one upsert
-		// of the key's row: the row is locked, and a Claim with the token that
-		// commits first is fenced too. The token joins the row's fences (the
-		// last eight are kept): in place of the caller's claim, an expired row
-		// or an absent one, with the store's lease; beside another token's live
-		// claim, whose expiry is kept. A mark is left alone. old says whether
-		// the caller held the key when the statement began.
-		release: `WITH old AS (
+// releaseSQL returns the release statement on table t.
+//
+// release drops the caller's claim and fences its token, in one upsert
+// of the key's row: the row is locked, and a Claim with the token that
+// commits first is fenced too. The token joins the row's fences (the
+// last eight are kept): in place of the caller's claim, an expired row
+// or an absent one, with the store's lease; beside another token's live
+// claim, whose expiry is kept. A mark is left alone. old says whether
+// the caller held the key when the statement began.
+func releaseSQL(t string) string {
+	return `WITH old AS (
 	SELECT 1 FROM ` + t + ` WHERE key = $1::text AND expires_at > now() AND split_part(token, ' ', 1) = $2::text
 ), up AS (
 	INSERT INTO ` + t + ` AS d (key, token, expires_at)
@@ -166,17 +190,7 @@ WHERE key = $1 AND split_part(token, ' ', 1) = $2 AND expires_at > now()`,
 			THEN d.expires_at ELSE excluded.expires_at END
 	WHERE d.token IS NOT NULL OR d.expires_at <= now()
 )
-SELECT count(*)::int FROM old`,
-
-		// The subquery takes up to a batch of expired rows from the expiry index
-		// and locks them, rechecking expiry on a row updated meanwhile; the locked
-		// rows cannot change before the DELETE, which finds them by key. As an
-		// array (not "key IN (…)", which the planner may turn into a hash join
-		// over the whole table) the keys always go through the key's index.
-		cleanup: `DELETE FROM ` + t + ` WHERE key = ANY (ARRAY(
-	SELECT key FROM ` + t + ` WHERE expires_at <= now()
-	ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED))`,
-	}
+SELECT count(*)::int FROM old`
 }
 
 // Messages of the debug records of a Store's Logger.
@@ -457,7 +471,7 @@ func (s *Store) checkClaim(ctx context.Context, op string, c dedupe.Claim) error
 		return err
 	}
 	if c.Validate() != nil {
-		return fmt.Errorf("%w: %s: not a claim token", dedupe.ErrNotOwner, c.Key)
+		return fmt.Errorf("dedupe: postgres: %s %s: %w: not a claim token", op, c.Key, dedupe.ErrNotOwner)
 	}
 	return nil
 }

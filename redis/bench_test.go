@@ -83,44 +83,12 @@ var rawClaim = goredis.NewScript(redis.ClaimScriptSource)
 // (impl=ceiling, the same at every caller count).
 func BenchmarkClaimMark(b *testing.B) {
 	client := benchClient(b)
-	run := randomID(b)
-	prefix := "dedupe-bench:" + run + ":"
-	st := newStore(b, client, redis.Config{Prefix: prefix, TTL: benchTTL, Lease: benchTTL})
-	var n atomic.Uint64 // keys are never reused across contenders
-	key := func() dedupe.Key {
-		return dedupe.Key{Channel: "bench", MessageID: strconv.FormatUint(n.Add(1), 10)}
-	}
-	const token = "0123456789abcdef0123456789abcdef"
-	ms := benchTTL.Milliseconds()
+	w := &claimMark{client: client, prefix: "dedupe-bench:" + randomID(b) + ":"}
+	w.st = newStore(b, client, redis.Config{Prefix: w.prefix, TTL: benchTTL, Lease: benchTTL})
 	contenders := []struct {
 		name string
 		op   func(ctx context.Context, _ uint64) error
-	}{
-		{"store", func(ctx context.Context, _ uint64) error {
-			k := key()
-			status, err := st.Claim(ctx, dedupe.NewClaim(k), 0)
-			if err != nil || status != dedupe.Claimed {
-				return fmt.Errorf("Claim(%s) = %v, %v", k, status, err)
-			}
-			return st.Mark(ctx, k, 0)
-		}},
-		{"raw", func(ctx context.Context, _ uint64) error {
-			rk := prefix + key().String()
-			v, err := rawClaim.Run(ctx, client, []string{rk}, token, ms).Int64()
-			if err != nil || v != 1 {
-				return fmt.Errorf("claim script on %s = %v, %v", rk, v, err)
-			}
-			return client.Set(ctx, rk, "m", benchTTL).Err()
-		}},
-		{"setnx", func(ctx context.Context, _ uint64) error {
-			rk := prefix + key().String()
-			ok, err := client.SetNX(ctx, rk, "c:"+token, benchTTL).Result()
-			if err != nil || !ok {
-				return fmt.Errorf("SET %s NX = %v, %v", rk, ok, err)
-			}
-			return client.Set(ctx, rk, "m", benchTTL).Err()
-		}},
-	}
+	}{{"store", w.store}, {"raw", w.raw}, {"setnx", w.setnx}}
 	for _, c := range benchCallers {
 		for _, ct := range contenders {
 			b.Run(fmt.Sprintf("callers=%d/impl=%s", c, ct.name), func(b *testing.B) {
@@ -128,45 +96,88 @@ func BenchmarkClaimMark(b *testing.B) {
 			})
 		}
 	}
-	b.Run("impl=ceiling", func(b *testing.B) {
-		ctx := context.Background()
-		b.ReportAllocs()
-		start := time.Now()
-		for done := 0; done < b.N; done += 64 {
-			keys := make([]string, min(64, b.N-done))
-			for i := range keys {
-				keys[i] = prefix + key().String()
+	b.Run("impl=ceiling", w.ceiling)
+}
+
+// claimMark is the work of BenchmarkClaimMark, done by each contender on keys
+// never used before.
+type claimMark struct {
+	client *goredis.Client
+	st     *redis.Store
+	prefix string
+	n      atomic.Uint64
+}
+
+const benchToken = "0123456789abcdef0123456789abcdef"
+
+func (w *claimMark) key() dedupe.Key {
+	return dedupe.Key{Channel: "bench", MessageID: strconv.FormatUint(w.n.Add(1), 10)}
+}
+
+func (w *claimMark) store(ctx context.Context, _ uint64) error {
+	k := w.key()
+	status, err := w.st.Claim(ctx, dedupe.NewClaim(k), 0)
+	if err != nil || status != dedupe.Claimed {
+		return fmt.Errorf("Claim(%s) = %v, %v", k, status, err)
+	}
+	return w.st.Mark(ctx, k, 0)
+}
+
+func (w *claimMark) raw(ctx context.Context, _ uint64) error {
+	rk := w.prefix + w.key().String()
+	v, err := rawClaim.Run(ctx, w.client, []string{rk}, benchToken, benchTTL.Milliseconds()).Int64()
+	if err != nil || v != 1 {
+		return fmt.Errorf("claim script on %s = %v, %v", rk, v, err)
+	}
+	return w.client.Set(ctx, rk, "m", benchTTL).Err()
+}
+
+func (w *claimMark) setnx(ctx context.Context, _ uint64) error {
+	rk := w.prefix + w.key().String()
+	ok, err := w.client.SetNX(ctx, rk, "c:"+benchToken, benchTTL).Result()
+	if err != nil || !ok {
+		return fmt.Errorf("SET %s NX = %v, %v", rk, ok, err)
+	}
+	return w.client.Set(ctx, rk, "m", benchTTL).Err()
+}
+
+// ceiling claims and marks keys 64 at a time, each step one pipeline.
+func (w *claimMark) ceiling(b *testing.B) {
+	ctx := context.Background()
+	if err := rawClaim.Load(ctx, w.client).Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	start := time.Now()
+	for done := 0; done < b.N; done += 64 {
+		keys := make([]string, min(64, b.N-done))
+		for i := range keys {
+			keys[i] = w.prefix + w.key().String()
+		}
+		claims := make([]*goredis.Cmd, len(keys))
+		if _, err := w.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i, k := range keys {
+				claims[i] = rawClaim.EvalSha(ctx, p, []string{k}, benchToken, benchTTL.Milliseconds())
 			}
-			claims := make([]*goredis.Cmd, len(keys))
-			_, err := client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-				for i, k := range keys {
-					claims[i] = rawClaim.EvalSha(ctx, p, []string{k}, token, ms)
-				}
-				return nil
-			})
-			if err != nil {
-				// NOSCRIPT the first time: load it and go on.
-				if err := rawClaim.Load(ctx, client).Err(); err != nil {
-					b.Fatal(err)
-				}
-				continue
-			}
-			for _, c := range claims {
-				if v, err := c.Int64(); err != nil || v != 1 {
-					b.Fatalf("pipelined claim = %v, %v", v, err)
-				}
-			}
-			if _, err := client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-				for _, k := range keys {
-					p.Set(ctx, k, "m", benchTTL)
-				}
-				return nil
-			}); err != nil {
-				b.Fatal(err)
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range claims {
+			if v, err := c.Int64(); err != nil || v != 1 {
+				b.Fatalf("pipelined claim = %v, %v", v, err)
 			}
 		}
-		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "keys/s")
-	})
+		if _, err := w.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for _, k := range keys {
+				p.Set(ctx, k, "m", benchTTL)
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "keys/s")
 }
 
 // BenchmarkExists measures Exists of a marked key by 64 callers beside a raw
