@@ -20,14 +20,16 @@ const maxBatch = 128
 // one: a closure and its result channel, as in bbolt's DB.Batch. queue adds
 // the operation to the round's request and returns the function that reads
 // its outcome once the request has been sent. The outcome goes to variables of
-// the caller, which reads them after it received the error from err.
+// the caller, which reads them after it received the error.
 type call[R any] struct {
 	queue    func(R) (read func() error)
 	key      string     // the key the call touches
 	deadline time.Time  // of the caller's context; zero if it has none
-	err      chan error // buffered, so that answering never waits
+	done     chan error // a queued call's answer, buffered so that answering never waits
+	result   error      // the answer of a call its caller sends
 	state    atomic.Int32
 	round    *round // set before the state becomes callSent
+	own      round  // the round of a call its caller sends
 }
 
 // States of a call. The caller moves a call from callQueued to callAbandoned,
@@ -44,9 +46,14 @@ const (
 
 // answer gives c its error, unless its caller left.
 func (c *call[R]) answer(err error) {
-	if c.state.CompareAndSwap(callSent, callDone) {
-		c.err <- err
+	if !c.state.CompareAndSwap(callSent, callDone) {
+		return
 	}
+	if c.done == nil {
+		c.result = err // its caller sends it, and reads this when send returns
+		return
+	}
+	c.done <- err
 }
 
 // round is one round trip. Its context ends when the last of its callers gave
@@ -115,22 +122,22 @@ type batcher[R any] struct {
 // its caller's goroutine, with its caller's context; the calls queued
 // meanwhile go to a goroutine of b when it is done.
 func (b *batcher[R]) do(ctx context.Context, key string, queue func(R) func() error) error {
-	c := &call[R]{queue: queue, key: key, err: make(chan error, 1)}
+	c := &call[R]{queue: queue, key: key}
 	c.deadline, _ = ctx.Deadline()
 	alone, ok := b.add(c)
 	if !ok {
 		return dedupe.ErrClosed
 	}
 	if alone {
-		r := &round{ctx: ctx, cancel: func() {}}
-		c.round = r
+		c.own.ctx = ctx // no cancel: the round is its caller's, who waits for it
+		c.round = &c.own
 		c.state.Store(callSent)
-		b.send(r, []*call[R]{c})
+		b.send(c.round, []*call[R]{c})
 		b.done(true)
-		return <-c.err
+		return c.result
 	}
 	select {
-	case err := <-c.err:
+	case err := <-c.done:
 		return err
 	case <-ctx.Done():
 	}
@@ -141,7 +148,7 @@ func (b *batcher[R]) do(ctx context.Context, key string, queue func(R) func() er
 		c.round.leave()
 		return fmt.Errorf("%w (sent; it may have taken effect)", ctx.Err())
 	}
-	return <-c.err // answered meanwhile
+	return <-c.done // answered meanwhile
 }
 
 // add takes c, and reports whether b was open and whether c's caller is to
@@ -159,6 +166,7 @@ func (b *batcher[R]) add(c *call[R]) (alone, ok bool) {
 		return true, true
 	}
 	b.wg.Done()
+	c.done = make(chan error, 1)
 	b.queue = append(b.queue, c)
 	if b.running < b.rounds {
 		b.running++
@@ -232,7 +240,7 @@ func (b *batcher[R]) close() {
 	b.mu.Unlock()
 	for _, c := range queued {
 		if c.state.CompareAndSwap(callQueued, callDone) {
-			c.err <- dedupe.ErrClosed
+			c.done <- dedupe.ErrClosed
 		}
 	}
 	b.wg.Wait()
