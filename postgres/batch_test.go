@@ -43,26 +43,26 @@ type namedCall struct {
 	f    func() (dedupe.Status, error)
 }
 
-// inOneBatch runs calls in one batch of s: it makes both round trips of s
-// wait on a row lock, queues the calls in order, and then lets the lock go.
+// inOneBatch runs calls in one batch of s: it makes all round trips of s wait
+// on a row lock, queues the calls in order, and then lets the lock go.
 func inOneBatch(t *testing.T, s *Store, app string, calls []namedCall) map[string]batchResult {
 	t.Helper()
 	ctx := context.Background()
 	admin := adminConn(t)
 	block := dedupe.Key{Channel: "block", MessageID: randomHex(t, 4)}
 	rollback := lockRow(t, s.table, block)
-	blocked := make(chan error, 2)
-	for range 2 {
+	blocked := make(chan error, roundsInFlight)
+	for range roundsInFlight {
 		go func() {
 			_, _, err := claimNew(ctx, s, block, time.Minute)
 			blocked <- err
 		}()
 	}
-	until(t, "two claims waiting on the lock", func() bool {
+	until(t, "every round trip waiting on the lock", func() bool {
 		var n int
 		err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&n)
-		return err == nil && n == 2
+		return err == nil && n == roundsInFlight
 	})
 	type named struct {
 		name string
@@ -82,7 +82,7 @@ WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&n)
 		r := <-results
 		got[r.name] = r.batchResult
 	}
-	for range 2 {
+	for range roundsInFlight {
 		if err := <-blocked; err != nil {
 			t.Errorf("blocked claim: %v", err)
 		}
@@ -95,7 +95,7 @@ WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&n)
 // failing call alone fails, and the others succeed.
 func TestBatchIsolation(t *testing.T) {
 	app := "dedupe_batch_" + randomHex(t, 4)
-	pool := newPool(t, app, 8)
+	pool := newPool(t, app, 2*roundsInFlight)
 	ctx := context.Background()
 	table := testTable(t)
 	// A table a migration made, with a check that fails the marks of poison keys.
@@ -151,20 +151,20 @@ func TestBatchIsolation(t *testing.T) {
 }
 
 // stuckStore returns a store whose pool reaches the server through a proxy,
-// with both of its round trips in flight and their replies swallowed, so that
+// with all of its round trips in flight and their replies swallowed, so that
 // the next calls queue. The calls in flight end with an error once the proxy
 // cuts them; their results arrive on the returned channel.
 func stuckStore(t *testing.T) (*Store, *faultproxy.Proxy, <-chan error) {
 	t.Helper()
-	pool, p := proxyPool(t, 8)
+	pool, p := proxyPool(t, 2*roundsInFlight)
 	s := newTestStore(t, pool, Config{})
 	ctx := context.Background()
 	if _, err := s.Exists(ctx, dedupe.Key{Channel: "warm", MessageID: "1"}); err != nil {
 		t.Fatal(err)
 	}
 	p.DropReplies(true)
-	stuck := make(chan error, 2)
-	for i := range 2 {
+	stuck := make(chan error, roundsInFlight)
+	for i := range roundsInFlight {
 		go func() {
 			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
@@ -172,7 +172,7 @@ func stuckStore(t *testing.T) (*Store, *faultproxy.Proxy, <-chan error) {
 			stuck <- err
 		}()
 	}
-	until(t, "two silent round trips", func() bool { return p.Stats().Silenced >= 2 })
+	until(t, "silent round trips", func() bool { return p.Stats().Silenced >= roundsInFlight })
 	return s, p, stuck
 }
 
@@ -190,7 +190,7 @@ func TestQueuedCallGivenUp(t *testing.T) {
 	}
 	p.DropReplies(false)
 	p.Cut()
-	for range 2 {
+	for range roundsInFlight {
 		if err := <-stuck; err == nil {
 			t.Error("a call whose connection was cut succeeded")
 		}
@@ -225,7 +225,7 @@ func TestCloseWithCallsQueued(t *testing.T) {
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}
-	for range 2 {
+	for range roundsInFlight {
 		<-stuck
 	}
 }

@@ -108,7 +108,7 @@
 //
 // A [Store] sends the statements of concurrent calls together (natural
 // batching, or group commit): a call that finds a batch free is sent at once,
-// by its own goroutine, with no timer; the calls that arrive while two batches
+// by its own goroutine, with no timer; the calls that arrive while four batches
 // are in flight wait, and the next batch sends them all, up to 128. A batch is
 // one pgx.Batch on one connection of the pool: one round trip, and one
 // transaction, since pgx sends it with a single Sync, so one commit (one WAL
@@ -120,7 +120,7 @@
 //
 // Each call waits for the commit of its batch and gets its own result and
 // error. A batch runs its statements in the order of their keys, so that
-// batches running at once (on two connections, or in other instances) take
+// batches running at once (on several connections, or in other instances) take
 // their row locks in one order and do not deadlock; calls on one key keep
 // their order, and each statement sees the ones before it in the batch, so two
 // Claims of one key in a batch give one [dedupe.Claimed] and one
@@ -136,8 +136,13 @@
 // error at once and is never sent; one whose context ends while its batch is
 // in flight returns the context's error too, and its statement may still
 // commit. A batch is cancelled when the last of its callers gives up, and
-// bounded by the latest of their deadlines. [Store.Close] answers the calls
-// still waiting with [dedupe.ErrClosed] and waits for the batches in flight.
+// bounded by the latest of their deadlines; pgx has no read timeout of its
+// own, so a batch with a caller whose context has no deadline waits on a
+// connection that stopped answering until the connection fails. Give contexts
+// deadlines (as [dedupe.Deduper] does for its marks and releases): a stuck
+// connection then holds up one of the four batches, and only until then.
+// [Store.Close] answers the calls still waiting with [dedupe.ErrClosed] and
+// waits for the batches in flight.
 //
 // # Cleanup
 //

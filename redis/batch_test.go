@@ -28,8 +28,8 @@ func until(t *testing.T, what string, cond func() bool) {
 }
 
 // stuckStore returns a store whose client reaches Redis through a proxy,
-// with both of its round trips in flight and their replies swallowed, so
-// that the next calls queue. The calls in flight end with an error once the
+// with all of its round trips in flight and their replies swallowed, so that
+// the next calls queue. The calls in flight end with an error once the
 // proxy cuts them; their results arrive on the returned channel.
 func stuckStore(t *testing.T) (*redis.Store, *faultproxy.Proxy, <-chan error, string) {
 	t.Helper()
@@ -41,12 +41,13 @@ func stuckStore(t *testing.T) (*redis.Store, *faultproxy.Proxy, <-chan error, st
 	client := newClient(t, p.Addr(), func(o *goredis.Options) {
 		o.MaxRetries = -1
 		o.ReadTimeout = 30 * time.Second
+		o.PoolSize = 2 * redis.RoundsInFlight
 	})
 	prefix := "dedupe-test:" + randomID(t) + ":"
 	st := newStore(t, client, redis.Config{Prefix: prefix})
 	p.DropReplies(true)
-	stuck := make(chan error, 2)
-	for i := range 2 {
+	stuck := make(chan error, redis.RoundsInFlight)
+	for i := range redis.RoundsInFlight {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -54,7 +55,7 @@ func stuckStore(t *testing.T) (*redis.Store, *faultproxy.Proxy, <-chan error, st
 			stuck <- err
 		}()
 	}
-	until(t, "two silent round trips", func() bool { return p.Stats().Silenced >= 2 })
+	until(t, "silent round trips", func() bool { return p.Stats().Silenced >= redis.RoundsInFlight })
 	return st, p, stuck, prefix
 }
 
@@ -72,7 +73,7 @@ func TestQueuedCallGivenUp(t *testing.T) {
 	}
 	p.DropReplies(false)
 	p.Cut()
-	for range 2 {
+	for range redis.RoundsInFlight {
 		if err := <-stuck; err == nil {
 			t.Error("a call whose connection was cut succeeded")
 		}
@@ -112,7 +113,7 @@ func TestCloseWithCallsQueued(t *testing.T) {
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}
-	for range 2 {
+	for range redis.RoundsInFlight {
 		<-stuck
 	}
 	if _, err := st.Exists(context.Background(), dedupe.Key{Channel: "x", MessageID: "1"}); !errors.Is(err, dedupe.ErrClosed) {

@@ -79,7 +79,7 @@
 //
 // A [Store] sends the commands of concurrent calls together (natural
 // batching, or group commit): a call that finds a pipeline free is sent at
-// once, by its own goroutine, with no timer; the calls that arrive while two
+// once, by its own goroutine, with no timer; the calls that arrive while eight
 // pipelines are in flight wait, and the next pipeline sends them all, up to
 // 128. A pipeline is one round trip on one connection of the client's pool,
 // or on a ClusterClient one per node holding its keys, sent at once. So a lone

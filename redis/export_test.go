@@ -9,3 +9,6 @@ func Queued(s *Store) int {
 	defer s.b.mu.Unlock()
 	return len(s.b.queue)
 }
+
+// RoundsInFlight is how many pipelines a store has in flight at most.
+const RoundsInFlight = roundsInFlight

@@ -7,10 +7,14 @@ import (
 )
 
 // roundsInFlight is how many pipelines a Store has in flight at most, each on
-// a connection of its own. Two are as fast as one (measured with 1, 2 and 4 at
-// 64 callers), and a pipeline that stops answering does not hold up every
-// call queued behind it.
-const roundsInFlight = 2
+// a connection of its own. Eight let up to eight callers go at once, one
+// round trip each as without batching, and keep Redis busy while the client
+// reads the replies of other pipelines; a pipeline that stops answering holds
+// up only its own calls. Measured on a 2-core machine (medians of three
+// interleaved runs, Claim+Mark): at 64 callers 70.6k keys/s with 2, 86.0k with
+// 4, 87.8k with 8; at 8 callers 0.68, 0.72 and 0.87 of the same commands
+// sent per call.
+const roundsInFlight = 8
 
 // pipe is the request of one round trip: a go-redis pipeline, which a
 // ClusterClient splits by node, or, for a lone call, the client itself.
