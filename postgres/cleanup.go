@@ -59,11 +59,11 @@ func (s *Store) sweep(ctx context.Context, every time.Duration) {
 		case <-tick.C:
 		}
 		n, err := s.cleanup(ctx)
-		if err != nil && ctx.Err() == nil {
+		switch {
+		case err == nil:
+			s.log.Debug(msgSweep, "table", s.table, "deleted", n)
+		case ctx.Err() == nil:
 			s.log.Warn("dedupe: postgres: background cleanup failed", "table", s.table, "deleted", n, "error", err)
-		}
-		if s.afterSweep != nil {
-			s.afterSweep(n, err)
 		}
 	}
 }

@@ -114,13 +114,9 @@ func TestSweeper(t *testing.T) {
 	table := testTable(t)
 	before := sweepers()
 	swept := make(chan int64, 100)
-	s, err := newStore(context.Background(), pool, Config{Table: table, CleanupInterval: 10 * time.Millisecond},
-		func(n int64, err error) {
-			if err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("sweep: %v", err)
-			}
-			swept <- n
-		})
+	rec := newRecorder()
+	rec.sweeps = swept
+	s, err := New(context.Background(), pool, Config{Table: table, CleanupInterval: 10 * time.Millisecond, Logger: rec.logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,6 +151,9 @@ func TestSweeper(t *testing.T) {
 	default:
 		t.Fatal("Close returned before the sweeper did")
 	}
+	if n := rec.count("dedupe: postgres: background cleanup failed"); n > 0 {
+		t.Errorf("%d sweeps failed", n)
+	}
 	// The goroutine signals done in its last deferred call, and then it can only
 	// exit: it must leave the dump without any wait for time to pass.
 	for deadline := time.Now().Add(10 * time.Second); sweepers() != before; runtime.Gosched() {
@@ -174,7 +173,7 @@ func TestCloseStopsBlockedSweep(t *testing.T) {
 	pool := newPool(t, "", 0)
 	table := testTable(t)
 	ctx := context.Background()
-	s, err := newStore(ctx, pool, Config{Table: table, CleanupInterval: time.Millisecond}, nil)
+	s, err := New(ctx, pool, Config{Table: table, CleanupInterval: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

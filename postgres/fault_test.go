@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/internal/faultproxy"
 )
 
 // terminate ends every backend of the application app from the admin
@@ -80,9 +84,16 @@ func TestTerminateBackends(t *testing.T) {
 			}
 		})
 	}
+	killWhileWorking(t, admin, app, stopped(&wg), &okCount, &errCount)
+	checkAfterKills(t, s, ks, state, maxConns)
+}
+
+// killWhileWorking terminates the backends of app each time the workers
+// made some progress, until they are done, and checks that callers saw errors.
+func killWhileWorking(t *testing.T, admin *pgx.Conn, app string, workersDone <-chan struct{}, okCount, errCount *atomic.Int64) {
+	ctx := context.Background()
 	// Kill the pool's backends each time the workers have made some progress,
 	// until they finish.
-	workersDone := stopped(&wg)
 	progressed := func(target int64) bool { // false once the workers are done
 		for okCount.Load() < target {
 			select {
@@ -113,6 +124,12 @@ func TestTerminateBackends(t *testing.T) {
 		t.Fatalf("the faults did not happen: %d backends terminated, %d errors", killed, errCount.Load())
 	}
 
+}
+
+// checkAfterKills checks that the store works again once the killing stopped,
+// and that every key is as the workers left it.
+func checkAfterKills(t *testing.T, s *Store, ks []dedupe.Key, state []keyState, maxConns int) {
+	ctx := context.Background()
 	// Once the killing has stopped, the same Store works again: each connection
 	// killed while idle in the pool fails at most one call before the pool
 	// replaces it.
@@ -169,19 +186,7 @@ func TestCancelMidQuery(t *testing.T) {
 	k := dedupe.Key{Channel: "cancel", MessageID: randomHex(t, 4)}
 
 	// An uncommitted insert of the key makes the claim's INSERT wait for it.
-	blocker, err := pgx.Connect(ctx, testDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blocker.Close(ctx)
-	tx, err := blocker.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `INSERT INTO `+s.table+` (key, token, expires_at) VALUES ($1, NULL, now() - interval '1 hour')`, k.String()); err != nil {
-		t.Fatal(err)
-	}
+	rollback := lockRow(t, s.table, k)
 
 	claimCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -221,9 +226,7 @@ WHERE application_name = $1 AND wait_event_type = 'Lock')`, app).Scan(&waiting)
 	if r.status == dedupe.Claimed {
 		t.Fatalf("cancelled Claim returned a claim: %+v", r.c)
 	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	rollback()
 
 	// The store works on, on the pool's remaining or replacement connections.
 	other := dedupe.Key{Channel: "cancel", MessageID: randomHex(t, 4)}
@@ -238,4 +241,45 @@ WHERE application_name = $1 AND wait_event_type = 'Lock')`, app).Scan(&waiting)
 		t.Fatalf("Claim of the key of the cancelled claim = %v, %v; want claimed or in flight", cSt, err)
 	}
 	t.Logf("after the cancelled claim, the key is %v", cSt)
+}
+
+// proxyPool returns a pool on the test server whose connections go through
+// a fault proxy, both closed when tb ends.
+func proxyPool(tb testing.TB, maxConns int32) (*pgxpool.Pool, *faultproxy.Proxy) {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(testDSN(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p, err := faultproxy.Start(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = p.Close() })
+	host, port, _ := net.SplitHostPort(p.Addr())
+	n, _ := strconv.Atoi(port)
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = host, uint16(n), nil
+	cfg.ConnConfig.ConnectTimeout = time.Second
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool, p
+}
+
+// TestDeduperStorm runs Deduper.Do through a TCP proxy in front of
+// PostgreSQL that drops replies for a while and then cuts the connections,
+// round after round, with deadlines of 0 to 5 ms: no message may run twice,
+// and none may be left stranded by the claim of a call that failed.
+func TestDeduperStorm(t *testing.T) {
+	pool, p := proxyPool(t, 16)
+	s := newTestStore(t, pool, Config{})
+	d := dedupe.New(s, dedupe.WithLease(time.Hour))
+	t.Cleanup(func() { _ = d.Close() })
+	f := faultproxy.Storm{}.Run(t, d, p, randomHex(t, 4))
+	t.Log(f)
 }

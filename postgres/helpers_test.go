@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -131,4 +134,70 @@ func claimNew(ctx context.Context, st dedupe.Store, key dedupe.Key, lease time.D
 	c := dedupe.NewClaim(key)
 	status, err := st.Claim(ctx, c, lease)
 	return c, status, err
+}
+
+// recorder is a slog.Handler that counts a store's records by message, and
+// passes the number of rows deleted by each sweep to sweeps, if it is set:
+// the tests watch the store's background work through its Logger.
+type recorder struct {
+	mu     sync.Mutex
+	counts map[string]int
+	sweeps chan<- int64
+}
+
+func newRecorder() *recorder { return &recorder{counts: make(map[string]int)} }
+
+func (r *recorder) logger() *slog.Logger { return slog.New(r) }
+
+func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
+
+func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	r.counts[rec.Message]++
+	r.mu.Unlock()
+	if rec.Message == msgSweep && r.sweeps != nil {
+		rec.Attrs(func(a slog.Attr) bool {
+			if a.Key == "deleted" {
+				select {
+				case r.sweeps <- a.Value.Int64():
+				default: // the test stopped counting
+				}
+			}
+			return true
+		})
+	}
+	return nil
+}
+
+func (r *recorder) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *recorder) WithGroup(string) slog.Handler      { return r }
+
+// count returns how many records with message msg were handled.
+func (r *recorder) count(msg string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.counts[msg]
+}
+
+// lockRow inserts an expired row of key into table in a transaction of a
+// connection of its own, and leaves it open: statements that write the key
+// wait for it until rollback is called (at the end of the test at the
+// latest).
+func lockRow(tb testing.TB, table string, key dedupe.Key) (rollback func()) {
+	tb.Helper()
+	ctx := context.Background()
+	tx, err := adminConn(tb).Begin(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rollback = func() {
+		if err := tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+			tb.Error(err)
+		}
+	}
+	tb.Cleanup(rollback)
+	if _, err := tx.Exec(ctx, `INSERT INTO `+table+` (key, token, expires_at) VALUES ($1, NULL, now() - interval '1 hour')`, key.String()); err != nil {
+		tb.Fatal(err)
+	}
+	return rollback
 }

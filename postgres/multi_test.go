@@ -23,27 +23,8 @@ func TestMultiInstance(t *testing.T) {
 	table := testTable(t)
 	ctx := context.Background()
 
-	// The instances start together on a table that does not exist yet.
-	stores := make([]*Store, instances)
-	var startWG sync.WaitGroup
-	for i := range stores {
-		pool := newPool(t, "", 4)
-		startWG.Go(func() {
-			s, err := New(ctx, pool, Config{Table: table})
-			if err != nil {
-				t.Errorf("New of instance %d: %v", i, err)
-				return
-			}
-			stores[i] = s
-		})
-	}
-	startWG.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
-	for _, s := range stores {
-		t.Cleanup(func() { _ = s.Close() })
-	}
+	rec := newRecorder()
+	stores := startInstances(t, instances, table, rec)
 
 	id := randomHex(t, 4)
 	ks := make([]dedupe.Key, keys)
@@ -95,8 +76,15 @@ func TestMultiInstance(t *testing.T) {
 		held += inFlight[i].Load()
 	}
 	t.Logf("%d claims: %d duplicate, %d in flight; %d claim statements run again",
-		instances*racers*keys, dups, held, sumRetries(stores))
-	// Every instance now sees every key as processed.
+		instances*racers*keys, dups, held, rec.count(msgClaimAgain))
+	checkProcessedEverywhere(t, stores, ks)
+}
+
+// checkProcessedEverywhere checks that every instance sees every key as
+// processed.
+func checkProcessedEverywhere(t *testing.T, stores []*Store, ks []dedupe.Key) {
+	t.Helper()
+	ctx := context.Background()
 	for inst, s := range stores {
 		for _, k := range ks {
 			if ok, err := s.Exists(ctx, k); err != nil || !ok {
@@ -109,12 +97,32 @@ func TestMultiInstance(t *testing.T) {
 	}
 }
 
-func sumRetries(stores []*Store) int64 {
-	var n int64
-	for _, s := range stores {
-		n += s.retries.Load()
+// startInstances starts n stores, each on a pool of its own, together, on a
+// table that does not exist yet, and closes them when t ends.
+func startInstances(t *testing.T, n int, table string, rec *recorder) []*Store {
+	t.Helper()
+	ctx := context.Background()
+	stores := make([]*Store, n)
+	var startWG sync.WaitGroup
+	for i := range stores {
+		pool := newPool(t, "", 4)
+		startWG.Go(func() {
+			s, err := New(ctx, pool, Config{Table: table, Logger: rec.logger()})
+			if err != nil {
+				t.Errorf("New of instance %d: %v", i, err)
+				return
+			}
+			stores[i] = s
+		})
 	}
-	return n
+	startWG.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	for _, s := range stores {
+		t.Cleanup(func() { _ = s.Close() })
+	}
+	return stores
 }
 
 // TestRepeatableRead races claims and releases of one key over connections

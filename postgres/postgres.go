@@ -49,7 +49,10 @@ type Config struct {
 	// [DefaultCleanupBatch].
 	CleanupBatch int
 	// Logger receives the errors of the background cleanup, which has no caller to
-	// return them to. Default [slog.Default].
+	// return them to, at warn level, and at debug level a record of each sweep
+	// of the cleanup, of each claim statement run again after it met a
+	// concurrent commit, and of each batch whose calls were sent again one by
+	// one after a statement failed. Default [slog.Default].
 	Logger *slog.Logger
 }
 
@@ -61,11 +64,14 @@ type Config struct {
 // client's: instances whose clocks disagree still agree on what has expired.
 // Expired rows are absent to every method even before they are deleted.
 //
-// Exists, Mark, Claim, Extend and Release are each one statement, one round
-// trip on a connection of the pool (with pgx's default statement cache, the
-// first use of a statement on a connection also prepares it). A Claim takes a
-// second round trip only when it races with a concurrent writer of the same
-// key; see the package documentation.
+// Exists, Mark, Claim, Extend and Release are each one statement. A Store
+// batches them (see the package documentation): the calls that arrive while a
+// batch is in flight are sent together in the next one, up to 128, in one
+// round trip and one transaction; a call that finds nothing in flight is sent
+// at once. Each call waits for the commit of its own batch and gets its own
+// result; a statement that fails does not fail the other calls of its batch.
+// A Claim takes a second statement only when it races with a concurrent
+// writer of the same key; see the package documentation.
 //
 // The Store does not own a pool given to [New]: [Store.Close] leaves it open.
 // A Store made by [Open] owns its pool and closes it.
@@ -78,14 +84,12 @@ type Store struct {
 	batch   int
 	log     *slog.Logger
 	sql     statements
+	b       batcher[*pgBatch]
 
 	closed    atomic.Bool
 	closeOnce sync.Once
 	stop      context.CancelFunc // stops the sweeper; nil without one
 	done      chan struct{}      // closed when the sweeper has returned
-
-	afterSweep func(n int64, err error) // test hook, called after each sweep
-	retries    atomic.Int64             // claim statements run again; read by tests
 }
 
 // statements are the SQL texts of a Store, built once for its table.
@@ -93,43 +97,24 @@ type statements struct {
 	exists, mark, claim, extend, release, cleanup string
 }
 
+// after is the SQL of a time a duration after the server's now. Durations
+// travel as whole microseconds ($n::bigint), the resolution of timestamptz, so
+// no interval encoding is involved.
+const after = `now() + %s::bigint * interval '1 microsecond'`
+
 func buildStatements(t string) statements {
-	// Durations travel as whole microseconds ($n::bigint), the resolution of
-	// timestamptz, so no interval encoding is involved.
-	const after = `now() + %s::bigint * interval '1 microsecond'`
 	return statements{
 		exists: `SELECT EXISTS (SELECT 1 FROM ` + t + ` WHERE key = $1 AND token IS NULL AND expires_at > now())`,
 
 		mark: `INSERT INTO ` + t + ` AS d (key, token, expires_at) VALUES ($1, NULL, ` + fmt.Sprintf(after, "$2") + `)
 ON CONFLICT (key) DO UPDATE SET token = NULL, expires_at = excluded.expires_at`,
 
-		// cur reads the live row, if any, in the statement's snapshot, unless it
-		// is the caller's own claim (a repeated Claim, which renews it). When there
-		// is one the insert is skipped: the outcome is Duplicate or InFlight and
-		// nothing is written or locked. Otherwise the insert takes the key, over an
-		// expired row if there is one. Its arbiter is the unique index on key,
-		// checked against the latest committed row, not the snapshot, and the WHERE is
-		// evaluated on that row under its lock: of racing claims exactly one
-		// inserts or updates, and the others return no row.
-		claim: `WITH cur AS (
-	SELECT token IS NULL AS marked FROM ` + t + `
-	WHERE key = $1::text AND expires_at > now() AND token IS DISTINCT FROM $2::text
-), ins AS (
-	INSERT INTO ` + t + ` AS d (key, token, expires_at)
-	SELECT $1::text, $2::text, ` + fmt.Sprintf(after, "$3") + `
-	WHERE NOT EXISTS (SELECT 1 FROM cur)
-	ON CONFLICT (key) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at
-	WHERE d.expires_at <= now() OR d.token = excluded.token
-	RETURNING 1
-)
-SELECT 1 FROM ins
-UNION ALL
-SELECT CASE WHEN marked THEN 2 ELSE 3 END FROM cur`,
+		claim: claimSQL(t),
 
 		extend: `UPDATE ` + t + ` SET expires_at = ` + fmt.Sprintf(after, "$3") + `
-WHERE key = $1 AND token = $2 AND expires_at > now()`,
+WHERE key = $1 AND split_part(token, ' ', 1) = $2 AND expires_at > now()`,
 
-		release: `DELETE FROM ` + t + ` WHERE key = $1 AND token = $2 AND expires_at > now()`,
+		release: releaseSQL(t),
 
 		// The subquery takes up to a batch of expired rows from the expiry index
 		// and locks them, rechecking expiry on a row updated meanwhile; the locked
@@ -141,6 +126,79 @@ WHERE key = $1 AND token = $2 AND expires_at > now()`,
 	ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED))`,
 	}
 }
+
+// claimSQL returns the claim statement on table t.
+//
+// cur reads the live row, if any, in the statement's snapshot, unless it
+// is the caller's own claim (a repeated Claim, which renews it) or holds
+// only the fences of other tokens (a released key, absent to this one).
+// When there is one the insert is skipped: the outcome is Duplicate or
+// InFlight (also for a fenced token) and nothing is written or locked.
+// Otherwise the insert takes the key, over an expired row or the fences,
+// which it keeps. Its arbiter is the unique index on key, checked against
+// the latest committed row, not the snapshot, and the WHERE is evaluated
+// on that row under its lock: of racing claims exactly one inserts or
+// updates, and the others return no row.
+func claimSQL(t string) string {
+	return `WITH cur AS (
+	SELECT token IS NULL AS marked FROM ` + t + `
+	WHERE key = $1::text AND expires_at > now() AND (
+		token IS NULL
+		OR split_part(token, ' ', 1) NOT IN ('', $2::text)
+		OR strpos(token || ' ', ' ' || $2::text || ' ') > 0)
+), ins AS (
+	INSERT INTO ` + t + ` AS d (key, token, expires_at)
+	SELECT $1::text, $2::text, ` + fmt.Sprintf(after, "$3") + `
+	WHERE NOT EXISTS (SELECT 1 FROM cur)
+	ON CONFLICT (key) DO UPDATE SET
+		token = CASE WHEN d.expires_at <= now() THEN excluded.token
+			WHEN left(d.token, 1) = ' ' THEN excluded.token || d.token
+			ELSE d.token END,
+		expires_at = excluded.expires_at
+	WHERE d.expires_at <= now()
+		OR split_part(d.token, ' ', 1) IN ('', excluded.token)
+		AND strpos(d.token || ' ', ' ' || excluded.token || ' ') = 0
+	RETURNING 1
+)
+SELECT 1 FROM ins
+UNION ALL
+SELECT CASE WHEN marked THEN 2 ELSE 3 END FROM cur`
+}
+
+// releaseSQL returns the release statement on table t.
+//
+// release drops the caller's claim and fences its token, in one upsert
+// of the key's row: the row is locked, and a Claim with the token that
+// commits first is fenced too. The token joins the row's fences (the
+// last eight are kept): in place of the caller's claim, an expired row
+// or an absent one, with the store's lease; beside another token's live
+// claim, whose expiry is kept. A mark is left alone. old says whether
+// the caller held the key when the statement began.
+func releaseSQL(t string) string {
+	return `WITH old AS (
+	SELECT 1 FROM ` + t + ` WHERE key = $1::text AND expires_at > now() AND split_part(token, ' ', 1) = $2::text
+), up AS (
+	INSERT INTO ` + t + ` AS d (key, token, expires_at)
+	VALUES ($1::text, ' ' || $2::text, ` + fmt.Sprintf(after, "$3") + `)
+	ON CONFLICT (key) DO UPDATE SET
+		token = CASE WHEN d.expires_at <= now() THEN excluded.token ELSE
+			CASE WHEN split_part(d.token, ' ', 1) IN ('', $2::text) THEN '' ELSE split_part(d.token, ' ', 1) END
+			|| regexp_replace(rtrim(replace(substr(d.token, length(split_part(d.token, ' ', 1)) + 1) || ' ',
+				' ' || $2::text || ' ', ' ')), '^.*(( [^ ]+){7})$', '\1')
+			|| excluded.token END,
+		expires_at = CASE WHEN d.expires_at > now() AND split_part(d.token, ' ', 1) NOT IN ('', $2::text)
+			THEN d.expires_at ELSE excluded.expires_at END
+	WHERE d.token IS NOT NULL OR d.expires_at <= now()
+)
+SELECT count(*)::int FROM old`
+}
+
+// Messages of the debug records of a Store's Logger.
+const (
+	msgSweep      = "dedupe: postgres: cleanup swept"
+	msgClaimAgain = "dedupe: postgres: claim met a concurrent commit; running it again"
+	msgOneByOne   = "dedupe: postgres: a statement failed and its batch rolled back; sending the calls one by one"
+)
 
 // Outcomes of the claim statement.
 const (
@@ -159,29 +217,6 @@ const (
 // If cfg.CleanupInterval is positive, New starts the background cleanup, which
 // Close stops.
 func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
-	return newStore(ctx, pool, cfg, nil)
-}
-
-// Open connects to the database at dsn, a URL such as
-// "postgres://user@host:5432/db?sslmode=disable" or a key=value string (see
-// [pgxpool.ParseConfig] for the pool settings it accepts, such as
-// pool_max_conns), and returns a store on it as [New] does. The store owns the
-// pool: [Store.Close] closes it.
-func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		return nil, fmt.Errorf("dedupe: postgres: open: %w", err)
-	}
-	s, err := New(ctx, pool, cfg)
-	if err != nil {
-		pool.Close()
-		return nil, err
-	}
-	s.ownPool = true
-	return s, nil
-}
-
-func newStore(ctx context.Context, pool *pgxpool.Pool, cfg Config, afterSweep func(int64, error)) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("dedupe: postgres: nil pool")
 	}
@@ -209,15 +244,15 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, cfg Config, afterSweep fu
 	}
 	t := ident.Sanitize()
 	s := &Store{
-		pool:       pool,
-		table:      t,
-		ttl:        cfg.TTL,
-		lease:      cfg.Lease,
-		batch:      cfg.CleanupBatch,
-		log:        cfg.Logger,
-		sql:        buildStatements(t),
-		afterSweep: afterSweep,
+		pool:  pool,
+		table: t,
+		ttl:   cfg.TTL,
+		lease: cfg.Lease,
+		batch: cfg.CleanupBatch,
+		log:   cfg.Logger,
+		sql:   buildStatements(t),
 	}
+	s.b.send, s.b.rounds = s.send, roundsInFlight
 	if cfg.CleanupInterval > 0 {
 		sweepCtx, stop := context.WithCancel(context.Background())
 		s.stop = stop
@@ -227,14 +262,38 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, cfg Config, afterSweep fu
 	return s, nil
 }
 
+// Open connects to the database at dsn, a URL such as
+// "postgres://user@host:5432/db?sslmode=disable" or a key=value string (see
+// [pgxpool.ParseConfig] for the pool settings it accepts, such as
+// pool_max_conns), and returns a store on it as [New] does. The store owns the
+// pool: [Store.Close] closes it.
+func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("dedupe: postgres: open: %w", err)
+	}
+	s, err := New(ctx, pool, cfg)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.ownPool = true
+	return s, nil
+}
+
 // Exists reports whether key is marked and its TTL has not passed on the
 // server's clock. A claim does not exist.
 func (s *Store) Exists(ctx context.Context, key dedupe.Key) (bool, error) {
 	if err := s.check(ctx, "exists", key); err != nil {
 		return false, err
 	}
+	k := key.String()
 	var ok bool
-	if err := s.pool.QueryRow(ctx, s.sql.exists, key.String()).Scan(&ok); err != nil {
+	err := s.b.do(ctx, k, func(p *pgBatch) func() error {
+		p.Queue(s.sql.exists, k)
+		return func() error { return p.results.QueryRow().Scan(&ok) }
+	})
+	if err != nil {
 		return false, s.fail(ctx, "exists", key, err)
 	}
 	return ok, nil
@@ -251,7 +310,7 @@ func (s *Store) Mark(ctx context.Context, key dedupe.Key, ttl time.Duration) err
 	if ttl <= 0 {
 		ttl = s.ttl
 	}
-	if _, err := s.pool.Exec(ctx, s.sql.mark, key.String(), micros(ttl)); err != nil {
+	if _, err := s.exec(ctx, key.String(), s.sql.mark, micros(ttl)); err != nil {
 		return s.fail(ctx, "mark", key, err)
 	}
 	return nil
@@ -276,23 +335,32 @@ func (s *Store) Claim(ctx context.Context, c dedupe.Claim, lease time.Duration) 
 	k, token, us := key.String(), c.Token, micros(lease)
 	for range maxClaimTrials {
 		var outcome int
-		err := s.pool.QueryRow(ctx, s.sql.claim, k, token, us).Scan(&outcome)
+		err := s.b.do(ctx, k, func(p *pgBatch) func() error {
+			p.Queue(s.sql.claim, k, token, us)
+			return func() error {
+				if err := p.results.QueryRow().Scan(&outcome); !isNoRows(err) {
+					return err
+				}
+				outcome = 0
+				return nil
+			}
+		})
 		switch {
-		case err == nil && outcome == claimInserted:
-			return dedupe.Claimed, nil
-		case err == nil && outcome == claimMarked:
-			return dedupe.Duplicate, nil
-		case err == nil && outcome == claimHeld:
-			return dedupe.InFlight, nil
-		case err == nil:
-			return 0, fmt.Errorf("dedupe: postgres: claim %s: unexpected outcome %d", key, outcome)
-		case !isNoRows(err):
+		case err != nil:
 			return 0, s.fail(ctx, "claim", key, err)
+		case outcome == claimInserted:
+			return dedupe.Claimed, nil
+		case outcome == claimMarked:
+			return dedupe.Duplicate, nil
+		case outcome == claimHeld:
+			return dedupe.InFlight, nil
+		case outcome != 0:
+			return 0, fmt.Errorf("dedupe: postgres: claim %s: unexpected outcome %d", key, outcome)
 		}
 		// No row: the insert met a live row committed after the statement's
 		// snapshot was taken. A new statement has a new snapshot that sees it,
 		// or, if it is gone again, takes the key.
-		s.retries.Add(1)
+		s.log.Debug(msgClaimAgain, "table", s.table, "key", k)
 		if err := ctx.Err(); err != nil {
 			return 0, s.fail(ctx, "claim", key, err)
 		}
@@ -310,43 +378,70 @@ func (s *Store) Extend(ctx context.Context, c dedupe.Claim, lease time.Duration)
 	if lease <= 0 {
 		lease = s.lease
 	}
-	tag, err := s.pool.Exec(ctx, s.sql.extend, c.Key.String(), c.Token, micros(lease))
+	n, err := s.exec(ctx, c.Key.String(), s.sql.extend, c.Token, micros(lease))
 	if err != nil {
 		return s.fail(ctx, "extend", c.Key, err)
 	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%w: %s", dedupe.ErrNotOwner, c.Key)
+	if n == 0 {
+		return fmt.Errorf("dedupe: postgres: extend %s: %w", c.Key, dedupe.ErrNotOwner)
 	}
 	return nil
 }
 
-// Release deletes c's claim if c still holds its key, and otherwise returns
-// [dedupe.ErrNotOwner].
+// Release drops c's claim if c still holds its key, and otherwise returns
+// [dedupe.ErrNotOwner]. Either way it fences c's token for the store's lease:
+// a Claim with it that reaches the server later (sent before the Release, on
+// a connection that was given up) takes nothing, so it strands nothing.
 func (s *Store) Release(ctx context.Context, c dedupe.Claim) error {
 	if err := s.checkClaim(ctx, "release", c); err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, s.sql.release, c.Key.String(), c.Token)
+	k, token, us := c.Key.String(), c.Token, micros(s.lease)
+	var held int
+	err := s.b.do(ctx, k, func(p *pgBatch) func() error {
+		p.Queue(s.sql.release, k, token, us)
+		return func() error { return p.results.QueryRow().Scan(&held) }
+	})
 	if err != nil {
 		return s.fail(ctx, "release", c.Key, err)
 	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%w: %s", dedupe.ErrNotOwner, c.Key)
+	if held == 0 {
+		return fmt.Errorf("dedupe: postgres: release %s: %w", c.Key, dedupe.ErrNotOwner)
 	}
 	return nil
+}
+
+// exec runs the statement sql on key k with the further arguments args in
+// the next batch, and returns the number of rows it affected.
+func (s *Store) exec(ctx context.Context, k, sql string, args ...any) (int64, error) {
+	var n int64
+	err := s.b.do(ctx, k, func(p *pgBatch) func() error {
+		p.Queue(sql, append([]any{k}, args...)...)
+		return func() error {
+			tag, err := p.results.Exec()
+			n = tag.RowsAffected()
+			return err
+		}
+	})
+	if err != nil {
+		return 0, err // n is not ours to read: a call given up may be answered later
+	}
+	return n, nil
 }
 
 // Backend returns "postgres".
 func (s *Store) Backend() string { return "postgres" }
 
 // Close stops the background cleanup, if any, and waits for it to return;
-// later calls of every method return [dedupe.ErrClosed]. A pool given to [New]
-// is left open for its owner to close; the pool of a store made by [Open] is
-// closed, after the calls using it return. Close is idempotent and always
-// returns nil.
+// later calls of every method return [dedupe.ErrClosed], and so do the calls
+// still queued for a batch. It waits for the batch in flight to be answered. A
+// pool given to [New] is left open for its owner to close; the pool of a store
+// made by [Open] is closed, after the calls using it return. Close is
+// idempotent and always returns nil.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
+		s.b.close()
 		if s.stop != nil {
 			s.stop()
 			<-s.done
@@ -376,7 +471,7 @@ func (s *Store) checkClaim(ctx context.Context, op string, c dedupe.Claim) error
 		return err
 	}
 	if c.Validate() != nil {
-		return fmt.Errorf("%w: %s: not a claim token", dedupe.ErrNotOwner, c.Key)
+		return fmt.Errorf("dedupe: postgres: %s %s: %w: not a claim token", op, c.Key, dedupe.ErrNotOwner)
 	}
 	return nil
 }

@@ -220,7 +220,8 @@ func TestConcurrentNew(t *testing.T) {
 // moment may two callers hold the key.
 func TestClaimReleaseChurn(t *testing.T) {
 	pool := newPool(t, "", 8)
-	s := newTestStore(t, pool, Config{})
+	rec := newRecorder()
+	s := newTestStore(t, pool, Config{Logger: rec.logger()})
 	ctx := context.Background()
 	k := dedupe.Key{Channel: "churn", MessageID: "1"}
 	var holders, claims atomic.Int64
@@ -248,7 +249,7 @@ func TestClaimReleaseChurn(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	t.Logf("%d claims, %d claim statements run again after a concurrent commit", claims.Load(), s.retries.Load())
+	t.Logf("%d claims, %d claim statements run again after a concurrent commit", claims.Load(), rec.count(msgClaimAgain))
 	if claims.Load() < 2 {
 		t.Fatalf("only %d claims: the race did not happen", claims.Load())
 	}
@@ -305,5 +306,73 @@ func TestQueryExecModes(t *testing.T) {
 				t.Fatalf("CleanupExpired: %v", err)
 			}
 		})
+	}
+}
+
+// TestLateClaimFenced plays Claims that reach the server after their own
+// Release, as one sent on a connection that was given up can: they take
+// nothing, whether the key was free or held by another copy's claim when they
+// were released, while other tokens take the key as usual.
+func TestLateClaimFenced(t *testing.T) {
+	s := newTestStore(t, newPool(t, "", 0), Config{Lease: time.Minute})
+	checkLateClaimFenced(t, s)
+}
+
+func checkLateClaimFenced(t *testing.T, st dedupe.Store) {
+	ctx := context.Background()
+	k := dedupe.Key{Channel: "fence", MessageID: randomHex(t, 8)}
+	want := func(c dedupe.Claim, status dedupe.Status) {
+		t.Helper()
+		if got, err := st.Claim(ctx, c, time.Minute); got != status || err != nil {
+			t.Fatalf("Claim(%.6s) = %v, %v; want %v", c.Token, got, err, status)
+		}
+	}
+	release := func(c dedupe.Claim, want error) {
+		t.Helper()
+		if err := st.Release(ctx, c); !errors.Is(err, want) {
+			t.Fatalf("Release(%.6s) = %v, want %v", c.Token, err, want)
+		}
+	}
+	// Two copies: a's claim lands, b's is late; both callers give up and release.
+	a, b := dedupe.NewClaim(k), dedupe.NewClaim(k)
+	want(a, dedupe.Claimed)
+	release(b, dedupe.ErrNotOwner) // fenced beside a's live claim
+	release(a, nil)
+	want(b, dedupe.InFlight) // late: takes nothing
+	want(a, dedupe.InFlight) // a's claim delivered twice: takes nothing
+	// The key is free to anyone else, and the fences survive its next claim.
+	c := dedupe.NewClaim(k)
+	want(c, dedupe.Claimed)
+	want(c, dedupe.Claimed) // idempotent
+	if err := st.Extend(ctx, c, time.Minute); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	want(b, dedupe.InFlight)
+	release(c, nil)
+	want(a, dedupe.InFlight)
+	// A free key: the release comes first, the claim never lands.
+	k2 := dedupe.Key{Channel: "fence", MessageID: randomHex(t, 8)}
+	d := dedupe.NewClaim(k2)
+	release(d, dedupe.ErrNotOwner)
+	want(d, dedupe.InFlight)
+	if ok, err := st.Exists(ctx, k2); ok || err != nil {
+		t.Fatalf("Exists of a fenced key = %v, %v", ok, err)
+	}
+	e := dedupe.NewClaim(k2)
+	want(e, dedupe.Claimed)
+	if err := st.Mark(ctx, k2, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	want(d, dedupe.Duplicate)
+	// The eight latest fences hold, however many tokens were released.
+	k3 := dedupe.Key{Channel: "fence", MessageID: randomHex(t, 8)}
+	var fenced []dedupe.Claim
+	for range 20 {
+		f := dedupe.NewClaim(k3)
+		release(f, dedupe.ErrNotOwner)
+		fenced = append(fenced, f)
+	}
+	for _, f := range fenced[len(fenced)-8:] {
+		want(f, dedupe.InFlight)
 	}
 }

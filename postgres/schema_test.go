@@ -45,43 +45,47 @@ func TestParseTable(t *testing.T) {
 	}
 }
 
+// incompatibleTables are tables the store's statements cannot use: how to
+// create each, and what New's error must name.
+var incompatibleTables = []struct {
+	name, create, want string
+}{
+	{"timestamp without time zone",
+		`(key text PRIMARY KEY, token text, expires_at timestamp NOT NULL)`,
+		"column expires_at is timestamp without time zone, want timestamp with time zone"},
+	{"varchar key",
+		`(key varchar(300) PRIMARY KEY, token text, expires_at timestamptz NOT NULL)`,
+		"column key is character varying(300), want text"},
+	{"missing token",
+		`(key text PRIMARY KEY, expires_at timestamptz NOT NULL)`,
+		"no column token text"},
+	{"token not null",
+		`(key text PRIMARY KEY, token text NOT NULL, expires_at timestamptz NOT NULL)`,
+		"column token is NOT NULL"},
+	{"nullable expiry",
+		`(key text PRIMARY KEY, token text, expires_at timestamptz)`,
+		"column expires_at may be NULL"},
+	{"no unique key",
+		`(key text NOT NULL, token text, expires_at timestamptz NOT NULL)`,
+		"no primary key or unique index on key alone"},
+	{"composite key",
+		`(key text, token text, expires_at timestamptz NOT NULL, PRIMARY KEY (key, expires_at))`,
+		"no primary key or unique index on key alone"},
+	{"required extra column",
+		`(key text PRIMARY KEY, token text, expires_at timestamptz NOT NULL, owner text NOT NULL)`,
+		"extra column owner is NOT NULL without a default"},
+	{"another table",
+		`(id bigserial PRIMARY KEY, payload jsonb)`,
+		"no column key text; no column token text; no column expires_at timestamp with time zone"},
+}
+
 // TestIncompatibleTable checks that New refuses, with a message naming the
 // problem, a table the store's statements cannot use.
 func TestIncompatibleTable(t *testing.T) {
 	pool := newPool(t, "", 0)
 	admin := adminConn(t)
 	ctx := context.Background()
-	for _, tc := range []struct {
-		name, create, want string
-	}{
-		{"timestamp without time zone",
-			`(key text PRIMARY KEY, token text, expires_at timestamp NOT NULL)`,
-			"column expires_at is timestamp without time zone, want timestamp with time zone"},
-		{"varchar key",
-			`(key varchar(300) PRIMARY KEY, token text, expires_at timestamptz NOT NULL)`,
-			"column key is character varying(300), want text"},
-		{"missing token",
-			`(key text PRIMARY KEY, expires_at timestamptz NOT NULL)`,
-			"no column token text"},
-		{"token not null",
-			`(key text PRIMARY KEY, token text NOT NULL, expires_at timestamptz NOT NULL)`,
-			"column token is NOT NULL"},
-		{"nullable expiry",
-			`(key text PRIMARY KEY, token text, expires_at timestamptz)`,
-			"column expires_at may be NULL"},
-		{"no unique key",
-			`(key text NOT NULL, token text, expires_at timestamptz NOT NULL)`,
-			"no primary key or unique index on key alone"},
-		{"composite key",
-			`(key text, token text, expires_at timestamptz NOT NULL, PRIMARY KEY (key, expires_at))`,
-			"no primary key or unique index on key alone"},
-		{"required extra column",
-			`(key text PRIMARY KEY, token text, expires_at timestamptz NOT NULL, owner text NOT NULL)`,
-			"extra column owner is NOT NULL without a default"},
-		{"another table",
-			`(id bigserial PRIMARY KEY, payload jsonb)`,
-			"no column key text; no column token text; no column expires_at timestamp with time zone"},
-	} {
+	for _, tc := range incompatibleTables {
 		t.Run(tc.name, func(t *testing.T) {
 			table := testTable(t)
 			if _, err := admin.Exec(ctx, `CREATE TABLE `+table+` `+tc.create); err != nil {

@@ -2,7 +2,7 @@ package redis_test
 
 import (
 	"context"
-	"runtime"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -15,91 +15,195 @@ import (
 	"github.com/gatewaykit/dedupe/redis"
 )
 
-// callers is the number of concurrent callers in the parallel benchmarks, as
-// many as a busy gateway's webhook handlers.
-const callers = 64
-
 // benchTTL is the TTL and lease of the benchmarks' keys: long enough for the
 // run, short enough that Redis drops them soon after.
 const benchTTL = 10 * time.Second
 
-// parallel runs body from callers goroutines (b.RunParallel starts
-// parallelism × GOMAXPROCS of them).
-func parallel(b *testing.B, body func(pb *testing.PB)) {
-	p := runtime.GOMAXPROCS(0)
-	b.SetParallelism((callers + p - 1) / p)
+// benchCallers are the numbers of concurrent callers the benchmarks compare:
+// a quiet gateway, a busy one, and one with as many webhook handlers as a
+// busy gateway's pool.
+var benchCallers = []int{1, 8, 64}
+
+// callers runs op b.N times from n goroutines, each call on a key number of
+// its own, and reports the throughput in keys/s.
+func callers(b *testing.B, n int, op func(ctx context.Context, i uint64) error) {
+	b.Helper()
 	b.ReportAllocs()
+	var next atomic.Uint64
+	var wg sync.WaitGroup
+	ctx := context.Background()
 	b.ResetTimer()
-	b.RunParallel(body)
+	start := time.Now()
+	for range n {
+		wg.Go(func() {
+			for {
+				i := next.Add(1)
+				if i > uint64(b.N) {
+					return
+				}
+				if err := op(ctx, i); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "keys/s")
 }
 
-// benchClient returns a client of the test server whose pool is filled, so
-// that the first sub-benchmark does not pay for dialling.
+// warmUp runs op 256 times from 8 goroutines, untimed, so that no contender
+// pays for a cold start (dialling, loading scripts, growing the heap) because
+// it runs first.
+func warmUp(b *testing.B, op func(ctx context.Context, i uint64) error) {
+	b.Helper()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := range 32 {
+				if err := op(context.Background(), uint64(i)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// benchClient returns a client of the test server with a pool large enough
+// for the callers, filled, so that the first contender does not pay for
+// dialling.
 func benchClient(b *testing.B) *goredis.Client {
-	client := newClient(b, redisAddr(b), nil)
+	client := newClient(b, redisAddr(b), func(o *goredis.Options) { o.PoolSize = 64 })
 	ctx := context.Background()
 	var wg sync.WaitGroup
-	for range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range 64 {
+		wg.Go(func() {
 			for range 4 {
 				client.Ping(ctx)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return client
 }
 
-// BenchmarkClaimMark measures the store's Claim then Mark of new keys beside
-// the raw commands that do the same with the same client: SET key token NX PX,
-// then SET key m PX.
+// rawClaim is the store's claim script run by the client alone, one round
+// trip per call: the same commands as the store's, without its batching.
+var rawClaim = goredis.NewScript(redis.ClaimScriptSource)
+
+// BenchmarkClaimMark measures Claim then Mark of new keys, the work of
+// Deduper.Do around a successful dispatch, for 1, 8 and 64 concurrent
+// callers, beside the same client doing the same commands one round trip per
+// call (impl=raw: EVALSHA of the store's claim script, then SET PX), the
+// minimal commands for it (impl=setnx: SET NX PX, then SET PX), and the same
+// commands as the store's pipelined 64 keys per round trip by one goroutine
+// (impl=ceiling, the same at every caller count).
 func BenchmarkClaimMark(b *testing.B) {
 	client := benchClient(b)
-	ctx := context.Background()
-	run := randomID(b)
-	var n atomic.Uint64
-
-	b.Run("impl=store", func(b *testing.B) {
-		st := newStore(b, client, redis.Config{Prefix: "dedupe-bench:" + run + ":", TTL: benchTTL, Lease: benchTTL})
-		parallel(b, func(pb *testing.PB) {
-			for pb.Next() {
-				k := dedupe.Key{Channel: "bench", MessageID: strconv.FormatUint(n.Add(1), 10)}
-				_, cSt, err := claimNew(ctx, st, k, 0)
-				if err != nil || cSt != dedupe.Claimed {
-					b.Errorf("Claim(%s) = %v, %v", k, cSt, err)
-					return
-				}
-				if err := st.Mark(ctx, k, 0); err != nil {
-					b.Errorf("Mark(%s): %v", k, err)
-					return
-				}
-			}
-		})
-	})
-
-	b.Run("impl=raw", func(b *testing.B) {
-		prefix := "dedupe-bench:" + run + ":raw:bench:"
-		const token = "c:0123456789abcdef0123456789abcdef"
-		parallel(b, func(pb *testing.PB) {
-			for pb.Next() {
-				key := prefix + strconv.FormatUint(n.Add(1), 10)
-				ok, err := client.SetNX(ctx, key, token, benchTTL).Result()
-				if err != nil || !ok {
-					b.Errorf("SET %s NX = %v, %v", key, ok, err)
-					return
-				}
-				if err := client.Set(ctx, key, "m", benchTTL).Err(); err != nil {
-					b.Errorf("SET %s: %v", key, err)
-					return
-				}
-			}
-		})
-	})
+	w := &claimMark{client: client, prefix: "dedupe-bench:" + randomID(b) + ":"}
+	w.st = newStore(b, client, redis.Config{Prefix: w.prefix, TTL: benchTTL, Lease: benchTTL})
+	contenders := []struct {
+		name string
+		op   func(ctx context.Context, _ uint64) error
+	}{{"store", w.store}, {"raw", w.raw}, {"setnx", w.setnx}}
+	for _, ct := range contenders {
+		warmUp(b, ct.op)
+	}
+	for _, c := range benchCallers {
+		for _, ct := range contenders {
+			b.Run(fmt.Sprintf("callers=%d/impl=%s", c, ct.name), func(b *testing.B) {
+				callers(b, c, ct.op)
+			})
+		}
+	}
+	b.Run("impl=ceiling", w.ceiling)
 }
 
-// BenchmarkExists measures Exists of a marked key beside a raw GET of it.
+// claimMark is the work of BenchmarkClaimMark, done by each contender on keys
+// never used before.
+type claimMark struct {
+	client *goredis.Client
+	st     *redis.Store
+	prefix string
+	n      atomic.Uint64
+}
+
+const benchToken = "0123456789abcdef0123456789abcdef"
+
+func (w *claimMark) key() dedupe.Key {
+	return dedupe.Key{Channel: "bench", MessageID: strconv.FormatUint(w.n.Add(1), 10)}
+}
+
+func (w *claimMark) store(ctx context.Context, _ uint64) error {
+	k := w.key()
+	status, err := w.st.Claim(ctx, dedupe.NewClaim(k), 0)
+	if err != nil || status != dedupe.Claimed {
+		return fmt.Errorf("Claim(%s) = %v, %v", k, status, err)
+	}
+	return w.st.Mark(ctx, k, 0)
+}
+
+func (w *claimMark) raw(ctx context.Context, _ uint64) error {
+	rk := w.prefix + w.key().String()
+	v, err := rawClaim.Run(ctx, w.client, []string{rk}, benchToken, benchTTL.Milliseconds()).Int64()
+	if err != nil || v != 1 {
+		return fmt.Errorf("claim script on %s = %v, %v", rk, v, err)
+	}
+	return w.client.Set(ctx, rk, "m", benchTTL).Err()
+}
+
+func (w *claimMark) setnx(ctx context.Context, _ uint64) error {
+	rk := w.prefix + w.key().String()
+	ok, err := w.client.SetNX(ctx, rk, "c:"+benchToken, benchTTL).Result()
+	if err != nil || !ok {
+		return fmt.Errorf("SET %s NX = %v, %v", rk, ok, err)
+	}
+	return w.client.Set(ctx, rk, "m", benchTTL).Err()
+}
+
+// ceiling claims and marks keys 64 at a time, each step one pipeline.
+func (w *claimMark) ceiling(b *testing.B) {
+	ctx := context.Background()
+	if err := rawClaim.Load(ctx, w.client).Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	start := time.Now()
+	for done := 0; done < b.N; done += 64 {
+		keys := make([]string, min(64, b.N-done))
+		for i := range keys {
+			keys[i] = w.prefix + w.key().String()
+		}
+		claims := make([]*goredis.Cmd, len(keys))
+		if _, err := w.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i, k := range keys {
+				claims[i] = rawClaim.EvalSha(ctx, p, []string{k}, benchToken, benchTTL.Milliseconds())
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range claims {
+			if v, err := c.Int64(); err != nil || v != 1 {
+				b.Fatalf("pipelined claim = %v, %v", v, err)
+			}
+		}
+		if _, err := w.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for _, k := range keys {
+				p.Set(ctx, k, "m", benchTTL)
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "keys/s")
+}
+
+// BenchmarkExists measures Exists of a marked key by 64 callers beside a raw
+// GET of it per call.
 func BenchmarkExists(b *testing.B) {
 	client := benchClient(b)
 	ctx := context.Background()
@@ -112,26 +216,27 @@ func BenchmarkExists(b *testing.B) {
 	if err := client.Set(ctx, rawKey, "m", benchTTL).Err(); err != nil {
 		b.Fatal(err)
 	}
-
-	b.Run("impl=store", func(b *testing.B) {
-		parallel(b, func(pb *testing.PB) {
-			for pb.Next() {
-				if ok, err := st.Exists(ctx, k); !ok || err != nil {
-					b.Errorf("Exists = %v, %v", ok, err)
-					return
-				}
+	contenders := []struct {
+		name string
+		op   func(ctx context.Context, _ uint64) error
+	}{
+		{"store", func(ctx context.Context, _ uint64) error {
+			if ok, err := st.Exists(ctx, k); !ok || err != nil {
+				return fmt.Errorf("Exists = %v, %v", ok, err)
 			}
-		})
-	})
-
-	b.Run("impl=raw", func(b *testing.B) {
-		parallel(b, func(pb *testing.PB) {
-			for pb.Next() {
-				if v, err := client.Get(ctx, rawKey).Result(); v != "m" || err != nil {
-					b.Errorf("GET = %q, %v", v, err)
-					return
-				}
+			return nil
+		}},
+		{"raw", func(ctx context.Context, _ uint64) error {
+			if v, err := client.Get(ctx, rawKey).Result(); v != "m" || err != nil {
+				return fmt.Errorf("GET = %q, %v", v, err)
 			}
-		})
-	})
+			return nil
+		}},
+	}
+	for _, ct := range contenders {
+		warmUp(b, ct.op)
+	}
+	for _, ct := range contenders {
+		b.Run("impl="+ct.name, func(b *testing.B) { callers(b, 64, ct.op) })
+	}
 }

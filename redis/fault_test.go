@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/internal/faultproxy"
 	"github.com/gatewaykit/dedupe/redis"
 )
 
@@ -253,4 +254,22 @@ func TestServerRestart(t *testing.T) {
 	srv.restart()
 	waitFor(t, "progress after the restart", 30*time.Second, func() bool { return w.ok.Load() >= okDown+200 })
 	w.check(t)
+}
+
+// TestDeduperStorm runs Deduper.Do through a TCP proxy in front of Redis that
+// drops replies for a while and then cuts the connections, round after round,
+// with deadlines of 0 to 5 ms: no message may run twice, and none may be left
+// stranded by the claim of a call that failed.
+func TestDeduperStorm(t *testing.T) {
+	p, err := faultproxy.Start(redisAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	client := newClient(t, p.Addr(), nil)
+	st := newStore(t, client, redis.Config{})
+	d := dedupe.New(st, dedupe.WithLease(time.Hour))
+	t.Cleanup(func() { _ = d.Close() })
+	f := faultproxy.Storm{}.Run(t, d, p, randomID(t))
+	t.Log(f)
 }

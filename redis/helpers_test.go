@@ -10,8 +10,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -198,29 +198,43 @@ func (s *server) kill() {
 	s.cmd, s.done = nil, nil
 }
 
-// startCluster starts a private one-node Redis Cluster holding every slot and
-// waits until its state is ok.
-func startCluster(t testing.TB) *server {
+// startCluster starts a private Redis Cluster of n nodes, which share the
+// slots evenly, and waits until every node sees the cluster's state ok.
+func startCluster(t testing.TB, n int) []*server {
 	t.Helper()
-	s := startServer(t, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join("nodes.conf"),
-		"--cluster-announce-ip", "127.0.0.1")
-	c := goredis.NewClient(&goredis.Options{Addr: s.Addr()})
-	defer c.Close()
+	nodes := make([]*server, n)
+	clients := make([]*goredis.Client, n)
 	ctx := context.Background()
-	if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
-		t.Fatalf("CLUSTER ADDSLOTSRANGE: %v", err)
-	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		info, err := c.ClusterInfo(ctx).Result()
-		if err == nil && bytes.Contains([]byte(info), []byte("cluster_state:ok")) {
-			return s
+	for i := range nodes {
+		nodes[i] = startServer(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-announce-ip", "127.0.0.1")
+		clients[i] = goredis.NewClient(&goredis.Options{Addr: nodes[i].Addr()})
+		defer clients[i].Close()
+		first, last := i*16384/n, (i+1)*16384/n-1
+		if err := clients[i].Do(ctx, "CLUSTER", "ADDSLOTSRANGE", first, last).Err(); err != nil {
+			t.Fatalf("CLUSTER ADDSLOTSRANGE %d %d: %v", first, last, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cluster state not ok: %v %s", err, info)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
+	for _, node := range nodes[1:] {
+		if err := clients[0].ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(node.port)).Err(); err != nil {
+			t.Fatalf("CLUSTER MEET: %v", err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, c := range clients {
+		for {
+			info, err := c.ClusterInfo(ctx).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") &&
+				strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", n)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("cluster state not ok: %v %s", err, info)
+			}
+			time.Sleep(50 * time.Millisecond) // polling the servers' gossip, not waiting out a TTL
+		}
+	}
+	return nodes
 }
 
 // claimNew claims key on st with a new token: the claim, its status and the

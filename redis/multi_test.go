@@ -78,6 +78,13 @@ func TestMultiInstance(t *testing.T) {
 	}
 	t.Logf("claims: %d claimed, %d duplicate, %d in flight", statuses[dedupe.Claimed].Load(),
 		statuses[dedupe.Duplicate].Load(), statuses[dedupe.InFlight].Load())
+	checkMarkedEverywhere(t, stores, ks)
+}
+
+// checkMarkedEverywhere checks that every store sees every key as marked.
+func checkMarkedEverywhere(t *testing.T, stores []*redis.Store, ks []dedupe.Key) {
+	t.Helper()
+	ctx := context.Background()
 	for i, st := range stores {
 		for _, k := range ks {
 			if ok, err := st.Exists(ctx, k); !ok || err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,50 +14,6 @@ import (
 
 // DefaultPrefix is the key prefix used when [Config.Prefix] is empty.
 const DefaultPrefix = "dedupe:"
-
-// Values stored under a message key. A mark is the single byte "m"; a claim is
-// "c:" followed by its token (see [dedupe.Claim]). The two can never be
-// equal, and any other value found under a key is treated as a claim held by
-// someone else.
-const (
-	markValue   = "m"
-	claimPrefix = "c:"
-)
-
-// claimScript takes KEYS[1] for ARGV[2] milliseconds with the claim value
-// ARGV[1] unless the key holds a value; if it holds ARGV[1] itself, the claim
-// is the caller's already and its expiry is set anew. It returns the key's
-// value after the call, which is ARGV[1] exactly when the caller holds the
-// claim: a claim retried after a lost reply finds its own value and still
-// wins, instead of locking itself out as in flight.
-var claimScript = goredis.NewScript(`
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-	return ARGV[1]
-end
-local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
-	redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return v
-`)
-
-// releaseScript deletes KEYS[1] if it holds the claim value ARGV[1].
-// It returns 1 if it did and 0 otherwise.
-var releaseScript = goredis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-	return redis.call('DEL', KEYS[1])
-end
-return 0
-`)
-
-// extendScript sets the expiry of KEYS[1] to ARGV[2] milliseconds from now if
-// it holds the claim value ARGV[1]. It returns 1 if it did and 0 otherwise.
-var extendScript = goredis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-	return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-`)
 
 // Config configures a [Store]. The zero value gives the defaults.
 type Config struct {
@@ -77,8 +34,13 @@ type Config struct {
 // Store is a [dedupe.Store] on Redis, shared by every process that uses the
 // same Redis database and [Config.Prefix]. Each key is one Redis string whose
 // expiry is set with PX, so the Redis server's clock decides when marks and
-// claims expire. Each method is one round trip touching one Redis key, which
+// claims expire. Each operation is one command touching one Redis key, which
 // makes the store work on Redis Cluster.
+//
+// A Store batches its calls (see the package documentation): the calls that
+// arrive while a pipeline is in flight are sent together in the next one, up
+// to 128; a call that finds nothing in flight is sent at once. Each call waits
+// for its own command's reply and gets its own result.
 //
 // A Store does not own a client given to [New]: [Store.Close] leaves it open.
 // A Store made by [OpenURL] owns its client and closes it.
@@ -90,6 +52,9 @@ type Store struct {
 	ttl, lease time.Duration
 	ownsClient bool
 	closed     atomic.Bool
+	closeOnce  sync.Once
+	closeErr   error
+	b          batcher[pipe]
 }
 
 var _ dedupe.Store = (*Store)(nil)
@@ -122,7 +87,9 @@ func New(client goredis.UniversalClient, cfg Config) (*Store, error) {
 	if cfg.Lease == 0 {
 		cfg.Lease = dedupe.DefaultLease
 	}
-	return &Store{client: client, prefix: cfg.Prefix, ttl: cfg.TTL, lease: cfg.Lease}, nil
+	s := &Store{client: client, prefix: cfg.Prefix, ttl: cfg.TTL, lease: cfg.Lease}
+	s.b.send, s.b.rounds = s.send, roundsInFlight
+	return s, nil
 }
 
 // isNil reports whether c is nil or a nil pointer of one of go-redis's clients.
@@ -173,39 +140,42 @@ func (s *Store) key(k dedupe.Key) string {
 }
 
 // check returns the error a call with key should fail with before any I/O.
-func (s *Store) check(ctx context.Context, key dedupe.Key) error {
+func (s *Store) check(ctx context.Context, op string, key dedupe.Key) error {
 	if s.closed.Load() {
 		return dedupe.ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return fmt.Errorf("dedupe: redis: %s %s: %w", op, key, err)
 	}
 	return key.Validate()
 }
 
 // fail wraps the error of a Redis call. A context that ended during the call is
 // reported too, so errors.Is finds [context.Canceled] or
-// [context.DeadlineExceeded] whatever the client returned; a store closed
-// during the call is reported as [dedupe.ErrClosed].
+// [context.DeadlineExceeded] whatever the client returned.
 func (s *Store) fail(ctx context.Context, op string, key dedupe.Key, err error) error {
-	if s.closed.Load() {
-		return fmt.Errorf("%w: redis %s %s: %w", dedupe.ErrClosed, op, key, err)
-	}
 	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("dedupe: redis %s %s: %w (%w)", op, key, cerr, err)
+		return fmt.Errorf("dedupe: redis: %s %s: %w (%w)", op, key, cerr, err)
 	}
-	return fmt.Errorf("dedupe: redis %s %s: %w", op, key, err)
+	return fmt.Errorf("dedupe: redis: %s %s: %w", op, key, err)
 }
 
 // Exists reports whether key is marked and unexpired. It is one GET.
 func (s *Store) Exists(ctx context.Context, key dedupe.Key) (bool, error) {
-	if err := s.check(ctx, key); err != nil {
+	if err := s.check(ctx, "exists", key); err != nil {
 		return false, err
 	}
-	v, err := s.client.Get(ctx, s.key(key)).Result()
-	if err == goredis.Nil {
-		return false, nil
-	}
+	k := s.key(key)
+	var v string
+	err := s.b.do(ctx, k, func(p pipe) func() error {
+		cmd := p.Get(p.ctx, k)
+		return func() (err error) {
+			if v, err = cmd.Result(); err == goredis.Nil {
+				err = nil
+			}
+			return err
+		}
+	})
 	if err != nil {
 		return false, s.fail(ctx, "exists", key, err)
 	}
@@ -215,13 +185,17 @@ func (s *Store) Exists(ctx context.Context, key dedupe.Key) (bool, error) {
 // Mark records key as processed for ttl (ttl <= 0: the configured TTL),
 // replacing any mark or claim on it. It is one SET with PX.
 func (s *Store) Mark(ctx context.Context, key dedupe.Key, ttl time.Duration) error {
-	if err := s.check(ctx, key); err != nil {
+	if err := s.check(ctx, "mark", key); err != nil {
 		return err
 	}
 	if ttl <= 0 {
 		ttl = s.ttl
 	}
-	if err := s.client.Set(ctx, s.key(key), markValue, roundMs(ttl)).Err(); err != nil {
+	k, px := s.key(key), roundMs(ttl)
+	err := s.b.do(ctx, k, func(p pipe) func() error {
+		return p.Set(p.ctx, k, markValue, px).Err
+	})
+	if err != nil {
 		return s.fail(ctx, "mark", key, err)
 	}
 	return nil
@@ -230,14 +204,14 @@ func (s *Store) Mark(ctx context.Context, key dedupe.Key, ttl time.Duration) err
 // Claim takes c.Key for c.Token, for lease (lease <= 0: the configured
 // lease), unless it is marked or claimed by another token; see
 // [dedupe.Store.Claim]. It is one Lua script call (EVALSHA) that sets the
-// claim with PX if the key is absent and otherwise returns the value it holds,
-// so a duplicate is told apart from a claim in flight in the same atomic step.
+// claim with PX if the key is absent and otherwise reports what holds it, so a
+// duplicate is told apart from a claim in flight in the same atomic step.
 //
 // A Claim that returns an error may still have taken the key on the server.
 // Claim again with the same c, or Release(c), to settle it; [dedupe.Deduper]
 // does.
 func (s *Store) Claim(ctx context.Context, c dedupe.Claim, lease time.Duration) (dedupe.Status, error) {
-	if err := s.check(ctx, c.Key); err != nil {
+	if err := s.check(ctx, "claim", c.Key); err != nil {
 		return 0, err
 	}
 	if err := c.Validate(); err != nil {
@@ -246,14 +220,13 @@ func (s *Store) Claim(ctx context.Context, c dedupe.Claim, lease time.Duration) 
 	if lease <= 0 {
 		lease = s.lease
 	}
-	val := claimPrefix + c.Token
-	got, err := claimScript.Run(ctx, s.client, []string{s.key(c.Key)}, val, ms(lease)).Text()
+	n, err := s.script(ctx, claimScript, c, ms(lease))
 	switch {
 	case err != nil:
 		return 0, s.fail(ctx, "claim", c.Key, err)
-	case got == val:
+	case n == claimTaken:
 		return dedupe.Claimed, nil
-	case got == markValue:
+	case n == claimMarked:
 		return dedupe.Duplicate, nil
 	}
 	return dedupe.InFlight, nil
@@ -270,36 +243,52 @@ func (s *Store) Extend(ctx context.Context, c dedupe.Claim, lease time.Duration)
 }
 
 // Release drops c's claim if c still holds its key, and otherwise returns
-// [dedupe.ErrNotOwner]. It is one script call comparing the token and deleting
-// the key.
+// [dedupe.ErrNotOwner]. Either way it fences c's token for the configured
+// lease: a Claim with it that reaches Redis later (sent before the Release, on
+// a connection that was given up) takes nothing. It is one script call.
 //
 // If the client retries a Release whose first reply was lost, the retry finds
 // the claim gone and Release returns [dedupe.ErrNotOwner] although the claim
 // was dropped.
 func (s *Store) Release(ctx context.Context, c dedupe.Claim) error {
-	return s.update(ctx, "release", releaseScript, c)
+	return s.update(ctx, "release", releaseScript, c, ms(s.lease))
 }
 
-// update runs script on c's key with c's claim value and extra arguments, and
-// turns a 0 result into [dedupe.ErrNotOwner].
-func (s *Store) update(ctx context.Context, op string, script *goredis.Script, c dedupe.Claim, args ...any) error {
-	if err := s.check(ctx, c.Key); err != nil {
+// update runs script on c's key with c's token and the argument arg, and
+// turns a result other than 1 into [dedupe.ErrNotOwner].
+func (s *Store) update(ctx context.Context, op string, script *goredis.Script, c dedupe.Claim, arg int64) error {
+	if err := s.check(ctx, op, c.Key); err != nil {
 		return err
 	}
 	if c.Validate() != nil {
-		return fmt.Errorf("%w: %s: not a claim token", dedupe.ErrNotOwner, c.Key)
+		return fmt.Errorf("dedupe: redis: %s %s: %w: not a claim token", op, c.Key, dedupe.ErrNotOwner)
 	}
-	argv := make([]any, 0, 1+len(args))
-	argv = append(argv, claimPrefix+c.Token)
-	argv = append(argv, args...)
-	n, err := script.Run(ctx, s.client, []string{s.key(c.Key)}, argv...).Int64()
+	n, err := s.script(ctx, script, c, arg)
 	if err != nil {
 		return s.fail(ctx, op, c.Key, err)
 	}
 	if n != 1 {
-		return fmt.Errorf("%w: %s", dedupe.ErrNotOwner, c.Key)
+		return fmt.Errorf("dedupe: redis: %s %s: %w", op, c.Key, dedupe.ErrNotOwner)
 	}
 	return nil
+}
+
+// script runs script on c's key with c's token and arg, in the next pipeline,
+// and returns its integer result.
+func (s *Store) script(ctx context.Context, script *goredis.Script, c dedupe.Claim, arg int64) (int64, error) {
+	k, token := s.key(c.Key), c.Token
+	var n int64
+	err := s.b.do(ctx, k, func(p pipe) func() error {
+		cmd := p.run(script, k, token, arg)
+		return func() (err error) {
+			n, err = cmd.Int64()
+			return err
+		}
+	})
+	if err != nil {
+		return 0, err // n is not ours to read: a call given up may be answered later
+	}
+	return n, nil
 }
 
 // Ping checks that the Redis server answers, with one PING. It is meant for
@@ -310,9 +299,9 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 	if err := s.client.Ping(ctx).Err(); err != nil {
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-			return fmt.Errorf("dedupe: redis ping: %w (%w)", cerr, err)
+			return fmt.Errorf("dedupe: redis: ping: %w (%w)", cerr, err)
 		}
-		return fmt.Errorf("dedupe: redis ping: %w", err)
+		return fmt.Errorf("dedupe: redis: ping: %w", err)
 	}
 	return nil
 }
@@ -320,20 +309,22 @@ func (s *Store) Ping(ctx context.Context) error {
 // Backend returns "redis".
 func (s *Store) Backend() string { return "redis" }
 
-// Close marks the store closed: later calls return [dedupe.ErrClosed]. It
-// closes the client only if the store owns it (see [OpenURL]); a client given
-// to [New] stays open. Close is idempotent. Marks and claims stay in Redis
-// until they expire.
+// Close marks the store closed: later calls return [dedupe.ErrClosed], and
+// so do the calls still queued for a pipeline. It waits for the pipeline in
+// flight to be answered. It closes the client only if the store owns it (see
+// [OpenURL]); a client given to [New] stays open. Close is idempotent. Marks
+// and claims stay in Redis until they expire.
 func (s *Store) Close() error {
-	if s.closed.Swap(true) {
-		return nil
-	}
-	if s.ownsClient {
-		if err := s.client.Close(); err != nil {
-			return fmt.Errorf("dedupe: redis close: %w", err)
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		s.b.close()
+		if s.ownsClient {
+			if err := s.client.Close(); err != nil {
+				s.closeErr = fmt.Errorf("dedupe: redis: close: %w", err)
+			}
 		}
-	}
-	return nil
+	})
+	return s.closeErr
 }
 
 // ms returns d in whole milliseconds, rounded up, and at least 1: PX takes

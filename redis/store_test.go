@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -27,15 +28,32 @@ func TestConformance(t *testing.T) {
 }
 
 // TestClusterConformance runs the suite through a ClusterClient against a
-// private one-node cluster, which checks that every operation is routed by its
-// one key and that the scripts run under Cluster's rules.
+// private cluster of three nodes, which checks that every operation is
+// routed by its one key, that the scripts run under Cluster's rules, and that
+// the pipelines of a batch are split by node.
 func TestClusterConformance(t *testing.T) {
 	t.Parallel()
 	redisAddr(t)
-	srv := startCluster(t)
-	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{srv.Addr()}, ContextTimeoutEnabled: true})
+	nodes := startCluster(t, 3)
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i] = n.Addr()
+	}
+	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = client.Close() })
 	runConformance(t, client)
+	// Every node took keys.
+	ctx := context.Background()
+	err := client.ForEachMaster(ctx, func(ctx context.Context, node *goredis.Client) error {
+		n, err := node.DBSize(ctx).Result()
+		if err == nil && n == 0 {
+			err = fmt.Errorf("node %s holds no key", node.Options().Addr)
+		}
+		return err
+	})
+	if err != nil {
+		t.Error(err)
+	}
 }
 
 func runConformance(t *testing.T, client goredis.UniversalClient) {
@@ -115,7 +133,7 @@ func TestInvalidInputNoIO(t *testing.T) {
 	}
 	// A real call fails with a wrapped connection error, not a status.
 	c, cSt, err := claimNew(ctx, s, good, 0)
-	if err == nil || !strings.HasPrefix(err.Error(), "dedupe: redis claim telegram:1: ") || cSt != 0 {
+	if err == nil || !strings.HasPrefix(err.Error(), "dedupe: redis: claim telegram:1: ") || cSt != 0 {
 		t.Errorf("Claim with no server = %+v, %v; want a wrapped error", c, err)
 	}
 	if err := s.Ping(ctx); err == nil {
@@ -257,5 +275,74 @@ func TestOpenURLErrors(t *testing.T) {
 	}
 	if _, err := redis.OpenURL("redis://127.0.0.1:6379/0", redis.Config{TTL: -1}); err == nil {
 		t.Error("OpenURL with a negative TTL succeeded")
+	}
+}
+
+// TestLateClaimFenced plays Claims that reach the server after their own
+// Release, as one sent on a connection that was given up can: they take
+// nothing, whether the key was free or held by another copy's claim when they
+// were released, while other tokens take the key as usual.
+func TestLateClaimFenced(t *testing.T) {
+	client := newClient(t, redisAddr(t), nil)
+	st := newStore(t, client, redis.Config{Lease: time.Minute})
+	checkLateClaimFenced(t, st)
+}
+
+func checkLateClaimFenced(t *testing.T, st dedupe.Store) {
+	ctx := context.Background()
+	k := dedupe.Key{Channel: "fence", MessageID: randomID(t)}
+	want := func(c dedupe.Claim, status dedupe.Status) {
+		t.Helper()
+		if got, err := st.Claim(ctx, c, time.Minute); got != status || err != nil {
+			t.Fatalf("Claim(%.6s) = %v, %v; want %v", c.Token, got, err, status)
+		}
+	}
+	release := func(c dedupe.Claim, want error) {
+		t.Helper()
+		if err := st.Release(ctx, c); !errors.Is(err, want) {
+			t.Fatalf("Release(%.6s) = %v, want %v", c.Token, err, want)
+		}
+	}
+	// Two copies: a's claim lands, b's is late; both callers give up and release.
+	a, b := dedupe.NewClaim(k), dedupe.NewClaim(k)
+	want(a, dedupe.Claimed)
+	release(b, dedupe.ErrNotOwner) // fenced beside a's live claim
+	release(a, nil)
+	want(b, dedupe.InFlight) // late: takes nothing
+	want(a, dedupe.InFlight) // a's claim delivered twice: takes nothing
+	// The key is free to anyone else, and the fences survive its next claim.
+	c := dedupe.NewClaim(k)
+	want(c, dedupe.Claimed)
+	want(c, dedupe.Claimed) // idempotent
+	if err := st.Extend(ctx, c, time.Minute); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	want(b, dedupe.InFlight)
+	release(c, nil)
+	want(a, dedupe.InFlight)
+	// A free key: the release comes first, the claim never lands.
+	k2 := dedupe.Key{Channel: "fence", MessageID: randomID(t)}
+	d := dedupe.NewClaim(k2)
+	release(d, dedupe.ErrNotOwner)
+	want(d, dedupe.InFlight)
+	if ok, err := st.Exists(ctx, k2); ok || err != nil {
+		t.Fatalf("Exists of a fenced key = %v, %v", ok, err)
+	}
+	e := dedupe.NewClaim(k2)
+	want(e, dedupe.Claimed)
+	if err := st.Mark(ctx, k2, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	want(d, dedupe.Duplicate)
+	// The eight latest fences hold, however many tokens were released.
+	k3 := dedupe.Key{Channel: "fence", MessageID: randomID(t)}
+	var fenced []dedupe.Claim
+	for range 20 {
+		f := dedupe.NewClaim(k3)
+		release(f, dedupe.ErrNotOwner)
+		fenced = append(fenced, f)
+	}
+	for _, f := range fenced[len(fenced)-8:] {
+		want(f, dedupe.InFlight)
 	}
 }

@@ -1,0 +1,247 @@
+package redis
+
+// This file is the same in the redis and postgres modules, but for the
+// package clause: the round trip each store makes of a batch is its own.
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gatewaykit/dedupe"
+)
+
+// maxBatch bounds the calls sent in one round trip.
+const maxBatch = 128
+
+// call is one operation of a store, queued for the next round trip or sent in
+// one: a closure and its result channel, as in bbolt's DB.Batch. queue adds
+// the operation to the round's request and returns the function that reads
+// its outcome once the request has been sent. The outcome goes to variables of
+// the caller, which reads them after it received the error.
+type call[R any] struct {
+	queue    func(R) (read func() error)
+	key      string     // the key the call touches
+	deadline time.Time  // of the caller's context; zero if it has none
+	done     chan error // a queued call's answer, buffered so that answering never waits
+	result   error      // the answer of a call its caller sends
+	state    atomic.Int32
+	round    *round // set before the state becomes callSent
+	own      round  // the round of a call its caller sends
+}
+
+// States of a call. The caller moves a call from callQueued to callAbandoned,
+// or from callSent to callLeft, when its context ends; the batcher moves it
+// from callQueued to callSent, and from callQueued or callSent to callDone,
+// when it answers.
+const (
+	callQueued    int32 = iota
+	callSent            // in a round trip: it may reach the server
+	callDone            // answered
+	callAbandoned       // given up by its caller before it was sent: it never will be
+	callLeft            // given up by its caller after it was sent
+)
+
+// answer gives c its error, unless its caller left.
+func (c *call[R]) answer(err error) {
+	if !c.state.CompareAndSwap(callSent, callDone) {
+		return
+	}
+	if c.done == nil {
+		c.result = err // its caller sends it, and reads this when send returns
+		return
+	}
+	c.done <- err
+}
+
+// round is one round trip. Its context ends when the last of its callers gave
+// up, or at the latest of their deadlines, so that a round nobody waits for any
+// more does not hold up the calls queued behind it.
+type round struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	live   atomic.Int32 // calls whose caller still waits
+}
+
+func newRound[R any](calls []*call[R]) *round {
+	var latest time.Time
+	for _, c := range calls {
+		if c.deadline.IsZero() {
+			latest = time.Time{}
+			break
+		}
+		if c.deadline.After(latest) {
+			latest = c.deadline
+		}
+	}
+	r := &round{}
+	if latest.IsZero() {
+		r.ctx, r.cancel = context.WithCancel(context.Background())
+	} else {
+		r.ctx, r.cancel = context.WithDeadline(context.Background(), latest)
+	}
+	r.live.Store(int32(len(calls)))
+	return r
+}
+
+// leave counts out a caller that no longer waits.
+func (r *round) leave() {
+	if r.live.Add(-1) == 0 {
+		r.cancel()
+	}
+}
+
+// batcher sends the calls of a store in round trips, at most rounds of them
+// at a time: the calls that arrive while they are in flight are queued and
+// sent together in the next one, up to maxBatch; a call that finds a round
+// trip free is sent at once, by its caller. A goroutine of the batcher sends
+// the queued calls: it starts when calls are queued and returns when the queue
+// is empty. close waits for every round trip in flight.
+type batcher[R any] struct {
+	send   func(r *round, calls []*call[R]) // sends calls in one round trip and answers each
+	rounds int                              // round trips in flight at most
+
+	mu      sync.Mutex
+	queue   []*call[R]
+	running int // round trips being sent, by callers or goroutines
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+// do runs one call through b and returns its error: the error of the round
+// trip or of the operation, [dedupe.ErrClosed] if b was closed before the call
+// was sent, or the context's if it ended first. A call whose context ends
+// while it is queued is never sent; one that was sent already may still take
+// effect on the server, and its error says so. The caller reads the outcome
+// that queue's read function stored only if do returned nil: a call given up
+// may be answered later.
+//
+// A call that finds a round trip free and nothing queued is sent at once by
+// its caller's goroutine, with its caller's context; the calls queued
+// meanwhile go to a goroutine of b when it is done.
+func (b *batcher[R]) do(ctx context.Context, key string, queue func(R) func() error) error {
+	c := &call[R]{queue: queue, key: key}
+	c.deadline, _ = ctx.Deadline()
+	alone, ok := b.add(c)
+	if !ok {
+		return dedupe.ErrClosed
+	}
+	if alone {
+		c.own.ctx = ctx // no cancel: the round is its caller's, who waits for it
+		c.round = &c.own
+		c.state.Store(callSent)
+		b.send(c.round, []*call[R]{c})
+		b.done(true)
+		return c.result
+	}
+	select {
+	case err := <-c.done:
+		return err
+	case <-ctx.Done():
+	}
+	switch {
+	case c.state.CompareAndSwap(callQueued, callAbandoned):
+		return fmt.Errorf("%w (not sent)", ctx.Err())
+	case c.state.CompareAndSwap(callSent, callLeft):
+		c.round.leave()
+		return fmt.Errorf("%w (sent; it may have taken effect)", ctx.Err())
+	}
+	return <-c.done // answered meanwhile
+}
+
+// add takes c, and reports whether b was open and whether c's caller is to
+// send it alone, at once. Otherwise c is queued, and a goroutine started to
+// send it if fewer than b.rounds round trips are in flight.
+func (b *batcher[R]) add(c *call[R]) (alone, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false, false
+	}
+	b.wg.Add(1)
+	if b.running < b.rounds && len(b.queue) == 0 {
+		b.running++
+		return true, true
+	}
+	b.wg.Done()
+	c.done = make(chan error, 1)
+	b.queue = append(b.queue, c)
+	if b.running < b.rounds {
+		b.running++
+		b.wg.Add(1)
+		go b.run()
+	}
+	return false, true
+}
+
+// done ends a turn of sending: a caller's (inline) or a goroutine's. It starts
+// a goroutine for the calls queued meanwhile if the turn was a caller's, and
+// otherwise counts the sender out.
+func (b *batcher[R]) done(inline bool) {
+	b.mu.Lock()
+	if inline && len(b.queue) > 0 && !b.closed {
+		b.wg.Add(1)
+		go b.run()
+	} else {
+		b.running--
+	}
+	b.mu.Unlock()
+	if inline {
+		b.wg.Done()
+	}
+}
+
+// run sends the queued calls, round after round, until none is left.
+func (b *batcher[R]) run() {
+	defer b.wg.Done()
+	for {
+		b.mu.Lock()
+		if len(b.queue) == 0 || b.closed {
+			b.mu.Unlock()
+			b.done(false)
+			return
+		}
+		n := min(len(b.queue), maxBatch)
+		calls := b.queue[:n:n]
+		b.queue = b.queue[n:]
+		b.mu.Unlock()
+		b.round(calls)
+	}
+}
+
+// round sends the calls whose callers still wait in one round trip.
+func (b *batcher[R]) round(calls []*call[R]) {
+	r := newRound(calls)
+	defer r.cancel()
+	sent := make([]*call[R], 0, len(calls))
+	for _, c := range calls {
+		c.round = r
+		if c.state.CompareAndSwap(callQueued, callSent) {
+			sent = append(sent, c)
+		} else {
+			r.leave()
+		}
+	}
+	if len(sent) > 0 {
+		b.send(r, sent)
+	}
+}
+
+// close refuses new calls, answers the calls still queued with
+// [dedupe.ErrClosed] (they were never sent), and waits for the round trips in
+// flight to finish. It is idempotent.
+func (b *batcher[R]) close() {
+	b.mu.Lock()
+	b.closed = true
+	queued := b.queue
+	b.queue = nil
+	b.mu.Unlock()
+	for _, c := range queued {
+		if c.state.CompareAndSwap(callQueued, callDone) {
+			c.done <- dedupe.ErrClosed
+		}
+	}
+	b.wg.Wait()
+}

@@ -1,0 +1,14 @@
+package redis
+
+// ClaimScriptSource is the claim script, for the benchmarks' raw client.
+const ClaimScriptSource = claimLua
+
+// Queued returns how many calls of s wait for a round trip.
+func Queued(s *Store) int {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	return len(s.b.queue)
+}
+
+// RoundsInFlight is how many pipelines a store has in flight at most.
+const RoundsInFlight = roundsInFlight

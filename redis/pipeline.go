@@ -1,0 +1,80 @@
+package redis
+
+import (
+	"context"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// roundsInFlight is how many pipelines a Store has in flight at most, each on
+// a connection of its own. Eight let up to eight callers go at once, one
+// round trip each as without batching, and keep Redis busy while the client
+// reads the replies of other pipelines; a pipeline that stops answering holds
+// up only its own calls. Measured on a 2-core machine (medians of three
+// interleaved runs, Claim+Mark): at 64 callers 70.6k keys/s with 2, 86.0k with
+// 4, 87.8k with 8; at 8 callers 0.68, 0.72 and 0.87 of the same commands
+// sent per call.
+const roundsInFlight = 8
+
+// pipe is the request of one round trip: a go-redis pipeline, which a
+// ClusterClient splits by node, or, for a lone call, the client itself.
+// Scripts go by EVALSHA, or by EVAL (which also loads them) when eval is set,
+// for the calls whose EVALSHA the server answered NOSCRIPT.
+type pipe struct {
+	goredis.Cmdable
+	ctx  context.Context
+	eval bool
+}
+
+// run queues script on key with args.
+func (p pipe) run(script *goredis.Script, key string, args ...any) *goredis.Cmd {
+	keys := []string{key}
+	if p.eval {
+		return script.Eval(p.ctx, p, keys, args...)
+	}
+	return script.EvalSha(p.ctx, p, keys, args...)
+}
+
+// send sends calls in one round trip and answers each with its own error.
+// Calls whose script the server did not know are sent again by EVAL, in a
+// second round trip, unless their caller left meanwhile.
+func (s *Store) send(r *round, calls []*call[pipe]) {
+	again := s.exec(r.ctx, calls, false)
+	live := again[:0]
+	for _, c := range again {
+		if c.state.Load() == callSent {
+			live = append(live, c)
+		}
+	}
+	if len(live) > 0 {
+		s.exec(r.ctx, live, true)
+	}
+}
+
+// exec sends calls in one pipeline, or as one command if there is one, and
+// answers them, but for those answered NOSCRIPT unless eval is set: those it
+// returns.
+func (s *Store) exec(ctx context.Context, calls []*call[pipe], eval bool) (again []*call[pipe]) {
+	p := pipe{Cmdable: s.client, ctx: ctx, eval: eval}
+	var pl goredis.Pipeliner
+	if len(calls) > 1 {
+		pl = s.client.Pipeline()
+		p.Cmdable = pl
+	}
+	reads := make([]func() error, len(calls))
+	for i, c := range calls {
+		reads[i] = c.queue(p)
+	}
+	if pl != nil {
+		_, _ = pl.Exec(ctx) // each command keeps its own error
+	}
+	for i, c := range calls {
+		err := reads[i]()
+		if !eval && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+			again = append(again, c)
+			continue
+		}
+		c.answer(err)
+	}
+	return again
+}
