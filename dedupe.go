@@ -401,6 +401,11 @@ func (d *Deduper) run(ctx context.Context, h holding, c Claim, fn func(context.C
 	if d.fb != nil {
 		d.markWithFallback(mctx, h, c.Key)
 	} else if err := d.markOn(mctx, d.shared.store, c.Key); err != nil {
+		if ambiguous(err) {
+			// The claim holds copies off for its lease; the backlog writes the
+			// mark once the store answers, so none runs after the lease either.
+			d.deferMark(c.Key)
+		}
 		return fmt.Errorf("dedupe: %s processed but not marked: %w", c.Key, err)
 	}
 	d.shared.counters.processed.Add(1)

@@ -235,18 +235,33 @@ func TestDoFailClosed(t *testing.T) {
 	})
 }
 
+// A mark that fails after fn succeeded leaves the claim to hold copies off,
+// and the backlog writes the mark once the store answers again, so no copy
+// runs after the lease either.
 func TestDoMarkFailure(t *testing.T) {
-	st := &flakyStore{Store: dedupe.NewMemoryStore(dedupe.MemoryConfig{})}
-	d := dedupe.New(st)
-	err := d.Do(context.Background(), key1, func(context.Context) error {
-		st.down.Store(true) // the server goes away during delivery
-		return nil
+	synctest.Test(t, func(t *testing.T) {
+		st := &flakyStore{Store: dedupe.NewMemoryStore(dedupe.MemoryConfig{})}
+		d := dedupe.New(st, dedupe.WithLease(time.Minute))
+		defer d.Close()
+		runs := 0
+		err := d.Do(context.Background(), key1, func(context.Context) error {
+			runs++
+			st.down.Store(true) // the server goes away during delivery
+			return nil
+		})
+		require.ErrorIs(t, err, errServerGone)
+		assert.Contains(t, err.Error(), "processed but not marked")
+		st.down.Store(false)
+		require.ErrorIs(t, d.Do(context.Background(), key1, func(context.Context) error { runs++; return nil }), dedupe.ErrInFlight,
+			"the claim holds copies off")
+		time.Sleep(5 * time.Second) // the backlog retries meanwhile
+		s := d.Stats()
+		assert.Equal(t, uint64(1), s.Deferred)
+		assert.Equal(t, uint64(1), s.Replayed)
+		time.Sleep(2 * time.Minute) // past the lease
+		require.ErrorIs(t, d.Do(context.Background(), key1, func(context.Context) error { runs++; return nil }), dedupe.ErrDuplicate)
+		assert.Equal(t, 1, runs)
 	})
-	require.ErrorIs(t, err, errServerGone)
-	assert.Contains(t, err.Error(), "processed but not marked")
-	st.down.Store(false)
-	require.ErrorIs(t, d.Do(context.Background(), key1, func(context.Context) error { return nil }), dedupe.ErrInFlight,
-		"the claim holds until its lease runs out")
 }
 
 func TestDoLogs(t *testing.T) {

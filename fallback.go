@@ -180,6 +180,12 @@ func (d *Deduper) markWithFallback(ctx context.Context, h holding, key Key) {
 			return
 		}
 	}
+	d.deferMark(key)
+}
+
+// deferMark queues key's mark for the primary store in the backlog, which
+// writes it once the store answers again, within the mark's TTL.
+func (d *Deduper) deferMark(key Key) {
 	ttl := d.ttl
 	until := d.now().Add(orDefault(ttl, DefaultTTL))
 	st := d.shared.store
