@@ -83,6 +83,7 @@ func Run(t *testing.T, cfg Config) {
 		{"InvalidTokens", testInvalidTokens},
 		{"ClaimsNotEvicted", testClaimsNotEvicted},
 		{"NothingStranded", testNothingStranded},
+		{"DeduperWait", testDeduperWait},
 		{"KeyForms", testKeyForms},
 		{"InvalidKeys", testInvalidKeys},
 		{"Closed", testClosed},
