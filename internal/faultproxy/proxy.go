@@ -1,16 +1,20 @@
 // Package faultproxy is a TCP proxy for tests that puts network faults
 // between a client and a real server: on command it swallows the server's
-// replies, delays the traffic both ways, or cuts every connection. The Redis
-// and PostgreSQL stores' fault tests put it in front of their servers.
+// replies, delays the traffic both ways, loses a share of it, or cuts every
+// connection. The Redis and PostgreSQL stores' fault tests and the gateway
+// example's -fault mode put it in front of their servers.
 //
 // A byte stream never loses bytes in its middle and carries on (TCP delivers
 // all of a stream or fails it), so a connection that had a reply swallowed
 // stays silent, swallowing every later reply too, until it is cut. A client
 // therefore never reads a reply meant for another request: it times out, or
-// sees its connection fail.
+// sees its connection fail. For the same reason a lost packet ([Proxy.SetLoss])
+// is a dropped connection, which the client must notice and open again: what
+// TCP makes of heavy loss it cannot retransmit through.
 package faultproxy
 
 import (
+	"math/rand/v2"
 	"net"
 	"sync"
 	"time"
@@ -27,6 +31,7 @@ type Proxy struct {
 	links   map[*link]struct{}
 	drop    bool
 	latency time.Duration
+	loss    float64
 	closed  bool
 	stats   Stats
 }
@@ -37,6 +42,7 @@ type Stats struct {
 	Silenced int   // connections that swallowed a reply, and went silent
 	Cut      int   // connections cut by Cut or Close
 	Dropped  int64 // reply bytes swallowed
+	Lost     int   // chunks lost by SetLoss, each dropping its connection
 }
 
 // Start listens on a free loopback port and forwards each connection it
@@ -69,6 +75,17 @@ func (p *Proxy) DropReplies(on bool) {
 func (p *Proxy) SetLatency(d time.Duration) {
 	p.mu.Lock()
 	p.latency = max(d, 0)
+	p.mu.Unlock()
+}
+
+// SetLoss loses each chunk of bytes, either way, with probability rate (0 to
+// 1; zero loses none). A lost chunk is never written, and its connection is
+// dropped, both sides, when the chunk was due: the bytes before it arrive, the
+// ones after it never do. The client sees its connection fail mid-request or
+// mid-reply and must dial again, through the same losses.
+func (p *Proxy) SetLoss(rate float64) {
+	p.mu.Lock()
+	p.loss = min(max(rate, 0), 1)
 	p.mu.Unlock()
 }
 
@@ -151,10 +168,12 @@ type link struct {
 	silent         bool // a reply was swallowed: swallow the rest too (guarded by p.mu)
 }
 
-// chunk is bytes read from one side, due to be written to the other.
+// chunk is bytes read from one side, due to be written to the other. A lost
+// chunk drops the link when it is due instead.
 type chunk struct {
-	b   []byte
-	due time.Time
+	b    []byte
+	due  time.Time
+	lost bool
 }
 
 const (
@@ -163,17 +182,27 @@ const (
 )
 
 // read copies from src into q until src fails, swallowing replies while the
-// proxy drops them, and closes the link when it ends.
+// proxy drops them and losing chunks at the proxy's loss rate, and closes the
+// link when it ends (a lost chunk ends it).
 func (l *link) read(src net.Conn, q chan<- chunk, reply bool) {
 	defer l.p.wg.Done()
 	defer close(q)
-	defer l.close()
+	lost := false
+	defer func() {
+		if !lost { // else the writer drops the link when the lost chunk is due
+			l.close()
+		}
+	}()
 	for {
 		b := make([]byte, chunkSize)
 		n, err := src.Read(b)
 		if n > 0 {
 			l.p.mu.Lock()
 			latency := l.p.latency
+			lost = l.p.loss > 0 && rand.Float64() < l.p.loss
+			if lost {
+				l.p.stats.Lost++
+			}
 			if reply && (l.p.drop || l.silent) {
 				if !l.silent {
 					l.silent = true
@@ -183,6 +212,12 @@ func (l *link) read(src net.Conn, q chan<- chunk, reply bool) {
 				n = 0
 			}
 			l.p.mu.Unlock()
+			if lost {
+				// Nothing after a lost chunk is forwarded: the writer drops
+				// the link when it was due.
+				q <- chunk{due: time.Now().Add(latency), lost: true}
+				return
+			}
 			if n > 0 {
 				q <- chunk{b: b[:n], due: time.Now().Add(latency)}
 			}
@@ -207,6 +242,10 @@ func (l *link) write(dst net.Conn, q <-chan chunk) {
 				timer.Reset(wait)
 			}
 			<-timer.C
+		}
+		if c.lost {
+			l.close() // the lost chunk was due: drop the connection
+			return
 		}
 		if _, err := dst.Write(c.b); err != nil {
 			for range q { // let the reader finish

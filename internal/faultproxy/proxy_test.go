@@ -159,6 +159,48 @@ func TestLatency(t *testing.T) {
 	}
 }
 
+// TestLoss checks that a lost chunk drops its connection, not silently some
+// bytes of it, that the share of failed round trips follows the loss rate
+// (each round trip is two chunks), and that SetLoss(0) ends the losses.
+func TestLoss(t *testing.T) {
+	p := startProxy(t)
+	p.SetLoss(1)
+	c := dial(t, p)
+	if got, err := c.ask("lost", 5*time.Second); err == nil || isTimeout(err) {
+		t.Fatalf("ask with every chunk lost = %q, %v; want the connection dropped", got, err)
+	}
+
+	p.SetLoss(0.3)
+	const rounds = 400
+	failed := 0
+	for i := range rounds {
+		c := dial(t, p)
+		line := strings.Repeat("y", i%50+1)
+		got, err := c.ask(line, 5*time.Second)
+		switch {
+		case err == nil && got == line:
+		case err != nil && !isTimeout(err):
+			failed++
+		default:
+			t.Fatalf("round %d: ask = %q, %v; want the line or a dropped connection", i, got, err)
+		}
+		_ = c.c.Close()
+	}
+	// 1 - 0.7² = 51% of round trips fail; 400 of them put the share within
+	// ±10% but for one run in several thousand.
+	if share := float64(failed) / rounds; share < 0.41 || share > 0.61 {
+		t.Errorf("%d of %d round trips failed at a 30%% loss; want about 51%%", failed, rounds)
+	}
+	if lost := p.Stats().Lost; lost < failed {
+		t.Errorf("Stats.Lost = %d, fewer than the %d failed round trips", lost, failed)
+	}
+
+	p.SetLoss(0)
+	if got, err := dial(t, p).ask("kept", 5*time.Second); got != "kept" || err != nil {
+		t.Fatalf("ask after SetLoss(0) = %q, %v", got, err)
+	}
+}
+
 // TestClose checks that Close cuts the connections, refuses new ones and
 // leaves no goroutine behind.
 func TestClose(t *testing.T) {
