@@ -115,6 +115,23 @@ func (b *backlog) runJobs(d *Deduper, jobs []job) []job {
 	return nil
 }
 
+// flush waits until no job is queued or running, or ctx is done.
+func (b *backlog) flush(ctx context.Context) error {
+	for {
+		b.mu.Lock()
+		running, exited := b.running, b.exited
+		b.mu.Unlock()
+		if !running {
+			return nil // empty, or closed: close counted what it dropped
+		}
+		select {
+		case <-exited:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // close stops the goroutine, waits for it, and counts the jobs left as
 // dropped. It is idempotent.
 func (b *backlog) close(cs *counters) {

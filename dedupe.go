@@ -11,9 +11,8 @@ import (
 // Deduper runs each message's processing once: it claims the key before
 // running the caller's function and marks it only after the function succeeded,
 // so a failure is left to the platform's retry and two concurrent copies never
-// both run. It is safe for concurrent use. It may start one goroutine, for work
-// its store failed to take at first (see [WithBacklog]); the goroutine ends when
-// that work is done, and [Deduper.Close] stops it.
+// both run. It is safe for concurrent use. Work its store failed to take at
+// first ([WithBacklog]) is done by one goroutine, which ends with that work.
 type Deduper struct {
 	settings
 	fb     *fallback // nil without WithFallback
@@ -80,8 +79,7 @@ func WithRenewal(every time.Duration) Option {
 // it to answer a copy with the first copy's outcome.
 func WithWait(max time.Duration) Option { return func(s *settings) { s.wait = max } }
 
-// WithLogger sets the logger for verdicts (debug) and store errors (warn).
-// The default discards them.
+// WithLogger sets the logger of verdicts (debug) and store errors (warn).
 func WithLogger(l *slog.Logger) Option {
 	return func(s *settings) {
 		if l != nil {
@@ -158,15 +156,21 @@ func (d *Deduper) apply(opts []Option) {
 // Store returns the primary store.
 func (d *Deduper) Store() Store { return d.shared.store }
 
-// Close stops the background work shared by the Dedupers made with
-// [Deduper.With] and waits for it; queued work is dropped ([Stats].Dropped).
-// It does not close the stores, and Do goes on working. It is idempotent.
+// Close stops the background work shared with [Deduper.With] and drops what
+// is queued ([Stats].Dropped); it does not close the stores. It is idempotent.
 func (d *Deduper) Close() error {
 	d.shared.backlog.close(&d.shared.counters)
 	return nil
 }
 
-// cleanupTimeout bounds the Mark or Release that Do makes after fn returned.
+// Flush waits until the work queued for the primary store ([WithBacklog]) is
+// done, or ctx is; call it before Close.
+func (d *Deduper) Flush(ctx context.Context) error {
+	return d.shared.backlog.flush(ctx)
+}
+
+// cleanupTimeout bounds the Mark (and its retries) or Release that Do makes
+// after fn returned.
 // They run even if the caller's context was cancelled meanwhile: a processed
 // message must be marked, and a failed one released.
 const cleanupTimeout = 10 * time.Second
@@ -187,9 +191,9 @@ const abandonTimeout = time.Second
 // claiming is returned without running fn ([WithFallback] changes that); if the
 // store may have taken the claim all the same (a lost reply, a deadline passed
 // mid-call), Do asks again with the same token while ctx allows, or else
-// releases it by its token, so a failed call strands no claim. If fn succeeded
-// but the mark failed, Do returns an error wrapping the store's and the claim
-// holds until its lease runs out.
+// releases it by its token, so a failed call strands no claim. A failed mark
+// after fn succeeded is retried for 10 s, then queued ([Deduper.Flush]) and
+// Do returns an error wrapping the store's; the claim holds meanwhile.
 func (d *Deduper) Do(ctx context.Context, key Key, fn func(context.Context) error) error {
 	if err := key.Validate(); err != nil {
 		return err
@@ -400,7 +404,7 @@ func (d *Deduper) run(ctx context.Context, h holding, c Claim, fn func(context.C
 	defer cancel()
 	if d.fb != nil {
 		d.markWithFallback(mctx, h, c.Key)
-	} else if err := d.markOn(mctx, d.shared.store, c.Key); err != nil {
+	} else if err := d.markRetried(mctx, c.Key); err != nil {
 		if ambiguous(err) {
 			// The claim holds copies off for its lease; the backlog writes the
 			// mark once the store answers, so none runs after the lease either.
@@ -420,6 +424,27 @@ func (d *Deduper) markOn(ctx context.Context, st Store, key Key) error {
 		d.storeError(ctx, key, st, phaseMark, err)
 	}
 	return err
+}
+
+// markRetried marks key on the primary store, trying again with a backoff
+// while the store fails in a way a retry may cure, until ctx is done: the mark
+// is what acknowledges a processed message, so it is worth the wait.
+func (d *Deduper) markRetried(ctx context.Context, key Key) error {
+	backoff := minWaitBackoff
+	for {
+		err := d.markOn(ctx, d.shared.store, key)
+		if err == nil || !ambiguous(err) || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, maxWaitBackoff)
+	}
 }
 
 // release drops claim c from the stores h names after fn failed.

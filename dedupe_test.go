@@ -264,6 +264,46 @@ func TestDoMarkFailure(t *testing.T) {
 	})
 }
 
+// A mark that fails for a moment after fn succeeded is tried again within Do:
+// the caller gets nil and nothing is left for the backlog.
+func TestDoMarkRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &flakyStore{Store: dedupe.NewMemoryStore(dedupe.MemoryConfig{})}
+		d := dedupe.New(st)
+		defer d.Close()
+		require.NoError(t, d.Do(context.Background(), key1, func(context.Context) error {
+			st.failNext.Store(2)
+			st.lostNext.Store(1) // the third attempt writes, but its reply is lost
+			return nil
+		}))
+		assert.Zero(t, d.Stats().Deferred)
+		assert.True(t, exists(t, st.Store, key1))
+	})
+}
+
+// Flush waits for the marks queued while the store was down, and gives up
+// with ctx.
+func TestDeduperFlush(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &flakyStore{Store: dedupe.NewMemoryStore(dedupe.MemoryConfig{})}
+		d := dedupe.New(st)
+		defer d.Close()
+		require.NoError(t, d.Flush(context.Background()), "nothing queued")
+		err := d.Do(context.Background(), key1, func(context.Context) error {
+			st.down.Store(true)
+			return nil
+		})
+		require.ErrorIs(t, err, errServerGone)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		require.ErrorIs(t, d.Flush(ctx), context.DeadlineExceeded, "the store is still down")
+		cancel()
+		st.down.Store(false)
+		require.NoError(t, d.Flush(context.Background()))
+		assert.Equal(t, uint64(1), d.Stats().Replayed)
+		assert.True(t, exists(t, st.Store, key1))
+	})
+}
+
 func TestDoLogs(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))

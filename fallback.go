@@ -26,10 +26,9 @@ const (
 // primary fails to take (other than an invalid key, a full or closed store or
 // the caller's context) is served by local alone ([Stats].Fallbacks). After three
 // failures in a row local serves alone for [WithFallbackRetry]'s period; then one
-// call probes the primary before the others return to it. Every processed
-// message is marked on local too, and a mark the primary did not take is queued
-// ([WithBacklog]) and written to it once it answers, so copies that reach other
-// instances later are recognised; during the outage they are not.
+// call probes the primary before the others return to it. Marks go to local
+// too; one the primary did not take is queued ([WithBacklog]) and written once
+// it answers, so other instances recognise the message after the outage.
 func WithFallback(local Store) Option {
 	return func(s *settings) {
 		s.local = local
