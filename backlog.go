@@ -16,9 +16,9 @@ type job struct {
 	done  func() // after do succeeded; may be nil
 }
 
-// backlog runs jobs in order on one goroutine, retrying with a backoff while
-// the primary store fails. The goroutine starts with the first job and ends
-// when the queue is empty or the backlog is closed.
+// backlog runs jobs from one goroutine, backlogBatch at once, retrying with a
+// backoff while the primary store fails. The goroutine starts with the first
+// job and ends when the queue is empty or the backlog is closed.
 type backlog struct {
 	mu      sync.Mutex
 	jobs    []job
@@ -90,29 +90,57 @@ func (b *backlog) work(d *Deduper, exited chan struct{}) {
 	}
 }
 
-// runJobs runs jobs in order and returns those left when one fails: the store
-// is failing, so the rest waits for the next attempt.
+// backlogBatch bounds the jobs run at once: together, a batching store (the
+// Redis and PostgreSQL ones) sends them in a few round trips, so a backlog
+// built up during an outage drains in seconds after it.
+const backlogBatch = 64
+
+// runJobs runs jobs, backlogBatch at a time, and returns those left when
+// some failed: the store is failing, so the rest waits for the next attempt.
 func (b *backlog) runJobs(d *Deduper, jobs []job) []job {
-	for i, j := range jobs {
-		if d.now().After(j.until) {
-			continue // a lease or TTL ran out meanwhile: nothing left to do
+	for len(jobs) > 0 {
+		n := min(len(jobs), backlogBatch)
+		failed := make([]bool, n)
+		var wg sync.WaitGroup
+		for i, j := range jobs[:n] {
+			wg.Go(func() { failed[i] = !b.runJob(d, j) })
 		}
-		ctx, cancel := context.WithTimeout(b.ctx, backlogTimeout)
-		err := j.do(ctx)
-		cancel()
-		switch {
-		case err == nil:
-			if j.done != nil {
-				j.done()
+		wg.Wait()
+		var left []job
+		for i, j := range jobs[:n] {
+			if failed[i] {
+				left = append(left, j)
 			}
-		case !ambiguous(err):
-			d.shared.counters.dropped.Add(1) // refused for good: closed store, invalid key
-			d.logger.LogAttrs(ctx, slog.LevelWarn, "dedupe: backlog work refused by the store", slog.Any("error", err))
-		default:
-			return jobs[i:]
 		}
+		if len(left) > 0 {
+			return append(left, jobs[n:]...)
+		}
+		jobs = jobs[n:]
 	}
 	return nil
+}
+
+// runJob runs j once and reports whether it is finished: done, refused for
+// good, or no longer needed.
+func (b *backlog) runJob(d *Deduper, j job) bool {
+	if d.now().After(j.until) {
+		return true // a lease or TTL ran out meanwhile: nothing left to do
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, backlogTimeout)
+	defer cancel()
+	err := j.do(ctx)
+	switch {
+	case err == nil:
+		if j.done != nil {
+			j.done()
+		}
+	case !ambiguous(err):
+		d.shared.counters.dropped.Add(1) // refused for good: closed store, invalid key
+		d.logger.LogAttrs(ctx, slog.LevelWarn, "dedupe: backlog work refused by the store", slog.Any("error", err))
+	default:
+		return false
+	}
+	return true
 }
 
 // flush waits until no job is queued or running, or ctx is done.

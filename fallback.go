@@ -120,6 +120,13 @@ func (f *fallback) primaryDone(probe, ok, outage bool) {
 // claimWithFallback claims c on the fallback store, then on the primary. If
 // the primary fails, the claim is served by the fallback alone.
 func (d *Deduper) claimWithFallback(ctx context.Context, c Claim) (holding, Status, error) {
+	// A front layer of a layered primary answers a duplicate before any
+	// round trip, as it does without a fallback.
+	if l, ok := d.shared.store.(*LayeredStore); ok {
+		if i, dup, err := l.frontMark(ctx, c.Key); dup && err == nil {
+			return holding{layer: l.names[i]}, Duplicate, nil
+		}
+	}
 	status, _, err := d.claimOn(ctx, d.fb.local, c)
 	if err != nil {
 		d.storeError(ctx, c.Key, d.fb.local, phaseClaim, err)
@@ -178,6 +185,9 @@ func (d *Deduper) markWithFallback(ctx context.Context, h holding, key Key) {
 		if err == nil {
 			return
 		}
+	}
+	if l, ok := d.shared.store.(*LayeredStore); ok {
+		l.mark(ctx, key, d.ttl, len(l.layers)-1) // the front answers copies meanwhile
 	}
 	d.deferMark(key)
 }

@@ -122,15 +122,12 @@ func (l *LayeredStore) claim(ctx context.Context, c Claim, lease time.Duration) 
 	if err := c.Validate(); err != nil {
 		return 0, 0, err
 	}
-	last := len(l.layers) - 1
-	for i, st := range l.layers[:last] {
-		if ok, err := st.Exists(ctx, c.Key); err == nil && ok {
-			l.answered[i].Add(1)
-			return Duplicate, i, nil
-		} else if err != nil && (!ambiguous(err) || ctx.Err() != nil) {
-			return 0, i, err
-		}
+	if i, dup, err := l.frontMark(ctx, c.Key); err != nil {
+		return 0, i, err
+	} else if dup {
+		return Duplicate, i, nil
 	}
+	last := len(l.layers) - 1
 	status, err := l.back().Claim(ctx, c, lease)
 	if err != nil {
 		return 0, last, err
@@ -140,6 +137,21 @@ func (l *LayeredStore) claim(ctx context.Context, c Claim, lease time.Duration) 
 		l.backfill(ctx, c.Key, last)
 	}
 	return status, last, nil
+}
+
+// frontMark reports whether a front layer holds key's mark, and which one
+// (counted as the layer that answered). A front layer that fails is passed
+// over, unless the failure is for good or ctx is done.
+func (l *LayeredStore) frontMark(ctx context.Context, key Key) (i int, marked bool, err error) {
+	for i, st := range l.layers[:len(l.layers)-1] {
+		if ok, err := st.Exists(ctx, key); err == nil && ok {
+			l.answered[i].Add(1)
+			return i, true, nil
+		} else if err != nil && (!ambiguous(err) || ctx.Err() != nil) {
+			return i, false, err
+		}
+	}
+	return 0, false, nil
 }
 
 // backfill marks key, for their own default TTL, on the layers in front of

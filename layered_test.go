@@ -110,3 +110,36 @@ func TestLayeredFrontWindowNoLongerThanTTL(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, ok)
 }
+
+// With a fallback, a copy of a message processed here is still answered by
+// the primary's front layer, before the fallback's claim; during an outage of
+// the shared store the front learns the marks the fallback served, so copies
+// are answered there too.
+func TestLayeredWithFallback(t *testing.T) {
+	ctx := context.Background()
+	front := dedupe.NewMemoryStore(dedupe.MemoryConfig{TTL: 5 * time.Minute})
+	shared := &flakyStore{Store: dedupe.NewMemoryStore(dedupe.MemoryConfig{})}
+	l, err := dedupe.NewLayered(front, shared)
+	require.NoError(t, err)
+	local := &countingStore{Store: dedupe.NewMemoryStore(dedupe.MemoryConfig{})}
+	d := dedupe.New(l, dedupe.WithFallback(local))
+	defer d.Close()
+
+	require.NoError(t, d.Do(ctx, key1, nop))
+	claims := local.claims
+	require.ErrorIs(t, d.Do(ctx, key1, nop), dedupe.ErrDuplicate)
+	assert.Equal(t, claims, local.claims, "the copy was answered by the front layer")
+
+	shared.down.Store(true)
+	other := dedupe.Key{Channel: "telegram", MessageID: "2"}
+	require.NoError(t, d.Do(ctx, other, nop))
+	assert.Equal(t, uint64(1), d.Stats().Fallbacks)
+	claims = local.claims
+	require.ErrorIs(t, d.Do(ctx, other, nop), dedupe.ErrDuplicate)
+	assert.Equal(t, claims, local.claims, "the front learnt the mark the fallback served")
+
+	shared.down.Store(false)
+	require.NoError(t, d.Flush(ctx))
+	assert.True(t, exists(t, shared.Store, other), "the queued mark reached the shared store")
+	assert.Equal(t, map[string]uint64{"transport": 2, "business": 1}, d.Stats().Layers)
+}
