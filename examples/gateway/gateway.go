@@ -43,6 +43,7 @@ const (
 // gatewayConfig configures one gateway instance.
 type gatewayConfig struct {
 	store    storeSpec
+	fallback *storeSpec // the Deduper's fallback store, if any
 	addr     string // listen address, "127.0.0.1:0" for any free port
 	seed     uint64
 	failRate float64 // share of updates whose first delivery to the core fails
@@ -57,6 +58,7 @@ type gatewayConfig struct {
 type gateway struct {
 	cfg      gatewayConfig
 	store    dedupe.Store
+	fallback dedupe.Store // nil without one
 	deduper  *dedupe.Deduper
 	core     *core
 	srv      *http.Server
@@ -74,21 +76,31 @@ func startGateway(ctx context.Context, cfg gatewayConfig) (*gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	opts := []dedupe.Option{dedupe.WithTTL(telegramTTL), dedupe.WithLease(lease), dedupe.WithLogger(cfg.logger)}
+	var fallback dedupe.Store
+	if cfg.fallback != nil {
+		if fallback, err = openStore(ctx, *cfg.fallback); err != nil {
+			_ = store.Close()
+			return nil, fmt.Errorf("-fallback: %w", err)
+		}
+		opts = append(opts, dedupe.WithFallback(fallback))
+	}
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		_ = store.Close()
+		if fallback != nil {
+			_ = fallback.Close()
+		}
 		return nil, err
 	}
 	g := &gateway{
-		cfg:   cfg,
-		store: store,
-		deduper: dedupe.New(store,
-			dedupe.WithTTL(telegramTTL),
-			dedupe.WithLease(lease),
-			dedupe.WithLogger(cfg.logger)),
-		core:   newCore(cfg.seed, cfg.failRate),
-		addr:   ln.Addr().String(),
-		served: make(chan error, 1),
+		cfg:      cfg,
+		store:    store,
+		fallback: fallback,
+		deduper:  dedupe.New(store, opts...),
+		core:     newCore(cfg.seed, cfg.failRate),
+		addr:     ln.Addr().String(),
+		served:   make(chan error, 1),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /telegram", g.handleTelegram)
@@ -101,7 +113,8 @@ func startGateway(ctx context.Context, cfg gatewayConfig) (*gateway, error) {
 func (g *gateway) URL() string { return "http://" + g.addr + "/telegram" }
 
 // stop shuts the server down, waiting for the handlers still running (also
-// those whose platform request timed out), closes the store and returns what
+// those whose platform request timed out), lets the Deduper write the marks
+// the primary store did not take at first, closes the stores and returns what
 // the gateway did. It may be called more than once.
 func (g *gateway) stop(ctx context.Context) (summary, error) {
 	g.stopOnce.Do(func() {
@@ -109,7 +122,13 @@ func (g *gateway) stop(ctx context.Context) (summary, error) {
 		if serr := <-g.served; !errors.Is(serr, http.ErrServerClosed) {
 			err = errors.Join(err, serr)
 		}
-		err = errors.Join(err, g.store.Close())
+		if ferr := g.deduper.Flush(ctx); ferr != nil {
+			err = errors.Join(err, fmt.Errorf("marks queued for the store not written: %w", ferr))
+		}
+		err = errors.Join(err, g.deduper.Close(), g.store.Close())
+		if g.fallback != nil {
+			err = errors.Join(err, g.fallback.Close())
+		}
 		st := g.deduper.Stats()
 		g.sum = summary{
 			Addr:        g.addr,
@@ -121,6 +140,11 @@ func (g *gateway) stop(ctx context.Context) (summary, error) {
 			StoreErrors: st.StoreErrors,
 			StoreCalls:  st.Latency["claim"].Count + st.Latency["mark"].Count + st.Latency["release"].Count,
 			StoreTime:   st.Latency["claim"].Sum + st.Latency["mark"].Sum + st.Latency["release"].Sum,
+			Fallbacks:   st.Fallbacks,
+			Deferred:    st.Deferred,
+			Replayed:    st.Replayed,
+			Dropped:     st.Dropped,
+			Layers:      st.Layers,
 		}
 		g.sum.Processed, g.sum.CoreFailures = g.core.counts()
 		g.stopErr = err
@@ -142,6 +166,14 @@ type summary struct {
 	// StoreCalls counts the claims, marks and releases, which took StoreTime.
 	StoreCalls uint64        `json:"store_calls"`
 	StoreTime  time.Duration `json:"store_time"`
+	// With a fallback store: calls it served alone, marks queued for the
+	// primary, of them written to it, and queued work dropped.
+	Fallbacks uint64 `json:"fallbacks"`
+	Deferred  uint64 `json:"deferred"`
+	Replayed  uint64 `json:"replayed"`
+	Dropped   uint64 `json:"dropped"`
+	// Layers counts the claims each layer of a layered store answered.
+	Layers map[string]uint64 `json:"layers,omitempty"`
 	// Processed counts, for each update id, the times the core processed it.
 	Processed map[int64]int `json:"processed"`
 	// CoreFailures counts, for each update id, the deliveries the core failed.

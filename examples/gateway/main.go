@@ -84,22 +84,34 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/internal/faultproxy"
 )
 
-// runTimeout bounds a whole run, however slow the machine or the store.
-const runTimeout = 2 * time.Minute
+// runTimeout bounds a whole run, however slow the machine or the store;
+// faultRunTimeout a run with -fault.
+const (
+	runTimeout      = 2 * time.Minute
+	faultRunTimeout = 10 * time.Minute
+)
 
 // config is the program's settings, set by its flags.
 type config struct {
 	Store          string  // -store
+	Fallback       string  // -fallback; "" for none
+	Fault          string  // -fault; "" for none
 	Messages       int     // -messages
 	Seed           uint64  // -seed
 	Restart        *bool   // -restart; nil: on for durable stores
@@ -138,8 +150,39 @@ func (c config) check() error {
 	case !retried(c.InFlightStatus) && (c.InFlightStatus < 200 || c.InFlightStatus > 299):
 		return fmt.Errorf("-inflight-status %d: want 2xx (the platform stops), 429 or 5xx (it retries)", c.InFlightStatus)
 	}
-	_, err := parseStore(c.Store)
-	return err
+	spec, err := parseStore(c.Store)
+	if err != nil {
+		return err
+	}
+	if c.Fallback != "" {
+		fb, err := parseStore(c.Fallback)
+		if err != nil {
+			return fmt.Errorf("-fallback: %w", err)
+		}
+		if fb.kind == "layered" {
+			return errors.New("-fallback: want a store of one layer")
+		}
+	}
+	f, err := parseFault(c.Fault)
+	if err != nil {
+		return err
+	}
+	if !f.none() && !spec.onServer() {
+		return fmt.Errorf("-fault needs a store on a server (redis://…, postgres://… or layered: either), not %s", spec)
+	}
+	if f.Down > 0 && c.Fallback == "" {
+		return errors.New("-fault down=D needs -fallback: without one, the gateway fails closed while the store is down")
+	}
+	return nil
+}
+
+// fallbackSpec returns the -fallback store, or nil.
+func (c config) fallbackSpec() *storeSpec {
+	if c.Fallback == "" {
+		return nil
+	}
+	fb, _ := parseStore(c.Fallback)
+	return &fb
 }
 
 func (c config) stderr() io.Writer {
@@ -186,7 +229,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	c.Stderr = stderr
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.Store, "store", c.Store, "the store: memory, sqlite:PATH, PATH.db, redis://HOST:PORT/DB or postgres://…")
+	fs.StringVar(&c.Store, "store", c.Store, "the store: memory, sqlite:PATH, PATH.db, redis://HOST:PORT/DB, postgres://… or layered: and one of the durable ones")
+	fs.StringVar(&c.Fallback, "fallback", "", "the Deduper's fallback store, used while the store fails (same forms as -store)")
+	fs.StringVar(&c.Fault, "fault", "", "faults between the gateways and the store's server: loss=F,latency=D,down=D")
 	fs.IntVar(&c.Messages, "messages", c.Messages, "number of updates the platform sends")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the simulation's random choices")
 	fs.Var(autoBool{&c.Restart}, "restart", "restart the gateway, reopening the store, before the platform redelivers a batch (default: on for durable stores)")
@@ -271,7 +316,21 @@ type report struct {
 	Redelivered                   int // updates redelivered after the restart
 	ProcessedAgain                int // processings after the restart of updates processed before
 	FirstAfterRestart             int // processings after the restart of updates not processed before
-	ExactlyOnce                   bool
+
+	// With -fault: the faults and what the proxy did.
+	Fault      string
+	FaultStats faultproxy.Stats
+	// With -fallback: the fallback store, the calls it served alone, the
+	// marks queued for the primary, written to it and dropped, and the
+	// processed updates found marked on the primary after the run.
+	Fallback                    string
+	Fallbacks                   uint64
+	Deferred, Replayed, Dropped uint64
+	OnPrimary                   int
+	// Layers counts the claims each layer of a layered store answered.
+	Layers map[string]uint64
+
+	ExactlyOnce bool
 	Elapsed                       time.Duration
 }
 
@@ -282,7 +341,12 @@ func run(ctx context.Context, cfg config) (report, error) {
 		return report{}, err
 	}
 	spec, _ := parseStore(cfg.Store)
-	ctx, cancel := context.WithTimeout(ctx, runTimeout)
+	fspec, _ := parseFault(cfg.Fault)
+	timeout := runTimeout
+	if !fspec.none() {
+		timeout = faultRunTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel() // also kills gateway processes left by an error
 
 	rep := report{
@@ -293,6 +357,10 @@ func run(ctx context.Context, cfg config) (report, error) {
 		InFlightStatus: cfg.InFlightStatus,
 		SharedStore:    spec.durable() || cfg.Instances == 1,
 		Restart:        spec.durable(),
+		Fault:          fspec.String(),
+	}
+	if fb := cfg.fallbackSpec(); fb != nil {
+		rep.Fallback = fb.String()
 	}
 	if cfg.Restart != nil {
 		rep.Restart = *cfg.Restart
@@ -300,17 +368,34 @@ func run(ctx context.Context, cfg config) (report, error) {
 	// Update ids start at a base taken from the clock, so that a run on a
 	// durable store used by an earlier run sends updates it has not seen.
 	msgs := newMessages(time.Now().UnixMilli()*1000, cfg.Messages)
-	p := newPlatform(cfg.Seed)
+	p := newPlatform(cfg.Seed, !fspec.none())
 	defer p.close()
 
-	first, err := runPhase(ctx, cfg, spec, 0, func(urls []string) { p.deliver(ctx, urls, msgs, true) })
+	// With -fault the gateways reach the store's server through a proxy that
+	// puts the faults on the way; the report checks the marks without it.
+	primary := spec
+	var fs *faults
+	if !fspec.none() {
+		var err error
+		if fs, spec, err = startFaults(spec, fspec); err != nil {
+			return rep, err
+		}
+		defer fs.close()
+		cfg.Store = spec.flag()
+	}
+
+	first, err := runPhase(ctx, cfg, spec, 0, func(urls []string) {
+		fs.begin()
+		p.deliver(ctx, urls, msgs, true)
+		fs.end(ctx) // the gateways write the outage's marks when they stop
+	})
 	if err != nil {
 		return rep, stopped(ctx, err)
 	}
 	sums := append([]summary(nil), first...)
 	rep.PerProcess = first
 	if rep.Restart {
-		again, err := rep.restart(ctx, cfg, spec, p, msgs, first)
+		again, err := rep.restart(ctx, cfg, spec, p, fs, msgs, first)
 		if err != nil {
 			return rep, stopped(ctx, err)
 		}
@@ -320,21 +405,53 @@ func run(ctx context.Context, cfg config) (report, error) {
 		return rep, stopped(ctx, nil)
 	}
 	rep.Platform = p.stats()
+	rep.FaultStats = fs.stats()
 	rep.total(msgs, sums)
+	if rep.Fallback != "" {
+		if rep.OnPrimary, err = markedOn(ctx, primary, msgs); err != nil {
+			return rep, fmt.Errorf("checking the marks on the primary store: %w", err)
+		}
+		rep.ExactlyOnce = rep.ExactlyOnce && rep.OnPrimary == rep.Processed
+	}
 	rep.Elapsed = time.Since(start)
 	return rep, nil
+}
+
+// markedOn opens the store s selects and counts the updates of msgs marked
+// on it.
+func markedOn(ctx context.Context, s storeSpec, msgs []message) (int, error) {
+	st, err := openStore(ctx, s)
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	n := 0
+	for _, m := range msgs {
+		ok, err := st.Exists(ctx, dedupe.Key{Channel: "telegram", MessageID: strconv.FormatInt(m.id, 10)})
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // restart runs the second phase: the platform redelivers a quarter of the
 // updates, as if their answers had been lost, to new gateways on the store
 // opened again. It counts what the new gateways processed.
-func (rep *report) restart(ctx context.Context, cfg config, spec storeSpec, p *platform, msgs []message, first []summary) ([]summary, error) {
+func (rep *report) restart(ctx context.Context, cfg config, spec storeSpec, p *platform, fs *faults, msgs []message, first []summary) ([]summary, error) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 2))
 	var batch []message
 	for _, i := range rng.Perm(len(msgs))[:max(1, len(msgs)/4)] {
 		batch = append(batch, msgs[i])
 	}
-	again, err := runPhase(ctx, cfg, spec, 1, func(urls []string) { p.deliver(ctx, urls, batch, false) })
+	again, err := runPhase(ctx, cfg, spec, 1, func(urls []string) {
+		fs.begin()
+		p.deliver(ctx, urls, batch, false)
+		fs.end(ctx)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -370,6 +487,16 @@ func (rep *report) total(msgs []message, sums []summary) {
 		rep.StoreErrors += s.StoreErrors
 		rep.StoreCalls += s.StoreCalls
 		rep.StoreTime += s.StoreTime
+		rep.Fallbacks += s.Fallbacks
+		rep.Deferred += s.Deferred
+		rep.Replayed += s.Replayed
+		rep.Dropped += s.Dropped
+		for layer, n := range s.Layers {
+			if rep.Layers == nil {
+				rep.Layers = make(map[string]uint64)
+			}
+			rep.Layers[layer] += n
+		}
 		for id, n := range s.Processed {
 			total[id] += n
 		}
@@ -432,6 +559,7 @@ func runPhase(ctx context.Context, cfg config, spec storeSpec, phase int, drive 
 		if cfg.Instances == 1 {
 			in, err = startGateway(ctx, gatewayConfig{
 				store:          spec,
+				fallback:       cfg.fallbackSpec(),
 				addr:           "127.0.0.1:0",
 				seed:           seed,
 				failRate:       cfg.FailRate,
@@ -490,6 +618,19 @@ func (r report) write(w io.Writer) {
 		fmt.Fprintf(w, "  store calls           %5d  (claims, marks and releases: %v on average; %d errors)\n",
 			r.StoreCalls, avg, r.StoreErrors)
 	}
+	if r.Layers != nil {
+		fmt.Fprintf(w, "  claims answered by    %s\n", layerCounts(r.Layers))
+	}
+	if r.Fault != "" {
+		fs := r.FaultStats
+		fmt.Fprintf(w, "  faults on the way     %s: %d connections, %d dropped by a lost chunk, %d cut by the outage\n",
+			r.Fault, fs.Accepted, fs.Lost, fs.Cut)
+	}
+	if r.Fallback != "" {
+		fmt.Fprintf(w, "  fallback %-12s %d calls served by it alone; %d marks queued for the primary, %d written, %d dropped\n",
+			r.Fallback, r.Fallbacks, r.Deferred, r.Replayed, r.Dropped)
+		fmt.Fprintf(w, "  marks on the primary  %5d of %d processed updates, checked after the run\n", r.OnPrimary, r.Processed)
+	}
 	fmt.Fprintf(w, "  updates processed     %5d of %d  (%d more than once, %d never)\n", r.Processed, r.Messages, r.Twice, r.Never)
 	if r.Never > 0 && !retried(r.InFlightStatus) {
 		fmt.Fprintf(w, "  note: a copy answered %d while in flight stops the platform; when the copy in flight then fails, the update is lost\n",
@@ -523,6 +664,20 @@ func (r report) write(w io.Writer) {
 		verdict = "no"
 	}
 	fmt.Fprintf(w, "processed exactly once: %s  (%.1fs)\n", verdict, r.Elapsed.Seconds())
+}
+
+// layerCounts formats the claims each layer answered, front layers first.
+func layerCounts(m map[string]uint64) string {
+	names := slices.Sorted(maps.Keys(m))
+	slices.Reverse(names) // "transport…" before "business"
+	var b strings.Builder
+	for i, name := range names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d", name, m[name])
+	}
+	return b.String()
 }
 
 // retried reports whether the platform retries a delivery answered status.

@@ -40,7 +40,11 @@ func testConfig(store string) config {
 
 func runOK(t *testing.T, cfg config) report {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	timeout := time.Minute
+	if cfg.Fault != "" {
+		timeout = faultRunTimeout
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
 	rep, err := run(ctx, cfg)
 	if err != nil {

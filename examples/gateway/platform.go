@@ -30,6 +30,16 @@ const (
 	backoffBase = 10 * time.Millisecond
 	backoffMax  = 250 * time.Millisecond
 	maxAttempts = 16
+	// With -fault the platform is as patient as a real one, within reason:
+	// at most patientAttempts attempts, waiting up to patientBackoffMax, over
+	// two minutes or more, which outlasts a claim's lease and a store's
+	// outage.
+	patientBackoffMax = 2 * time.Second
+	patientAttempts   = 80
+	// patientTimeout is the client timeout of a patient platform: Slack's 3
+	// seconds. The gateway's slow store calls would outlast clientTimeout
+	// every time, and each retry would add work to the faulty network.
+	patientTimeout = 3 * time.Second
 	// concurrency is the number of updates the platform delivers at a time.
 	concurrency = 16
 	// copyShare is the share of updates sent as 2 or 3 copies at once, as
@@ -72,8 +82,10 @@ type platformStats struct {
 // once to one of the gateway URLs, retrying on client timeouts and on 5xx
 // answers, and sends some updates as concurrent copies.
 type platform struct {
-	client    *http.Client
-	transport *http.Transport
+	client      *http.Client
+	transport   *http.Transport
+	maxAttempts int
+	backoffMax  time.Duration
 
 	mu  sync.Mutex
 	rng *rand.Rand
@@ -83,7 +95,9 @@ type platform struct {
 	gaveUp, rejected             atomic.Int64
 }
 
-func newPlatform(seed uint64) *platform {
+// newPlatform returns a platform whose random choices follow seed; a patient
+// one retries for minutes rather than seconds.
+func newPlatform(seed uint64, patient bool) *platform {
 	tr := &http.Transport{
 		Proxy:               nil, // deliveries go straight to the loopback gateways
 		MaxIdleConnsPerHost: 4 * concurrency,
@@ -91,11 +105,20 @@ func newPlatform(seed uint64) *platform {
 		// headers: the time the gateway takes, not the time to connect.
 		ResponseHeaderTimeout: clientTimeout,
 	}
-	return &platform{
-		client:    &http.Client{Transport: tr, Timeout: requestTimeout},
-		transport: tr,
-		rng:       rand.New(rand.NewPCG(seed, 0x5eed)),
+	if patient {
+		tr.ResponseHeaderTimeout = patientTimeout
 	}
+	p := &platform{
+		client:      &http.Client{Transport: tr, Timeout: requestTimeout},
+		transport:   tr,
+		maxAttempts: maxAttempts,
+		backoffMax:  backoffMax,
+		rng:         rand.New(rand.NewPCG(seed, 0x5eed)),
+	}
+	if patient {
+		p.maxAttempts, p.backoffMax = patientAttempts, patientBackoffMax
+	}
+	return p
 }
 
 // close closes the platform's idle connections.
@@ -185,7 +208,7 @@ func (p *platform) send(ctx context.Context, urls []string, m message) {
 			p.rejected.Add(1)
 			return
 		}
-		if attempt == maxAttempts {
+		if attempt == p.maxAttempts {
 			p.gaveUp.Add(1)
 			return
 		}
@@ -194,7 +217,7 @@ func (p *platform) send(ctx context.Context, urls []string, m message) {
 		} else {
 			p.errorRetries.Add(1)
 		}
-		t := time.NewTimer(backoff(attempt, p.float64()))
+		t := time.NewTimer(backoff(attempt, p.backoffMax, p.float64()))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -204,11 +227,12 @@ func (p *platform) send(ctx context.Context, urls []string, m message) {
 	}
 }
 
-// backoff returns the wait before attempt+1, with jitter r in [0, 1).
-func backoff(attempt int, r float64) time.Duration {
-	d := backoffMax
+// backoff returns the wait before attempt+1, at most most ±50%, with jitter
+// r in [0, 1).
+func backoff(attempt int, most time.Duration, r float64) time.Duration {
+	d := most
 	if attempt < 16 {
-		d = min(backoffBase<<(attempt-1), backoffMax)
+		d = min(backoffBase<<(attempt-1), most)
 	}
 	return time.Duration(float64(d) * (0.5 + r))
 }

@@ -37,6 +37,7 @@ func serve(ctx context.Context, cfg config, stdin io.Reader, stdout io.Writer) e
 	}
 	g, err := startGateway(ctx, gatewayConfig{
 		store:          spec,
+		fallback:       cfg.fallbackSpec(),
 		addr:           cfg.Addr,
 		seed:           cfg.Seed,
 		failRate:       cfg.FailRate,
@@ -97,6 +98,9 @@ func startProcess(ctx context.Context, cfg config, seed uint64) (*process, error
 		"-inflight-status", strconv.Itoa(cfg.InFlightStatus)}
 	if cfg.Verbose {
 		args = append(args, "-v")
+	}
+	if cfg.Fallback != "" {
+		args = append(args, "-fallback", cfg.Fallback)
 	}
 	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Stderr = cfg.stderr()
