@@ -44,7 +44,7 @@ const (
 type gatewayConfig struct {
 	store    storeSpec
 	fallback *storeSpec // the Deduper's fallback store, if any
-	addr     string // listen address, "127.0.0.1:0" for any free port
+	addr     string     // listen address, "127.0.0.1:0" for any free port
 	seed     uint64
 	failRate float64 // share of updates whose first delivery to the core fails
 	// inFlightStatus is the HTTP status of a copy that arrives while another

@@ -331,7 +331,7 @@ type report struct {
 	Layers map[string]uint64
 
 	ExactlyOnce bool
-	Elapsed                       time.Duration
+	Elapsed     time.Duration
 }
 
 // run runs the simulation that cfg describes and reports it.
