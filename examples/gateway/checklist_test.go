@@ -36,16 +36,19 @@ func faultConfig(store string, messages int) config {
 }
 
 func TestFaultRedis(t *testing.T) {
+	t.Parallel()
 	addr, _ := serverEnv(t)
 	checkOnce(t, runOK(t, faultConfig("redis://"+addr+"/0", 40)))
 }
 
 func TestFaultPostgres(t *testing.T) {
+	t.Parallel()
 	_, dsn := serverEnv(t)
 	checkOnce(t, runOK(t, faultConfig(dsn, 16)))
 }
 
 func TestFaultLayered(t *testing.T) {
+	t.Parallel()
 	_, dsn := serverEnv(t)
 	rep := runOK(t, faultConfig("layered:"+dsn, 16))
 	checkOnce(t, rep)

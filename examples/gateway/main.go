@@ -28,10 +28,24 @@
 //
 // The flags are:
 //
-//	-store memory|sqlite:PATH|PATH.db|redis://HOST:PORT/DB|postgres://…
+//	-store memory|sqlite:PATH|PATH.db|redis://HOST:PORT/DB|postgres://…|layered:…
 //	    the store of marks and claims (default memory). A SQLite file, Redis
 //	    and PostgreSQL survive a restart of the gateway and can be shared by
-//	    several gateway processes.
+//	    several gateway processes. layered:STORE puts a memory layer (5
+//	    minutes) in front of STORE, which decides: a retry of an update this
+//	    gateway processed is answered without a round trip.
+//	-fallback STORE
+//	    the Deduper's fallback (dedupe.WithFallback): it serves while the
+//	    store fails, and the marks it took are written to the store once it
+//	    answers. The report checks that every processed update is marked on
+//	    the store after the run.
+//	-fault loss=F,latency=D,down=D
+//	    put network faults between the gateways and the store's server while
+//	    the platform delivers, through a TCP proxy: a share F of the chunks
+//	    either way lost (each drops its connection, as TCP cannot lose bytes
+//	    and carry on), D added to each round trip, or the server unreachable
+//	    for D (needs -fallback). The platform then retries for minutes, as
+//	    real ones do, rather than seconds.
 //	-restart
 //	    after the deliveries, stop the gateway, close the store, open it again,
 //	    start a new gateway, and let the platform redeliver a quarter of the
@@ -63,6 +77,13 @@
 // durable store do not see each other's updates. On a server the program keeps
 // to its own keys: Redis keys start with "dedupe:examples-gateway:", and
 // PostgreSQL gets the table examples_gateway_dedupe.
+//
+// The deployment checklist of the ClawBridge gateway design: 30% packet loss
+// and 500 ms latency between gateway and store, then Redis failing over to
+// PostgreSQL for three seconds:
+//
+//	go run ./examples/gateway -store redis://127.0.0.1:6379/0 -fault loss=0.3,latency=500ms -messages 40
+//	go run ./examples/gateway -store redis://127.0.0.1:6379/0 -fallback postgres://… -fault down=3s
 //
 // Two gateway processes sharing one Redis store:
 //
@@ -196,8 +217,11 @@ func (c config) stderr() io.Writer {
 // with -v.
 func (c config) logger() *slog.Logger {
 	level := slog.LevelWarn
-	if c.Verbose {
+	switch {
+	case c.Verbose:
 		level = slog.LevelDebug
+	case c.Fault != "":
+		level = slog.LevelError // store errors are the point; the report counts them
 	}
 	return slog.New(slog.NewTextHandler(c.stderr(), &slog.HandlerOptions{Level: level}))
 }

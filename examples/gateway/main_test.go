@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -205,15 +206,42 @@ func TestParseStore(t *testing.T) {
 		{"rediss://u:secret@h:6380/1", "redis", "rediss://u:secret@h:6380/1", "rediss://u:xxxxx@h:6380/1"},
 		{"postgres://postgres@127.0.0.1/test", "postgres", "postgres://postgres@127.0.0.1/test", "postgres://postgres@127.0.0.1/test"},
 		{"postgresql://u:pw@h/db", "postgres", "postgresql://u:pw@h/db", "postgresql://u:xxxxx@h/db"},
+		{"layered:postgres://u:pw@h/db", "layered", "postgres://u:pw@h/db", "layered:postgres://u:xxxxx@h/db"},
+		{"layered:sqlite:a.db", "layered", "sqlite:a.db", "layered:sqlite:a.db"},
 	} {
 		s, err := parseStore(tc.in)
 		if err != nil || s.kind != tc.kind || s.target != tc.target || s.String() != tc.shown {
 			t.Errorf("parseStore(%q) = %+v (%q), %v; want %s %q (%q)", tc.in, s, s.String(), err, tc.kind, tc.target, tc.shown)
 		}
 	}
-	for _, in := range []string{"sqlite:", "mysql://h/db", "redis", "http://x.db"} {
+	for _, in := range []string{"sqlite:", "mysql://h/db", "redis", "http://x.db", "layered:", "layered:memory", "layered:layered:a.db"} {
 		if _, err := parseStore(in); err == nil {
 			t.Errorf("parseStore(%q) succeeded; want an error", in)
+		}
+	}
+}
+
+func TestParseFault(t *testing.T) {
+	f, err := parseFault("loss=0.3, latency=500ms,down=2s")
+	if err != nil || f != (faultSpec{Loss: 0.3, Latency: 500 * time.Millisecond, Down: 2 * time.Second}) {
+		t.Errorf("parseFault = %+v, %v", f, err)
+	}
+	if f, err := parseFault(""); err != nil || !f.none() {
+		t.Errorf(`parseFault("") = %+v, %v; want no fault`, f, err)
+	}
+	for _, in := range []string{"loss=1", "loss=-0.1", "loss=x", "latency=-1s", "latency=1h", "jitter=1ms", "loss"} {
+		if _, err := parseFault(in); err == nil {
+			t.Errorf("parseFault(%q) succeeded; want an error", in)
+		}
+	}
+	for _, args := range [][]string{
+		{"-fault", "loss=0.1"},                                      // memory: no server
+		{"-store", "sqlite:x.db", "-fault", "latency=1s"},           // no server
+		{"-store", "redis://127.0.0.1:6379/0", "-fault", "down=1s"}, // no fallback
+		{"-store", "redis://127.0.0.1:6379/0", "-fallback", "layered:a.db"},
+	} {
+		if _, err := parseFlags(args, io.Discard); err == nil {
+			t.Errorf("parseFlags(%q) succeeded; want an error", args)
 		}
 	}
 }
