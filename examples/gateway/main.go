@@ -329,7 +329,7 @@ func run(ctx context.Context, cfg config) (report, error) {
 	rep := newReport(cfg, spec, fspec)
 	// Update ids start at a base taken from the clock, so that a run on a
 	// durable store used by an earlier run sends updates it has not seen.
-	msgs := newMessages(time.Now().UnixMilli()*1000, cfg.Messages)
+	msgs := newMessages(idBase(cfg.Messages), cfg.Messages)
 	p := newPlatform(cfg.Seed, !fspec.none())
 	defer p.close()
 

@@ -53,6 +53,22 @@ type message struct {
 	body []byte
 }
 
+// lastID is the end of the update ids that runs in this process took.
+var lastID atomic.Int64
+
+// idBase returns the first of n update ids for a run: from the clock, so
+// that runs on one durable store do not see each other's updates, and after
+// every id an earlier run in this process took (tests run in parallel).
+func idBase(n int) int64 {
+	for {
+		last := lastID.Load()
+		base := max(time.Now().UnixMilli()*1000, last)
+		if lastID.CompareAndSwap(last, base+int64(n)) {
+			return base
+		}
+	}
+}
+
 // newMessages returns n Telegram updates with consecutive ids from base.
 func newMessages(base int64, n int) []message {
 	msgs := make([]message, n)
