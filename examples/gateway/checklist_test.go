@@ -67,6 +67,7 @@ func TestFailoverRedisToPostgres(t *testing.T) {
 	cfg.Store = "redis://" + addr + "/0"
 	cfg.Fallback = dsn
 	cfg.Fault = "down=2s"
+	cfg.Messages = 400
 	rep := runOK(t, cfg)
 	checkOnce(t, rep)
 	if rep.Fallbacks == 0 || rep.Deferred == 0 || rep.Replayed != rep.Deferred || rep.Dropped != 0 {

@@ -31,8 +31,9 @@ type faultSpec struct {
 }
 
 // outageStart is when a -fault down=D outage begins, after the platform's
-// first deliveries: the gateways have warmed up on the primary store.
-const outageStart = 300 * time.Millisecond
+// first deliveries: the gateways have warmed up on the primary store, and
+// most deliveries are still to come.
+const outageStart = 50 * time.Millisecond
 
 // parseFault reads the value of -fault: comma-separated loss=F (0 to 1),
 // latency=DURATION and down=DURATION, as in "loss=0.3,latency=500ms". The
