@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -13,7 +14,16 @@ import (
 type job struct {
 	until time.Time
 	do    func(context.Context) error
-	done  func() // after do succeeded; may be nil
+	// end, if not nil, is called once when the job leaves the backlog: done
+	// reports whether do succeeded (false: expired, refused or dropped).
+	end func(done bool)
+}
+
+// finish calls j.end, if set.
+func (j job) finish(done bool) {
+	if j.end != nil {
+		j.end(done)
+	}
 }
 
 // backlog runs jobs from one goroutine, backlogBatch at once, retrying with a
@@ -41,6 +51,7 @@ func (b *backlog) add(d *Deduper, j job) {
 	b.mu.Lock()
 	if b.closed || len(b.jobs) >= d.queue {
 		b.mu.Unlock()
+		j.finish(false)
 		d.shared.counters.dropped.Add(1)
 		d.logger.LogAttrs(context.Background(), slog.LevelWarn, "dedupe: backlog full or closed, work dropped",
 			slog.Int("queue", d.queue))
@@ -124,6 +135,7 @@ func (b *backlog) runJobs(d *Deduper, jobs []job) []job {
 // good, or no longer needed.
 func (b *backlog) runJob(d *Deduper, j job) bool {
 	if d.now().After(j.until) {
+		j.finish(false)
 		return true // a lease or TTL ran out meanwhile: nothing left to do
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, backlogTimeout)
@@ -131,10 +143,9 @@ func (b *backlog) runJob(d *Deduper, j job) bool {
 	err := j.do(ctx)
 	switch {
 	case err == nil:
-		if j.done != nil {
-			j.done()
-		}
+		j.finish(true)
 	case !ambiguous(err):
+		j.finish(false)
 		d.shared.counters.dropped.Add(1) // refused for good: closed store, invalid key
 		d.logger.LogAttrs(ctx, slog.LevelWarn, "dedupe: backlog work refused by the store", slog.Any("error", err))
 	default:
@@ -178,7 +189,49 @@ func (b *backlog) close(cs *counters) {
 		<-exited
 	}
 	b.mu.Lock()
-	cs.dropped.Add(uint64(len(b.jobs)))
+	left := b.jobs
 	b.jobs = nil
 	b.mu.Unlock()
+	cs.dropped.Add(uint64(len(left)))
+	for _, j := range left {
+		j.finish(false)
+	}
+}
+
+// pendingMarks holds the keys whose mark is queued in the backlog: processed,
+// but not yet marked on the primary store. Do answers their copies as
+// duplicates, so this process never runs them again, even once the claim's
+// lease on an unreachable store has run out.
+type pendingMarks struct {
+	n  atomic.Int64 // len(m), read without the lock on the common path
+	mu sync.Mutex
+	m  map[Key]int
+}
+
+func (p *pendingMarks) add(k Key) {
+	p.mu.Lock()
+	if p.m == nil {
+		p.m = make(map[Key]int)
+	}
+	p.m[k]++
+	p.n.Add(1)
+	p.mu.Unlock()
+}
+
+func (p *pendingMarks) remove(k Key) {
+	p.mu.Lock()
+	if p.m[k]--; p.m[k] <= 0 {
+		delete(p.m, k)
+	}
+	p.n.Add(-1)
+	p.mu.Unlock()
+}
+
+func (p *pendingMarks) has(k Key) bool {
+	if p.n.Load() == 0 {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.m[k] > 0
 }

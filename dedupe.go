@@ -24,6 +24,7 @@ type shared struct {
 	store    Store
 	counters counters
 	backlog  backlog
+	pending  pendingMarks
 }
 
 // settings are what options set.
@@ -98,8 +99,7 @@ func WithTraceID(f func(context.Context) string) Option {
 	}
 }
 
-// WithClock sets the clock of the fallback's retry period and of the backlog
-// (default time.Now); stores keep their own.
+// WithClock sets the clock of the fallback and the backlog (default time.Now).
 func WithClock(now func() time.Time) Option {
 	return func(s *settings) {
 		if now != nil {
@@ -191,12 +191,18 @@ const abandonTimeout = time.Second
 // claiming is returned without running fn ([WithFallback] changes that); if the
 // store may have taken the claim all the same (a lost reply, a deadline passed
 // mid-call), Do asks again with the same token while ctx allows, or else
-// releases it by its token, so a failed call strands no claim. A failed mark
-// after fn succeeded is retried for 10 s, then queued ([Deduper.Flush]) and
-// Do returns an error wrapping the store's; the claim holds meanwhile.
+// releases it by its token, so a failed call strands no claim. A mark that
+// fails after fn succeeded is retried for 10 s, then queued ([Deduper.Flush])
+// and Do returns the store's error; copies meet the claim, or ErrDuplicate.
 func (d *Deduper) Do(ctx context.Context, key Key, fn func(context.Context) error) error {
 	if err := key.Validate(); err != nil {
 		return err
+	}
+	cs := &d.shared.counters
+	if d.shared.pending.has(key) { // processed here; its mark is queued
+		cs.duplicates.Add(1)
+		d.log(ctx, slog.LevelDebug, "dedupe: duplicate, mark queued", key, d.Store().Backend(), phaseClaim, nil)
+		return ErrDuplicate
 	}
 	c := NewClaim(key)
 	h, status, err := d.claim(ctx, c)
@@ -206,7 +212,6 @@ func (d *Deduper) Do(ctx context.Context, key Key, fn func(context.Context) erro
 	if err != nil {
 		return err
 	}
-	cs := &d.shared.counters
 	switch status {
 	case Duplicate:
 		cs.duplicates.Add(1)

@@ -252,14 +252,39 @@ func TestDoMarkFailure(t *testing.T) {
 		require.ErrorIs(t, err, errServerGone)
 		assert.Contains(t, err.Error(), "processed but not marked")
 		st.down.Store(false)
-		require.ErrorIs(t, d.Do(context.Background(), key1, func(context.Context) error { runs++; return nil }), dedupe.ErrInFlight,
-			"the claim holds copies off")
+		require.ErrorIs(t, d.Do(context.Background(), key1, func(context.Context) error { runs++; return nil }), dedupe.ErrDuplicate,
+			"processed here, its mark queued")
 		time.Sleep(5 * time.Second) // the backlog retries meanwhile
 		s := d.Stats()
 		assert.Equal(t, uint64(1), s.Deferred)
 		assert.Equal(t, uint64(1), s.Replayed)
 		time.Sleep(2 * time.Minute) // past the lease
 		require.ErrorIs(t, d.Do(context.Background(), key1, func(context.Context) error { runs++; return nil }), dedupe.ErrDuplicate)
+		assert.Equal(t, 1, runs)
+	})
+}
+
+// A mark the store does not take for longer than the claim's lease: the
+// claim runs out on the store, but this Deduper remembers the message was
+// processed and never runs it again; once the mark is written the store
+// answers for itself.
+func TestDoMarkPendingOutlivesLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &flakyStore{Store: dedupe.NewMemoryStore(dedupe.MemoryConfig{})}
+		d := dedupe.New(st, dedupe.WithLease(30*time.Second))
+		defer d.Close()
+		runs := 0
+		st.marksFail.Store(true)
+		require.ErrorIs(t, d.Do(context.Background(), key1, func(context.Context) error { runs++; return nil }), errServerGone)
+		time.Sleep(time.Minute) // the lease ran out; the backlog keeps trying
+		require.ErrorIs(t, d.Do(context.Background(), key1, func(context.Context) error { runs++; return nil }), dedupe.ErrDuplicate)
+		assert.Equal(t, 1, runs)
+
+		st.marksFail.Store(false)
+		require.NoError(t, d.Flush(context.Background()))
+		assert.True(t, exists(t, st.Store, key1))
+		other := dedupe.New(st) // another instance: the store knows now
+		require.ErrorIs(t, other.Do(context.Background(), key1, func(context.Context) error { runs++; return nil }), dedupe.ErrDuplicate)
 		assert.Equal(t, 1, runs)
 	})
 }

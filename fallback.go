@@ -199,6 +199,7 @@ func (d *Deduper) deferMark(key Key) {
 	until := d.now().Add(orDefault(ttl, DefaultTTL))
 	st := d.shared.store
 	d.shared.counters.deferred.Add(1)
+	d.shared.pending.add(key)
 	d.shared.backlog.add(d, job{
 		until: until,
 		do: func(ctx context.Context) error {
@@ -208,6 +209,11 @@ func (d *Deduper) deferMark(key Key) {
 			}
 			return st.Mark(ctx, key, left)
 		},
-		done: func() { d.shared.counters.replayed.Add(1) },
+		end: func(done bool) {
+			if done {
+				d.shared.counters.replayed.Add(1)
+			}
+			d.shared.pending.remove(key)
+		},
 	})
 }

@@ -16,6 +16,7 @@ import (
 type flakyStore struct {
 	dedupe.Store
 	down, lostReply atomic.Bool
+	marksFail       atomic.Bool  // Mark fails, as down does; other calls work
 	failNext        atomic.Int32 // fail this many more calls, as down does
 	lostNext        atomic.Int32 // lose the replies of this many more calls
 	claims          atomic.Int32 // Claim calls made
@@ -61,7 +62,7 @@ func (s *flakyStore) Claim(ctx context.Context, c dedupe.Claim, lease time.Durat
 }
 
 func (s *flakyStore) Mark(ctx context.Context, k dedupe.Key, ttl time.Duration) error {
-	if s.fail() {
+	if s.marksFail.Load() || s.fail() {
 		return errServerGone
 	}
 	return s.after(s.Store.Mark(ctx, k, ttl))

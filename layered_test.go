@@ -136,10 +136,13 @@ func TestLayeredWithFallback(t *testing.T) {
 	assert.Equal(t, uint64(1), d.Stats().Fallbacks)
 	claims = local.claims
 	require.ErrorIs(t, d.Do(ctx, other, nop), dedupe.ErrDuplicate)
-	assert.Equal(t, claims, local.claims, "the front learnt the mark the fallback served")
+	assert.Equal(t, claims, local.claims)
+	assert.True(t, exists(t, front, other), "the front learnt the mark the fallback served")
 
 	shared.down.Store(false)
 	require.NoError(t, d.Flush(ctx))
 	assert.True(t, exists(t, shared.Store, other), "the queued mark reached the shared store")
+	require.ErrorIs(t, d.Do(ctx, other, nop), dedupe.ErrDuplicate)
+	assert.Equal(t, claims, local.claims, "answered by the front layer")
 	assert.Equal(t, map[string]uint64{"transport": 2, "business": 1}, d.Stats().Layers)
 }
