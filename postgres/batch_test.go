@@ -26,9 +26,7 @@ func until(t *testing.T, what string, cond func() bool) {
 }
 
 func queued(s *Store) int {
-	s.b.mu.Lock()
-	defer s.b.mu.Unlock()
-	return len(s.b.queue)
+	return s.b.Queued()
 }
 
 // batchResult is the outcome of one call of a batch.

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"github.com/gatewaykit/dedupe/internal/batch"
 	"slices"
 	"strings"
 
@@ -39,32 +40,32 @@ type pgBatch struct {
 // calls whose callers gave up meanwhile are not sent again. Any other error
 // (the connection failed, the context ended) may have come after the commit:
 // every call gets it, and may have taken effect.
-func (s *Store) send(r *round, calls []*call[*pgBatch]) {
+func (s *Store) send(r *batch.Round, calls []*batch.Call[*pgBatch]) {
 	if len(calls) > 1 {
-		slices.SortStableFunc(calls, func(a, b *call[*pgBatch]) int { return strings.Compare(a.key, b.key) })
+		slices.SortStableFunc(calls, func(a, b *batch.Call[*pgBatch]) int { return strings.Compare(a.Key(), b.Key()) })
 	}
-	err := s.sendBatch(r.ctx, calls)
+	err := s.sendBatch(r.Context(), calls)
 	if err == nil || len(calls) == 1 || !rolledBack(err) {
 		for _, c := range calls {
-			c.answer(err)
+			c.Answer(err)
 		}
 		return
 	}
 	s.log.Debug(msgOneByOne, "table", s.table, "calls", len(calls), "error", err)
 	for _, c := range calls {
-		if c.state.Load() == callSent {
-			c.answer(s.sendBatch(r.ctx, []*call[*pgBatch]{c}))
+		if c.Sent() {
+			c.Answer(s.sendBatch(r.Context(), []*batch.Call[*pgBatch]{c}))
 		}
 	}
 }
 
 // sendBatch sends calls in one batch, reads the outcome of each, and returns
 // the first error.
-func (s *Store) sendBatch(ctx context.Context, calls []*call[*pgBatch]) error {
+func (s *Store) sendBatch(ctx context.Context, calls []*batch.Call[*pgBatch]) error {
 	p := &pgBatch{}
 	reads := make([]func() error, len(calls))
 	for i, c := range calls {
-		reads[i] = c.queue(p)
+		reads[i] = c.Queue(p)
 	}
 	p.results = s.pool.SendBatch(ctx, &p.Batch)
 	var first error

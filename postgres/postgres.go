@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/internal/batch"
 )
 
 // Defaults of a [Config] whose fields are zero.
@@ -84,7 +85,7 @@ type Store struct {
 	batch   int
 	log     *slog.Logger
 	sql     statements
-	b       batcher[*pgBatch]
+	b       batch.Batcher[*pgBatch]
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -252,7 +253,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		log:   cfg.Logger,
 		sql:   buildStatements(t),
 	}
-	s.b.send, s.b.rounds = s.send, roundsInFlight
+	s.b.Send, s.b.Rounds = s.send, roundsInFlight
 	if cfg.CleanupInterval > 0 {
 		sweepCtx, stop := context.WithCancel(context.Background())
 		s.stop = stop
@@ -289,7 +290,7 @@ func (s *Store) Exists(ctx context.Context, key dedupe.Key) (bool, error) {
 	}
 	k := key.String()
 	var ok bool
-	err := s.b.do(ctx, k, func(p *pgBatch) func() error {
+	err := s.b.Do(ctx, k, func(p *pgBatch) func() error {
 		p.Queue(s.sql.exists, k)
 		return func() error { return p.results.QueryRow().Scan(&ok) }
 	})
@@ -335,7 +336,7 @@ func (s *Store) Claim(ctx context.Context, c dedupe.Claim, lease time.Duration) 
 	k, token, us := key.String(), c.Token, micros(lease)
 	for range maxClaimTrials {
 		var outcome int
-		err := s.b.do(ctx, k, func(p *pgBatch) func() error {
+		err := s.b.Do(ctx, k, func(p *pgBatch) func() error {
 			p.Queue(s.sql.claim, k, token, us)
 			return func() error {
 				if err := p.results.QueryRow().Scan(&outcome); !isNoRows(err) {
@@ -398,7 +399,7 @@ func (s *Store) Release(ctx context.Context, c dedupe.Claim) error {
 	}
 	k, token, us := c.Key.String(), c.Token, micros(s.lease)
 	var held int
-	err := s.b.do(ctx, k, func(p *pgBatch) func() error {
+	err := s.b.Do(ctx, k, func(p *pgBatch) func() error {
 		p.Queue(s.sql.release, k, token, us)
 		return func() error { return p.results.QueryRow().Scan(&held) }
 	})
@@ -415,7 +416,7 @@ func (s *Store) Release(ctx context.Context, c dedupe.Claim) error {
 // the next batch, and returns the number of rows it affected.
 func (s *Store) exec(ctx context.Context, k, sql string, args ...any) (int64, error) {
 	var n int64
-	err := s.b.do(ctx, k, func(p *pgBatch) func() error {
+	err := s.b.Do(ctx, k, func(p *pgBatch) func() error {
 		p.Queue(sql, append([]any{k}, args...)...)
 		return func() error {
 			tag, err := p.results.Exec()
@@ -441,7 +442,7 @@ func (s *Store) Backend() string { return "postgres" }
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
-		s.b.close()
+		s.b.Close()
 		if s.stop != nil {
 			s.stop()
 			<-s.done

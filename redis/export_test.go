@@ -5,9 +5,7 @@ const ClaimScriptSource = claimLua
 
 // Queued returns how many calls of s wait for a round trip.
 func Queued(s *Store) int {
-	s.b.mu.Lock()
-	defer s.b.mu.Unlock()
-	return len(s.b.queue)
+	return s.b.Queued()
 }
 
 // RoundsInFlight is how many pipelines a store has in flight at most.

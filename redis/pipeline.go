@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"github.com/gatewaykit/dedupe/internal/batch"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -38,23 +39,23 @@ func (p pipe) run(script *goredis.Script, key string, args ...any) *goredis.Cmd 
 // send sends calls in one round trip and answers each with its own error.
 // Calls whose script the server did not know are sent again by EVAL, in a
 // second round trip, unless their caller left meanwhile.
-func (s *Store) send(r *round, calls []*call[pipe]) {
-	again := s.exec(r.ctx, calls, false)
+func (s *Store) send(r *batch.Round, calls []*batch.Call[pipe]) {
+	again := s.exec(r.Context(), calls, false)
 	live := again[:0]
 	for _, c := range again {
-		if c.state.Load() == callSent {
+		if c.Sent() {
 			live = append(live, c)
 		}
 	}
 	if len(live) > 0 {
-		s.exec(r.ctx, live, true)
+		s.exec(r.Context(), live, true)
 	}
 }
 
 // exec sends calls in one pipeline, or as one command if there is one, and
 // answers them, but for those answered NOSCRIPT unless eval is set: those it
 // returns.
-func (s *Store) exec(ctx context.Context, calls []*call[pipe], eval bool) (again []*call[pipe]) {
+func (s *Store) exec(ctx context.Context, calls []*batch.Call[pipe], eval bool) (again []*batch.Call[pipe]) {
 	p := pipe{Cmdable: s.client, ctx: ctx, eval: eval}
 	var pl goredis.Pipeliner
 	if len(calls) > 1 {
@@ -63,7 +64,7 @@ func (s *Store) exec(ctx context.Context, calls []*call[pipe], eval bool) (again
 	}
 	reads := make([]func() error, len(calls))
 	for i, c := range calls {
-		reads[i] = c.queue(p)
+		reads[i] = c.Queue(p)
 	}
 	if pl != nil {
 		_, _ = pl.Exec(ctx) // each command keeps its own error
@@ -74,7 +75,7 @@ func (s *Store) exec(ctx context.Context, calls []*call[pipe], eval bool) (again
 			again = append(again, c)
 			continue
 		}
-		c.answer(err)
+		c.Answer(err)
 	}
 	return again
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/internal/batch"
 	goredis "github.com/redis/go-redis/v9"
 )
 
@@ -54,7 +55,7 @@ type Store struct {
 	closed     atomic.Bool
 	closeOnce  sync.Once
 	closeErr   error
-	b          batcher[pipe]
+	b          batch.Batcher[pipe]
 }
 
 var _ dedupe.Store = (*Store)(nil)
@@ -88,7 +89,7 @@ func New(client goredis.UniversalClient, cfg Config) (*Store, error) {
 		cfg.Lease = dedupe.DefaultLease
 	}
 	s := &Store{client: client, prefix: cfg.Prefix, ttl: cfg.TTL, lease: cfg.Lease}
-	s.b.send, s.b.rounds = s.send, roundsInFlight
+	s.b.Send, s.b.Rounds = s.send, roundsInFlight
 	return s, nil
 }
 
@@ -167,7 +168,7 @@ func (s *Store) Exists(ctx context.Context, key dedupe.Key) (bool, error) {
 	}
 	k := s.key(key)
 	var v string
-	err := s.b.do(ctx, k, func(p pipe) func() error {
+	err := s.b.Do(ctx, k, func(p pipe) func() error {
 		cmd := p.Get(p.ctx, k)
 		return func() (err error) {
 			if v, err = cmd.Result(); err == goredis.Nil {
@@ -192,7 +193,7 @@ func (s *Store) Mark(ctx context.Context, key dedupe.Key, ttl time.Duration) err
 		ttl = s.ttl
 	}
 	k, px := s.key(key), roundMs(ttl)
-	err := s.b.do(ctx, k, func(p pipe) func() error {
+	err := s.b.Do(ctx, k, func(p pipe) func() error {
 		return p.Set(p.ctx, k, markValue, px).Err
 	})
 	if err != nil {
@@ -278,7 +279,7 @@ func (s *Store) update(ctx context.Context, op string, script *goredis.Script, c
 func (s *Store) script(ctx context.Context, script *goredis.Script, c dedupe.Claim, arg int64) (int64, error) {
 	k, token := s.key(c.Key), c.Token
 	var n int64
-	err := s.b.do(ctx, k, func(p pipe) func() error {
+	err := s.b.Do(ctx, k, func(p pipe) func() error {
 		cmd := p.run(script, k, token, arg)
 		return func() (err error) {
 			n, err = cmd.Int64()
@@ -317,7 +318,7 @@ func (s *Store) Backend() string { return "redis" }
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
-		s.b.close()
+		s.b.Close()
 		if s.ownsClient {
 			if err := s.client.Close(); err != nil {
 				s.closeErr = fmt.Errorf("dedupe: redis: close: %w", err)

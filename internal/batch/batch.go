@@ -1,7 +1,9 @@
-package postgres
-
-// This file is the same in the redis and postgres modules, but for the
-// package clause: the round trip each store makes of a batch is its own.
+// Package batch is the natural batching of the Redis and PostgreSQL stores:
+// calls that arrive while round trips are in flight are queued and sent
+// together in the next one; a lone caller is sent at once. The round trip
+// each store makes of a batch is its own (a pipeline, a pgx.Batch): it is the
+// Batcher's Send.
+package batch
 
 import (
 	"context"
@@ -13,23 +15,23 @@ import (
 	"github.com/gatewaykit/dedupe"
 )
 
-// maxBatch bounds the calls sent in one round trip.
-const maxBatch = 128
+// MaxBatch bounds the calls sent in one round trip.
+const MaxBatch = 128
 
-// call is one operation of a store, queued for the next round trip or sent in
+// Call is one operation of a store, queued for the next round trip or sent in
 // one: a closure and its result channel, as in bbolt's DB.Batch. queue adds
 // the operation to the round's request and returns the function that reads
 // its outcome once the request has been sent. The outcome goes to variables of
 // the caller, which reads them after it received the error.
-type call[R any] struct {
+type Call[R any] struct {
 	queue    func(R) (read func() error)
 	key      string     // the key the call touches
 	deadline time.Time  // of the caller's context; zero if it has none
 	done     chan error // a queued call's answer, buffered so that answering never waits
 	result   error      // the answer of a call its caller sends
 	state    atomic.Int32
-	round    *round // set before the state becomes callSent
-	own      round  // the round of a call its caller sends
+	round    *Round // set before the state becomes callSent
+	own      Round  // the round of a call its caller sends
 }
 
 // States of a call. The caller moves a call from callQueued to callAbandoned,
@@ -44,8 +46,25 @@ const (
 	callLeft            // given up by its caller after it was sent
 )
 
-// answer gives c its error, unless its caller left.
-func (c *call[R]) answer(err error) {
+// Queue adds c's operation to the round's request r and returns the function
+// that reads its outcome once the request has been sent.
+func (c *Call[R]) Queue(r R) (read func() error) { return c.queue(r) }
+
+// Key returns the key c touches.
+func (c *Call[R]) Key() string { return c.key }
+
+// Sent reports whether c is in a round trip and its caller still waits.
+func (c *Call[R]) Sent() bool { return c.state.Load() == callSent }
+
+// Queued returns how many calls wait for a round trip.
+func (b *Batcher[R]) Queued() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
+}
+
+// Answer gives c its error, unless its caller left.
+func (c *Call[R]) Answer(err error) {
 	if !c.state.CompareAndSwap(callSent, callDone) {
 		return
 	}
@@ -56,16 +75,16 @@ func (c *call[R]) answer(err error) {
 	c.done <- err
 }
 
-// round is one round trip. Its context ends when the last of its callers gave
+// Round is one round trip. Its context ends when the last of its callers gave
 // up, or at the latest of their deadlines, so that a round nobody waits for any
 // more does not hold up the calls queued behind it.
-type round struct {
+type Round struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	live   atomic.Int32 // calls whose caller still waits
 }
 
-func newRound[R any](calls []*call[R]) *round {
+func newRound[R any](calls []*Call[R]) *Round {
 	var latest time.Time
 	for _, c := range calls {
 		if c.deadline.IsZero() {
@@ -76,7 +95,7 @@ func newRound[R any](calls []*call[R]) *round {
 			latest = c.deadline
 		}
 	}
-	r := &round{}
+	r := &Round{}
 	if latest.IsZero() {
 		r.ctx, r.cancel = context.WithCancel(context.Background())
 	} else {
@@ -86,31 +105,37 @@ func newRound[R any](calls []*call[R]) *round {
 	return r
 }
 
+// Context returns the round's context: it ends when the last of its callers
+// gave up, or at the latest of their deadlines.
+func (r *Round) Context() context.Context { return r.ctx }
+
 // leave counts out a caller that no longer waits.
-func (r *round) leave() {
+func (r *Round) leave() {
 	if r.live.Add(-1) == 0 {
 		r.cancel()
 	}
 }
 
-// batcher sends the calls of a store in round trips, at most rounds of them
+// Batcher sends the calls of a store in round trips, at most rounds of them
 // at a time: the calls that arrive while they are in flight are queued and
-// sent together in the next one, up to maxBatch; a call that finds a round
+// sent together in the next one, up to MaxBatch; a call that finds a round
 // trip free is sent at once, by its caller. A goroutine of the batcher sends
 // the queued calls: it starts when calls are queued and returns when the queue
-// is empty. close waits for every round trip in flight.
-type batcher[R any] struct {
-	send   func(r *round, calls []*call[R]) // sends calls in one round trip and answers each
-	rounds int                              // round trips in flight at most
+// is empty. Close waits for every round trip in flight.
+type Batcher[R any] struct {
+	// Send sends calls in one round trip, with the round's context, and
+	// answers each. Set before the first call, as is Rounds.
+	Send   func(r *Round, calls []*Call[R])
+	Rounds int // round trips in flight at most
 
 	mu      sync.Mutex
-	queue   []*call[R]
+	queue   []*Call[R]
 	running int // round trips being sent, by callers or goroutines
 	closed  bool
 	wg      sync.WaitGroup
 }
 
-// do runs one call through b and returns its error: the error of the round
+// Do runs one call through b and returns its error: the error of the round
 // trip or of the operation, [dedupe.ErrClosed] if b was closed before the call
 // was sent, or the context's if it ended first. A call whose context ends
 // while it is queued is never sent; one that was sent already may still take
@@ -121,8 +146,8 @@ type batcher[R any] struct {
 // A call that finds a round trip free and nothing queued is sent at once by
 // its caller's goroutine, with its caller's context; the calls queued
 // meanwhile go to a goroutine of b when it is done.
-func (b *batcher[R]) do(ctx context.Context, key string, queue func(R) func() error) error {
-	c := &call[R]{queue: queue, key: key}
+func (b *Batcher[R]) Do(ctx context.Context, key string, queue func(R) func() error) error {
+	c := &Call[R]{queue: queue, key: key}
 	c.deadline, _ = ctx.Deadline()
 	alone, ok := b.add(c)
 	if !ok {
@@ -132,7 +157,7 @@ func (b *batcher[R]) do(ctx context.Context, key string, queue func(R) func() er
 		c.own.ctx = ctx // no cancel: the round is its caller's, who waits for it
 		c.round = &c.own
 		c.state.Store(callSent)
-		b.send(c.round, []*call[R]{c})
+		b.Send(c.round, []*Call[R]{c})
 		b.done(true)
 		return c.result
 	}
@@ -153,22 +178,22 @@ func (b *batcher[R]) do(ctx context.Context, key string, queue func(R) func() er
 
 // add takes c, and reports whether b was open and whether c's caller is to
 // send it alone, at once. Otherwise c is queued, and a goroutine started to
-// send it if fewer than b.rounds round trips are in flight.
-func (b *batcher[R]) add(c *call[R]) (alone, ok bool) {
+// send it if fewer than b.Rounds round trips are in flight.
+func (b *Batcher[R]) add(c *Call[R]) (alone, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return false, false
 	}
 	b.wg.Add(1)
-	if b.running < b.rounds && len(b.queue) == 0 {
+	if b.running < b.Rounds && len(b.queue) == 0 {
 		b.running++
 		return true, true
 	}
 	b.wg.Done()
 	c.done = make(chan error, 1)
 	b.queue = append(b.queue, c)
-	if b.running < b.rounds {
+	if b.running < b.Rounds {
 		b.running++
 		b.wg.Add(1)
 		go b.run()
@@ -179,7 +204,7 @@ func (b *batcher[R]) add(c *call[R]) (alone, ok bool) {
 // done ends a turn of sending: a caller's (inline) or a goroutine's. It starts
 // a goroutine for the calls queued meanwhile if the turn was a caller's, and
 // otherwise counts the sender out.
-func (b *batcher[R]) done(inline bool) {
+func (b *Batcher[R]) done(inline bool) {
 	b.mu.Lock()
 	if inline && len(b.queue) > 0 && !b.closed {
 		b.wg.Add(1)
@@ -194,7 +219,7 @@ func (b *batcher[R]) done(inline bool) {
 }
 
 // run sends the queued calls, round after round, until none is left.
-func (b *batcher[R]) run() {
+func (b *Batcher[R]) run() {
 	defer b.wg.Done()
 	for {
 		b.mu.Lock()
@@ -203,7 +228,7 @@ func (b *batcher[R]) run() {
 			b.done(false)
 			return
 		}
-		n := min(len(b.queue), maxBatch)
+		n := min(len(b.queue), MaxBatch)
 		calls := b.queue[:n:n]
 		b.queue = b.queue[n:]
 		b.mu.Unlock()
@@ -212,10 +237,10 @@ func (b *batcher[R]) run() {
 }
 
 // round sends the calls whose callers still wait in one round trip.
-func (b *batcher[R]) round(calls []*call[R]) {
+func (b *Batcher[R]) round(calls []*Call[R]) {
 	r := newRound(calls)
 	defer r.cancel()
-	sent := make([]*call[R], 0, len(calls))
+	sent := make([]*Call[R], 0, len(calls))
 	for _, c := range calls {
 		c.round = r
 		if c.state.CompareAndSwap(callQueued, callSent) {
@@ -225,14 +250,14 @@ func (b *batcher[R]) round(calls []*call[R]) {
 		}
 	}
 	if len(sent) > 0 {
-		b.send(r, sent)
+		b.Send(r, sent)
 	}
 }
 
-// close refuses new calls, answers the calls still queued with
+// Close refuses new calls, answers the calls still queued with
 // [dedupe.ErrClosed] (they were never sent), and waits for the round trips in
 // flight to finish. It is idempotent.
-func (b *batcher[R]) close() {
+func (b *Batcher[R]) Close() {
 	b.mu.Lock()
 	b.closed = true
 	queued := b.queue

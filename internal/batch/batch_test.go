@@ -1,0 +1,123 @@
+package batch
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gatewaykit/dedupe"
+)
+
+// server is a fake round trip: it records the batches it is sent and holds
+// each until release is closed.
+type server struct {
+	mu      sync.Mutex
+	batches [][]string
+	entered chan struct{} // one value per round trip begun
+	release chan struct{}
+}
+
+func newBatcher(rounds int) (*Batcher[*[]string], *server) {
+	s := &server{entered: make(chan struct{}, 100), release: make(chan struct{})}
+	b := &Batcher[*[]string]{Rounds: rounds}
+	b.Send = func(r *Round, calls []*Call[*[]string]) {
+		var req []string
+		reads := make([]func() error, len(calls))
+		for i, c := range calls {
+			reads[i] = c.Queue(&req)
+		}
+		s.mu.Lock()
+		s.batches = append(s.batches, req)
+		s.mu.Unlock()
+		s.entered <- struct{}{}
+		select {
+		case <-s.release:
+		case <-r.Context().Done():
+		}
+		for i, c := range calls {
+			c.Answer(reads[i]())
+		}
+	}
+	return b, s
+}
+
+// op queues key into the request and reads back nil.
+func op(key string) func(*[]string) func() error {
+	return func(req *[]string) func() error {
+		*req = append(*req, key)
+		return func() error { return nil }
+	}
+}
+
+// TestLoneCallerInline checks that a call finding a free round trip is sent
+// at once, alone, and that the calls arriving while it is in flight go
+// together in the next round trip.
+func TestLoneCallerInline(t *testing.T) {
+	b, s := newBatcher(1)
+	defer b.Close()
+	ctx := context.Background()
+	first := make(chan error)
+	go func() { first <- b.Do(ctx, "a", op("a")) }()
+	<-s.entered
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i, k := range []string{"b", "c", "d"} {
+		wg.Go(func() { errs[i] = b.Do(ctx, k, op(k)) })
+	}
+	for b.Queued() < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	close(s.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(s.batches) != 2 || len(s.batches[0]) != 1 || len(s.batches[1]) != 3 {
+		t.Fatalf("batches %v; want [a] then the three others together", s.batches)
+	}
+}
+
+// TestAbandonedWhileQueued checks that a call whose context ends while it is
+// queued returns at once and is never sent, and that Close answers the calls
+// still queued with ErrClosed.
+func TestAbandonedWhileQueued(t *testing.T) {
+	b, s := newBatcher(1)
+	go func() { _ = b.Do(context.Background(), "a", op("a")) }()
+	<-s.entered
+	ctx, cancel := context.WithCancel(context.Background())
+	abandoned := make(chan error)
+	go func() { abandoned <- b.Do(ctx, "x", op("x")) }()
+	closed := make(chan error)
+	go func() { closed <- b.Do(context.Background(), "y", op("y")) }()
+	for b.Queued() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-abandoned; !errors.Is(err, context.Canceled) {
+		t.Fatalf("abandoned call: %v; want context.Canceled", err)
+	}
+	done := make(chan struct{})
+	go func() { b.Close(); close(done) }()
+	if err := <-closed; !errors.Is(err, dedupe.ErrClosed) {
+		t.Fatalf("queued call at Close: %v; want ErrClosed", err)
+	}
+	close(s.release)
+	<-done
+	if err := b.Do(context.Background(), "z", op("z")); !errors.Is(err, dedupe.ErrClosed) {
+		t.Fatalf("call after Close: %v; want ErrClosed", err)
+	}
+	for _, batch := range s.batches {
+		for _, k := range batch {
+			if k != "a" {
+				t.Fatalf("batches %v: only a was to be sent", s.batches)
+			}
+		}
+	}
+}
