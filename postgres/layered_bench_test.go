@@ -104,3 +104,35 @@ func (w *stream) deliver(ctx context.Context, lat *[]time.Duration) error {
 	w.processed(k)
 	return nil
 }
+
+// BenchmarkLayeredExistsNew measures Exists of keys never marked, by 64
+// callers, on the PostgreSQL store alone and behind a MemoryStore front layer:
+// the case a Bloom filter in front would serve. The front's miss is all a
+// filter could save, since a key absent here may be marked by another
+// instance and must be asked of PostgreSQL; the ratio of the two is its
+// bound.
+func BenchmarkLayeredExistsNew(b *testing.B) {
+	pool := newPool(b, "", benchPoolSize)
+	pg := newTestStore(b, pool, Config{})
+	front := dedupe.NewMemoryStore(dedupe.MemoryConfig{TTL: 5 * time.Minute})
+	layered, err := dedupe.NewLayered(front, pg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	exists := func(s dedupe.Store) func(ctx context.Context, lat *[]time.Duration) error {
+		keys := &benchKeys{prefix: randomHex(b, 4) + "-"}
+		return func(ctx context.Context, lat *[]time.Duration) error {
+			k := keys.next()
+			var ok bool
+			err := timed(lat, func() (err error) {
+				ok, err = s.Exists(ctx, k)
+				return err
+			})
+			if err == nil && ok {
+				err = fmt.Errorf("new key %s exists", k)
+			}
+			return err
+		}
+	}
+	compare64(b, []contender{{"postgres", exists(pg)}, {"layered", exists(layered)}})
+}
