@@ -435,20 +435,11 @@ func (d *Deduper) markOn(ctx context.Context, st Store, key Key) error {
 // while the store fails in a way a retry may cure, until ctx is done: the mark
 // is what acknowledges a processed message, so it is worth the wait.
 func (d *Deduper) markRetried(ctx context.Context, key Key) error {
-	backoff := minWaitBackoff
-	for {
+	for backoff := minWaitBackoff; ; backoff = min(2*backoff, maxWaitBackoff) {
 		err := d.markOn(ctx, d.shared.store, key)
-		if err == nil || !ambiguous(err) || ctx.Err() != nil {
+		if err == nil || !ambiguous(err) || sleepCtx(ctx, backoff) != nil {
 			return err
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-		backoff = min(2*backoff, maxWaitBackoff)
 	}
 }
 

@@ -109,10 +109,7 @@ type faults struct {
 // startFaults starts a proxy in front of the server of store (the back store
 // of a layered one), and returns the store reached through it.
 func startFaults(store storeSpec, f faultSpec) (*faults, storeSpec, error) {
-	back := store.back()
-	if !store.onServer() {
-		return nil, store, fmt.Errorf("-fault needs a store on a server (redis://…, postgres://… or layered: either), not %s", store)
-	}
+	back := store.back() // config.check made sure it is on a server
 	u, err := url.Parse(back.target)
 	if err != nil || u.Host == "" {
 		return nil, store, fmt.Errorf("-fault: the store URL %s names no host:port for the proxy to forward to", redactURL(back.target))

@@ -119,44 +119,6 @@ func redactURL(u string) string {
 	return u
 }
 
-// openTimeout bounds the opening of a store on a server, attempts included.
-const openTimeout = 15 * time.Second
-
-// openServer opens the Redis or PostgreSQL store s selects and checks that
-// its server answers, trying again with a backoff within openTimeout: a
-// gateway that starts during a network fault waits for it to pass.
-func openServer(ctx context.Context, s storeSpec) (dedupe.Store, error) {
-	ctx, cancel := context.WithTimeout(ctx, openTimeout)
-	defer cancel()
-	open := func() (dedupe.Store, error) {
-		if s.kind == "postgres" {
-			return postgres.Open(ctx, s.target, postgres.Config{Table: postgresTable})
-		}
-		st, err := redis.OpenURL(s.target, redis.Config{Prefix: redisPrefix})
-		if err != nil {
-			return nil, err
-		}
-		if err := st.Ping(ctx); err != nil {
-			_ = st.Close()
-			return nil, err
-		}
-		return st, nil
-	}
-	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		st, err := open()
-		if err == nil || ctx.Err() != nil {
-			return st, err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, err
-		case <-t.C:
-		}
-	}
-}
-
 // openStore opens the store s selects. Stores on a server are checked at once,
 // so that a server that is not running is reported before any delivery.
 func openStore(ctx context.Context, s storeSpec) (dedupe.Store, error) {
@@ -172,8 +134,22 @@ func openStore(ctx context.Context, s storeSpec) (dedupe.Store, error) {
 		}
 		front := dedupe.NewMemoryStore(dedupe.MemoryConfig{TTL: transportWindow})
 		return dedupe.NewLayered(front, back)
-	case "redis", "postgres":
-		st, err := openServer(ctx, s)
+	case "redis":
+		st, err := redis.OpenURL(s.target, redis.Config{Prefix: redisPrefix})
+		if err != nil {
+			return nil, err
+		}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := st.Ping(pctx); err != nil {
+			_ = st.Close()
+			return nil, fmt.Errorf("-store %s: %w", redactURL(s.target), err)
+		}
+		return st, nil
+	case "postgres":
+		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		st, err := postgres.Open(octx, s.target, postgres.Config{Table: postgresTable})
 		if err != nil {
 			return nil, fmt.Errorf("-store %s: %w", redactURL(s.target), err)
 		}
