@@ -26,7 +26,7 @@
 // [MemoryStore] (the default) is a sharded LRU with TTLs, optionally
 // snapshotted to disk; [SQLiteStore] survives restarts and shares NekoBot's
 // table; [LayeredStore] puts a fast local layer in front of a shared one. The
-// modules github.com/gatewaykit/dedupe/redis and .../postgres are shared by
+// modules github.com/gatewaykit/dedupe/deduperedis and .../postgres are shared by
 // many gateway instances. Package dedupetest is the conformance suite.
 //
 // # Cross-adapter correlation

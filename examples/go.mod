@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/gatewaykit/dedupe v0.0.0-00010101000000-000000000000
 	github.com/gatewaykit/dedupe/postgres v0.0.0-00010101000000-000000000000
-	github.com/gatewaykit/dedupe/redis v0.0.0-00010101000000-000000000000
+	github.com/gatewaykit/dedupe/deduperedis v0.0.0-00010101000000-000000000000
 )
 
 require (
@@ -21,7 +21,7 @@ require (
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
-	github.com/gatewaykit/dedupe/prometheus v0.0.0-00010101000000-000000000000
+	github.com/gatewaykit/dedupe/dedupeprom v0.0.0-00010101000000-000000000000
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
@@ -44,8 +44,8 @@ require (
 
 replace github.com/gatewaykit/dedupe => ../
 
-replace github.com/gatewaykit/dedupe/redis => ../redis
+replace github.com/gatewaykit/dedupe/deduperedis => ../deduperedis
 
 replace github.com/gatewaykit/dedupe/postgres => ../postgres
 
-replace github.com/gatewaykit/dedupe/prometheus => ../prometheus
+replace github.com/gatewaykit/dedupe/dedupeprom => ../dedupeprom

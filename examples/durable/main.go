@@ -46,15 +46,15 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
+	"github.com/gatewaykit/dedupe/dedupeprom"
+	"github.com/gatewaykit/dedupe/deduperedis"
 	"github.com/gatewaykit/dedupe/platform"
 	"github.com/gatewaykit/dedupe/platform/platformtest"
 	"github.com/gatewaykit/dedupe/postgres"
-	dedupeprom "github.com/gatewaykit/dedupe/prometheus"
-	"github.com/gatewaykit/dedupe/redis"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 )
 
 func main() {
@@ -85,16 +85,16 @@ func open(ctx context.Context, spec, name string) (*backend, error) {
 		q, s := dedupehttp.NewMemoryQueue(dedupehttp.MemoryQueueConfig{}), dedupe.NewMemoryStore(dedupe.MemoryConfig{})
 		return &backend{q, s, func() { q.Close(); s.Close() }, func() {}}, nil
 	case strings.HasPrefix(spec, "redis://"):
-		opt, err := goredis.ParseURL(spec)
+		opt, err := redis.ParseURL(spec)
 		if err != nil {
 			return nil, err
 		}
-		client := goredis.NewClient(opt)
-		q, err := redis.NewQueue(client, redis.QueueConfig{Name: name + ":queue"})
+		client := redis.NewClient(opt)
+		q, err := deduperedis.NewQueue(client, deduperedis.QueueConfig{Name: name + ":queue"})
 		if err != nil {
 			return nil, err
 		}
-		s, err := redis.New(client, redis.Config{Prefix: name + ":"})
+		s, err := deduperedis.New(client, deduperedis.Config{Prefix: name + ":"})
 		drop := func() {
 			for _, pattern := range []string{"{" + name + ":queue}*", name + ":*"} {
 				for it := client.Scan(ctx, 0, pattern, 100).Iterator(); it.Next(ctx); {

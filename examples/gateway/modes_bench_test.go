@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/deduperedis"
 	"github.com/gatewaykit/dedupe/internal/faultproxy"
 	"github.com/gatewaykit/dedupe/postgres"
-	"github.com/gatewaykit/dedupe/redis"
 )
 
 // serverEnv returns the Redis address and the PostgreSQL URL of the test
@@ -44,7 +44,7 @@ func BenchmarkModes(b *testing.B) {
 	}
 	b.Cleanup(func() { _ = proxy.Close() })
 	prefix := "dedupe:examples-gateway-bench:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
-	rd, err := redis.OpenURL("redis://"+proxy.Addr()+"/0", redis.Config{Prefix: prefix})
+	rd, err := deduperedis.OpenURL("redis://"+proxy.Addr()+"/0", deduperedis.Config{Prefix: prefix})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/deduperedis"
 	"github.com/gatewaykit/dedupe/postgres"
-	"github.com/gatewaykit/dedupe/redis"
 )
 
 // storeSpec is the store selected by the -store flag.
@@ -135,7 +135,7 @@ func openStore(ctx context.Context, s storeSpec) (dedupe.Store, error) {
 		front := dedupe.NewMemoryStore(dedupe.MemoryConfig{TTL: transportWindow})
 		return dedupe.NewLayered(front, back)
 	case "redis":
-		st, err := redis.OpenURL(s.target, redis.Config{Prefix: redisPrefix})
+		st, err := deduperedis.OpenURL(s.target, deduperedis.Config{Prefix: redisPrefix})
 		if err != nil {
 			return nil, err
 		}

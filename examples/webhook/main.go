@@ -35,9 +35,9 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
+	"github.com/gatewaykit/dedupe/dedupeprom"
 	"github.com/gatewaykit/dedupe/platform"
 	"github.com/gatewaykit/dedupe/platform/platformtest"
-	dedupeprom "github.com/gatewaykit/dedupe/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )

@@ -1,4 +1,4 @@
-package redis_test
+package deduperedis_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
-	"github.com/gatewaykit/dedupe/redis"
+	"github.com/gatewaykit/dedupe/deduperedis"
 )
 
 // TestMultiInstance races four stores, each with its own client as four
@@ -20,9 +20,9 @@ func TestMultiInstance(t *testing.T) {
 	addr := redisAddr(t)
 	const instances, racers, keys = 4, 64, 32
 	prefix := "dedupe-test:" + randomID(t) + ":"
-	stores := make([]*redis.Store, instances)
+	stores := make([]*deduperedis.Store, instances)
 	for i := range stores {
-		stores[i] = newStore(t, newClient(t, addr, nil), redis.Config{Prefix: prefix, TTL: time.Minute, Lease: time.Minute})
+		stores[i] = newStore(t, newClient(t, addr, nil), deduperedis.Config{Prefix: prefix, TTL: time.Minute, Lease: time.Minute})
 	}
 	ks := make([]dedupe.Key, keys)
 	for i := range ks {
@@ -82,7 +82,7 @@ func TestMultiInstance(t *testing.T) {
 }
 
 // checkMarkedEverywhere checks that every store sees every key as marked.
-func checkMarkedEverywhere(t *testing.T, stores []*redis.Store, ks []dedupe.Key) {
+func checkMarkedEverywhere(t *testing.T, stores []*deduperedis.Store, ks []dedupe.Key) {
 	t.Helper()
 	ctx := context.Background()
 	for i, st := range stores {

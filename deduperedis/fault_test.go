@@ -1,4 +1,4 @@
-package redis_test
+package deduperedis_test
 
 import (
 	"context"
@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/deduperedis"
 	"github.com/gatewaykit/dedupe/internal/faultproxy"
-	"github.com/gatewaykit/dedupe/redis"
 )
 
 // workload runs workers that each take fresh keys through Claim and then Mark
@@ -21,7 +21,7 @@ import (
 // what the callers were told, so that a fault injected meanwhile can be checked
 // against what Redis holds afterwards.
 type workload struct {
-	st *redis.Store
+	st *deduperedis.Store
 
 	ok       atomic.Int64 // keys taken through Claim and Mark or Release without error
 	errors   atomic.Int64 // calls that returned an error
@@ -37,7 +37,7 @@ type workload struct {
 	wg   sync.WaitGroup
 }
 
-func startWorkload(t *testing.T, st *redis.Store, workers int) *workload {
+func startWorkload(t *testing.T, st *deduperedis.Store, workers int) *workload {
 	w := &workload{st: st, stop: make(chan struct{})}
 	id := randomID(t)
 	for g := range workers {
@@ -174,12 +174,12 @@ func TestConnectionKill(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := "dedupe-kill-" + randomID(t)
-			client := newClient(t, addr, func(o *goredis.Options) {
+			client := newClient(t, addr, func(o *redis.Options) {
 				o.ClientName = name
 				o.MaxRetries = tc.maxRetries
 			})
 			admin := newClient(t, addr, nil)
-			st := newStore(t, client, redis.Config{})
+			st := newStore(t, client, deduperedis.Config{})
 			w := startWorkload(t, st, 8)
 
 			kills := 0
@@ -204,7 +204,7 @@ func TestConnectionKill(t *testing.T) {
 
 // killClients kills the connections whose client name is name and returns
 // how many it killed. Other clients of the server are left alone.
-func killClients(t *testing.T, admin *goredis.Client, name string) int {
+func killClients(t *testing.T, admin *redis.Client, name string) int {
 	t.Helper()
 	ctx := context.Background()
 	list, err := admin.ClientList(ctx).Result()
@@ -239,11 +239,11 @@ func killClients(t *testing.T, admin *goredis.Client, name string) int {
 func TestServerRestart(t *testing.T) {
 	redisAddr(t)
 	srv := startServer(t, "--appendonly", "yes", "--appendfsync", "always")
-	client := newClient(t, srv.Addr(), func(o *goredis.Options) {
+	client := newClient(t, srv.Addr(), func(o *redis.Options) {
 		o.DialTimeout = time.Second
 		o.ReadTimeout = 2 * time.Second
 	})
-	st := newStore(t, client, redis.Config{})
+	st := newStore(t, client, deduperedis.Config{})
 	w := startWorkload(t, st, 8)
 
 	waitFor(t, "progress before the kill", 20*time.Second, func() bool { return w.ok.Load() >= 200 })
@@ -267,7 +267,7 @@ func TestDeduperStorm(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = p.Close() })
 	client := newClient(t, p.Addr(), nil)
-	st := newStore(t, client, redis.Config{})
+	st := newStore(t, client, deduperedis.Config{})
 	d := dedupe.New(st, dedupe.WithLease(time.Hour))
 	t.Cleanup(func() { _ = d.Close() })
 	f := faultproxy.Storm{}.Run(t, d, p, randomID(t))

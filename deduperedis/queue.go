@@ -1,4 +1,4 @@
-package redis
+package deduperedis
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 )
 
 // Defaults of [QueueConfig].
@@ -72,7 +72,7 @@ type QueueConfig struct {
 // A Queue does not own its client: Close leaves it open. A Queue is safe for
 // concurrent use.
 type Queue struct {
-	client goredis.UniversalClient
+	client redis.UniversalClient
 	cfg    QueueConfig
 	stream string // "{Name}"
 
@@ -87,9 +87,9 @@ var _ dedupehttp.Queue = (*Queue)(nil)
 
 // NewQueue returns a queue on client, which may be any of go-redis's
 // clients. It does not contact the server: the stream and its group are
-// created when first needed. Set [goredis.Options.ContextTimeoutEnabled] on
+// created when first needed. Set [redis.Options.ContextTimeoutEnabled] on
 // the client for the deadlines of contexts to bound calls in flight.
-func NewQueue(client goredis.UniversalClient, cfg QueueConfig) (*Queue, error) {
+func NewQueue(client redis.UniversalClient, cfg QueueConfig) (*Queue, error) {
 	if isNil(client) {
 		return nil, errors.New("dedupe: redis queue: nil client")
 	}
@@ -221,16 +221,16 @@ func (q *Queue) waitNew(ctx context.Context) (dedupehttp.Delivery, bool, error) 
 		// 0 is forever.
 		block = max(min(block, time.Until(dl)-10*time.Millisecond), time.Millisecond)
 	}
-	var streams []goredis.XStream
+	var streams []redis.XStream
 	_, err := q.withGroup(ctx, func() ([]any, error) {
 		var err error
-		streams, err = q.client.XReadGroup(ctx, &goredis.XReadGroupArgs{
+		streams, err = q.client.XReadGroup(ctx, &redis.XReadGroupArgs{
 			Group: q.cfg.Group, Consumer: q.cfg.Consumer, Streams: []string{q.stream, ">"},
 			Count: 1, Block: block,
 		}).Result()
 		return nil, err
 	})
-	if errors.Is(err, goredis.Nil) || err == nil && (len(streams) == 0 || len(streams[0].Messages) == 0) {
+	if errors.Is(err, redis.Nil) || err == nil && (len(streams) == 0 || len(streams[0].Messages) == 0) {
 		return dedupehttp.Delivery{}, false, nil
 	}
 	if err != nil {

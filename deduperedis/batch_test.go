@@ -1,4 +1,4 @@
-package redis_test
+package deduperedis_test
 
 import (
 	"context"
@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/deduperedis"
 	"github.com/gatewaykit/dedupe/internal/faultproxy"
-	"github.com/gatewaykit/dedupe/redis"
 )
 
 // until waits, yielding, until cond holds, failing the test after 10 s.
@@ -31,23 +31,23 @@ func until(t *testing.T, what string, cond func() bool) {
 // with all of its round trips in flight and their replies swallowed, so that
 // the next calls queue. The calls in flight end with an error once the
 // proxy cuts them; their results arrive on the returned channel.
-func stuckStore(t *testing.T) (*redis.Store, *faultproxy.Proxy, <-chan error, string) {
+func stuckStore(t *testing.T) (*deduperedis.Store, *faultproxy.Proxy, <-chan error, string) {
 	t.Helper()
 	p, err := faultproxy.Start(redisAddr(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	client := newClient(t, p.Addr(), func(o *goredis.Options) {
+	client := newClient(t, p.Addr(), func(o *redis.Options) {
 		o.MaxRetries = -1
 		o.ReadTimeout = 30 * time.Second
-		o.PoolSize = 2 * redis.RoundsInFlight
+		o.PoolSize = 2 * deduperedis.RoundsInFlight
 	})
 	prefix := "dedupe-test:" + randomID(t) + ":"
-	st := newStore(t, client, redis.Config{Prefix: prefix})
+	st := newStore(t, client, deduperedis.Config{Prefix: prefix})
 	p.DropReplies(true)
-	stuck := make(chan error, redis.RoundsInFlight)
-	for i := range redis.RoundsInFlight {
+	stuck := make(chan error, deduperedis.RoundsInFlight)
+	for i := range deduperedis.RoundsInFlight {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -55,7 +55,7 @@ func stuckStore(t *testing.T) (*redis.Store, *faultproxy.Proxy, <-chan error, st
 			stuck <- err
 		}()
 	}
-	until(t, "silent round trips", func() bool { return p.Stats().Silenced >= redis.RoundsInFlight })
+	until(t, "silent round trips", func() bool { return p.Stats().Silenced >= deduperedis.RoundsInFlight })
 	return st, p, stuck, prefix
 }
 
@@ -73,7 +73,7 @@ func TestQueuedCallGivenUp(t *testing.T) {
 	}
 	p.DropReplies(false)
 	p.Cut()
-	for range redis.RoundsInFlight {
+	for range deduperedis.RoundsInFlight {
 		if err := <-stuck; err == nil {
 			t.Error("a call whose connection was cut succeeded")
 		}
@@ -97,7 +97,7 @@ func TestCloseWithCallsQueued(t *testing.T) {
 	go func() {
 		queued <- st.Mark(context.Background(), dedupe.Key{Channel: "queued", MessageID: "2"}, time.Minute)
 	}()
-	until(t, "a queued call", func() bool { return redis.Queued(st) == 1 })
+	until(t, "a queued call", func() bool { return deduperedis.Queued(st) == 1 })
 	closed := make(chan error, 1)
 	go func() { closed <- st.Close() }()
 	if err := <-queued; !errors.Is(err, dedupe.ErrClosed) {
@@ -113,7 +113,7 @@ func TestCloseWithCallsQueued(t *testing.T) {
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}
-	for range redis.RoundsInFlight {
+	for range deduperedis.RoundsInFlight {
 		<-stuck
 	}
 	if _, err := st.Exists(context.Background(), dedupe.Key{Channel: "x", MessageID: "1"}); !errors.Is(err, dedupe.ErrClosed) {
@@ -128,7 +128,7 @@ func TestNoScript(t *testing.T) {
 	redisAddr(t)
 	srv := startServer(t)
 	client := newClient(t, srv.Addr(), nil)
-	st := newStore(t, client, redis.Config{})
+	st := newStore(t, client, deduperedis.Config{})
 	ctx := context.Background()
 	for round := range 3 {
 		if err := client.ScriptFlush(ctx).Err(); err != nil {

@@ -1,4 +1,4 @@
-package redis_test
+package deduperedis_test
 
 import (
 	"bytes"
@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 
-	"github.com/gatewaykit/dedupe/redis"
+	"github.com/gatewaykit/dedupe/deduperedis"
 )
 
 // addrEnv names the environment variable holding the address of the shared
@@ -38,13 +38,13 @@ func redisAddr(t testing.TB) string {
 
 // newClient returns a client of addr, checked with a PING and closed at the
 // end of the test. mod, if not nil, adjusts its options first.
-func newClient(t testing.TB, addr string, mod func(*goredis.Options)) *goredis.Client {
+func newClient(t testing.TB, addr string, mod func(*redis.Options)) *redis.Client {
 	t.Helper()
-	opt := &goredis.Options{Addr: addr, ContextTimeoutEnabled: true}
+	opt := &redis.Options{Addr: addr, ContextTimeoutEnabled: true}
 	if mod != nil {
 		mod(opt)
 	}
-	c := goredis.NewClient(opt)
+	c := redis.NewClient(opt)
 	t.Cleanup(func() { _ = c.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -55,12 +55,12 @@ func newClient(t testing.TB, addr string, mod func(*goredis.Options)) *goredis.C
 }
 
 // newStore returns a store on client with a prefix unique to the test.
-func newStore(t testing.TB, client goredis.UniversalClient, cfg redis.Config) *redis.Store {
+func newStore(t testing.TB, client redis.UniversalClient, cfg deduperedis.Config) *deduperedis.Store {
 	t.Helper()
 	if cfg.Prefix == "" {
 		cfg.Prefix = "dedupe-test:" + randomID(t) + ":"
 	}
-	s, err := redis.New(client, cfg)
+	s, err := deduperedis.New(client, cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -152,7 +152,7 @@ func (s *server) start() error {
 		_ = cmd.Wait()
 		close(done)
 	}()
-	c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -203,12 +203,12 @@ func (s *server) kill() {
 func startCluster(t testing.TB, n int) []*server {
 	t.Helper()
 	nodes := make([]*server, n)
-	clients := make([]*goredis.Client, n)
+	clients := make([]*redis.Client, n)
 	ctx := context.Background()
 	for i := range nodes {
 		nodes[i] = startServer(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-announce-ip", "127.0.0.1")
-		clients[i] = goredis.NewClient(&goredis.Options{Addr: nodes[i].Addr()})
+		clients[i] = redis.NewClient(&redis.Options{Addr: nodes[i].Addr()})
 		defer clients[i].Close()
 		first, last := i*16384/n, (i+1)*16384/n-1
 		if err := clients[i].Do(ctx, "CLUSTER", "ADDSLOTSRANGE", first, last).Err(); err != nil {

@@ -1,10 +1,10 @@
-package redis
+package deduperedis
 
 import (
 	"context"
 	"github.com/gatewaykit/dedupe/internal/batch"
 
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 )
 
 // roundsInFlight is how many pipelines a Store has in flight at most, each on
@@ -22,13 +22,13 @@ const roundsInFlight = 8
 // Scripts go by EVALSHA, or by EVAL (which also loads them) when eval is set,
 // for the calls whose EVALSHA the server answered NOSCRIPT.
 type pipe struct {
-	goredis.Cmdable
+	redis.Cmdable
 	ctx  context.Context
 	eval bool
 }
 
 // run queues script on key with args.
-func (p pipe) run(script *goredis.Script, key string, args ...any) *goredis.Cmd {
+func (p pipe) run(script *redis.Script, key string, args ...any) *redis.Cmd {
 	keys := []string{key}
 	if p.eval {
 		return script.Eval(p.ctx, p, keys, args...)
@@ -57,7 +57,7 @@ func (s *Store) send(r *batch.Round, calls []*batch.Call[pipe]) {
 // returns.
 func (s *Store) exec(ctx context.Context, calls []*batch.Call[pipe], eval bool) (again []*batch.Call[pipe]) {
 	p := pipe{Cmdable: s.client, ctx: ctx, eval: eval}
-	var pl goredis.Pipeliner
+	var pl redis.Pipeliner
 	if len(calls) > 1 {
 		pl = s.client.Pipeline()
 		p.Cmdable = pl
@@ -71,7 +71,7 @@ func (s *Store) exec(ctx context.Context, calls []*batch.Call[pipe], eval bool) 
 	}
 	for i, c := range calls {
 		err := reads[i]()
-		if !eval && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		if !eval && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			again = append(again, c)
 			continue
 		}

@@ -1,4 +1,4 @@
-package redis_test
+package deduperedis_test
 
 import (
 	"context"
@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/deduperedis"
 	"github.com/gatewaykit/dedupe/dedupetest"
-	"github.com/gatewaykit/dedupe/redis"
 )
 
 // unit is the conformance suite's time unit. Redis decides expiry by its own
@@ -39,12 +39,12 @@ func TestClusterConformance(t *testing.T) {
 	for i, n := range nodes {
 		addrs[i] = n.Addr()
 	}
-	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = client.Close() })
 	runConformance(t, client)
 	// Every node took keys.
 	ctx := context.Background()
-	err := client.ForEachMaster(ctx, func(ctx context.Context, node *goredis.Client) error {
+	err := client.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
 		n, err := node.DBSize(ctx).Result()
 		if err == nil && n == 0 {
 			err = fmt.Errorf("node %s holds no key", node.Options().Addr)
@@ -56,10 +56,10 @@ func TestClusterConformance(t *testing.T) {
 	}
 }
 
-func runConformance(t *testing.T, client goredis.UniversalClient) {
+func runConformance(t *testing.T, client redis.UniversalClient) {
 	dedupetest.Run(t, dedupetest.Config{
 		New: func(t *testing.T, o dedupetest.Options) dedupe.Store {
-			s, err := redis.New(client, redis.Config{Prefix: "dedupe-test:" + randomID(t) + ":", TTL: o.TTL, Lease: o.Lease})
+			s, err := deduperedis.New(client, deduperedis.Config{Prefix: "dedupe-test:" + randomID(t) + ":", TTL: o.TTL, Lease: o.Lease})
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}
@@ -71,22 +71,22 @@ func runConformance(t *testing.T, client goredis.UniversalClient) {
 }
 
 func TestNewValidates(t *testing.T) {
-	client := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"}) // never contacted
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never contacted
 	t.Cleanup(func() { _ = client.Close() })
 	for _, tc := range []struct {
 		name   string
-		client goredis.UniversalClient
-		cfg    redis.Config
+		client redis.UniversalClient
+		cfg    deduperedis.Config
 		want   string
 	}{
-		{"nil client", nil, redis.Config{}, "nil client"},
-		{"nil *Client", (*goredis.Client)(nil), redis.Config{}, "nil client"},
-		{"nil *ClusterClient", (*goredis.ClusterClient)(nil), redis.Config{}, "nil client"},
-		{"negative TTL", client, redis.Config{TTL: -time.Second}, "negative TTL"},
-		{"negative lease", client, redis.Config{Lease: -time.Second}, "negative lease"},
+		{"nil client", nil, deduperedis.Config{}, "nil client"},
+		{"nil *Client", (*redis.Client)(nil), deduperedis.Config{}, "nil client"},
+		{"nil *ClusterClient", (*redis.ClusterClient)(nil), deduperedis.Config{}, "nil client"},
+		{"negative TTL", client, deduperedis.Config{TTL: -time.Second}, "negative TTL"},
+		{"negative lease", client, deduperedis.Config{Lease: -time.Second}, "negative lease"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := redis.New(tc.client, tc.cfg)
+			s, err := deduperedis.New(tc.client, tc.cfg)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "dedupe: ") {
 				t.Fatalf("New = %v, %v; want an error about %q", s, err, tc.want)
 			}
@@ -95,7 +95,7 @@ func TestNewValidates(t *testing.T) {
 			}
 		})
 	}
-	s, err := redis.New(client, redis.Config{})
+	s, err := deduperedis.New(client, deduperedis.Config{})
 	if err != nil {
 		t.Fatalf("New with defaults: %v", err)
 	}
@@ -107,9 +107,9 @@ func TestNewValidates(t *testing.T) {
 // TestInvalidInputNoIO checks that invalid keys and foreign claims are refused
 // before any I/O: the client points at a port where nothing listens.
 func TestInvalidInputNoIO(t *testing.T) {
-	client := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1})
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { _ = client.Close() })
-	s, err := redis.New(client, redis.Config{})
+	s, err := deduperedis.New(client, deduperedis.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestInvalidInputNoIO(t *testing.T) {
 // by reading Redis directly.
 func TestLayout(t *testing.T) {
 	client := newClient(t, redisAddr(t), nil)
-	s, err := redis.New(client, redis.Config{})
+	s, err := deduperedis.New(client, deduperedis.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,9 +200,9 @@ func TestLayout(t *testing.T) {
 func TestPrefix(t *testing.T) {
 	client := newClient(t, redisAddr(t), nil)
 	p := "dedupe-test:" + randomID(t) + ":"
-	a := newStore(t, client, redis.Config{Prefix: p + "a:"})
-	a2 := newStore(t, client, redis.Config{Prefix: p + "a:"})
-	b := newStore(t, client, redis.Config{Prefix: p + "b:"})
+	a := newStore(t, client, deduperedis.Config{Prefix: p + "a:"})
+	a2 := newStore(t, client, deduperedis.Config{Prefix: p + "a:"})
+	b := newStore(t, client, deduperedis.Config{Prefix: p + "b:"})
 	ctx := context.Background()
 	k := dedupe.Key{Channel: "telegram", MessageID: "42"}
 	if err := a.Mark(ctx, k, time.Minute); err != nil {
@@ -224,7 +224,7 @@ func TestPrefix(t *testing.T) {
 func TestClientOwnership(t *testing.T) {
 	addr := redisAddr(t)
 	client := newClient(t, addr, nil)
-	s := newStore(t, client, redis.Config{})
+	s := newStore(t, client, deduperedis.Config{})
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestClientOwnership(t *testing.T) {
 		t.Errorf("Ping after Close = %v, want ErrClosed", err)
 	}
 
-	u, err := redis.OpenURL("redis://"+addr+"/0", redis.Config{Prefix: "dedupe-test:" + randomID(t) + ":"})
+	u, err := deduperedis.OpenURL("redis://"+addr+"/0", deduperedis.Config{Prefix: "dedupe-test:" + randomID(t) + ":"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestClientOwnership(t *testing.T) {
 
 func TestOpenURLErrors(t *testing.T) {
 	for _, url := range []string{"http://127.0.0.1:6379", "redis://user:s3cret@127.0.0.1:6379/notadb", "redis://127.0.0.1:6379?bogus=1"} {
-		s, err := redis.OpenURL(url, redis.Config{})
+		s, err := deduperedis.OpenURL(url, deduperedis.Config{})
 		if err == nil {
 			s.Close()
 			t.Errorf("OpenURL(%q) succeeded", url)
@@ -273,7 +273,7 @@ func TestOpenURLErrors(t *testing.T) {
 			t.Errorf("OpenURL(%q) error %q", url, err)
 		}
 	}
-	if _, err := redis.OpenURL("redis://127.0.0.1:6379/0", redis.Config{TTL: -1}); err == nil {
+	if _, err := deduperedis.OpenURL("redis://127.0.0.1:6379/0", deduperedis.Config{TTL: -1}); err == nil {
 		t.Error("OpenURL with a negative TTL succeeded")
 	}
 }
@@ -284,7 +284,7 @@ func TestOpenURLErrors(t *testing.T) {
 // were released, while other tokens take the key as usual.
 func TestLateClaimFenced(t *testing.T) {
 	client := newClient(t, redisAddr(t), nil)
-	st := newStore(t, client, redis.Config{Lease: time.Minute})
+	st := newStore(t, client, deduperedis.Config{Lease: time.Minute})
 	checkLateClaimFenced(t, st)
 }
 

@@ -36,6 +36,6 @@
 // names and [WithConstLabels] adds labels, for example to tell several
 // Dedupers registered in one registry apart.
 //
-// This package is a module of its own, github.com/gatewaykit/dedupe/prometheus,
+// This package is a module of its own, github.com/gatewaykit/dedupe/dedupeprom,
 // so that importing the root package never downloads the Prometheus client.
-package prometheus
+package dedupeprom

@@ -1,4 +1,4 @@
-package redis
+package deduperedis
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/internal/batch"
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 )
 
 // DefaultPrefix is the key prefix used when [Config.Prefix] is empty.
@@ -48,7 +48,7 @@ type Config struct {
 //
 // A Store is safe for concurrent use.
 type Store struct {
-	client     goredis.UniversalClient
+	client     redis.UniversalClient
 	prefix     string
 	ttl, lease time.Duration
 	ownsClient bool
@@ -61,15 +61,15 @@ type Store struct {
 var _ dedupe.Store = (*Store)(nil)
 
 // New returns a store that keeps its marks and claims in Redis through client,
-// which may be a [*goredis.Client], a [*goredis.ClusterClient], a
-// [*goredis.Ring] or a failover client. New does not contact the server; call
+// which may be a [*redis.Client], a [*redis.ClusterClient], a
+// [*redis.Ring] or a failover client. New does not contact the server; call
 // [Store.Ping] to check it. The store does not own client: [Store.Close] leaves
 // it open for the caller to close after the store.
 //
-// Set [goredis.Options.ContextTimeoutEnabled] on the client for the deadlines of
+// Set [redis.Options.ContextTimeoutEnabled] on the client for the deadlines of
 // contexts to bound calls in flight; a context cancelled before a call is always
 // honoured.
-func New(client goredis.UniversalClient, cfg Config) (*Store, error) {
+func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if isNil(client) {
 		return nil, errors.New("dedupe: redis: nil client")
 	}
@@ -94,15 +94,15 @@ func New(client goredis.UniversalClient, cfg Config) (*Store, error) {
 }
 
 // isNil reports whether c is nil or a nil pointer of one of go-redis's clients.
-func isNil(c goredis.UniversalClient) bool {
+func isNil(c redis.UniversalClient) bool {
 	switch c := c.(type) {
 	case nil:
 		return true
-	case *goredis.Client:
+	case *redis.Client:
 		return c == nil
-	case *goredis.ClusterClient:
+	case *redis.ClusterClient:
 		return c == nil
-	case *goredis.Ring:
+	case *redis.Ring:
 		return c == nil
 	}
 	return false
@@ -111,21 +111,21 @@ func isNil(c goredis.UniversalClient) bool {
 // OpenURL returns a store on a client of its own, made from a URL such as
 // "redis://127.0.0.1:6379/0", "rediss://user:password@host:6380/1" or
 // "unix:///run/redis.sock?db=2" (the forms and query options of
-// [goredis.ParseURL]). The client honours context deadlines
-// ([goredis.Options.ContextTimeoutEnabled]). OpenURL does not contact the
+// [redis.ParseURL]). The client honours context deadlines
+// ([redis.Options.ContextTimeoutEnabled]). OpenURL does not contact the
 // server; call [Store.Ping] to check it. The store owns the client and
 // [Store.Close] closes it.
 //
 // For Redis Cluster, Sentinel or custom client options, make the client and
 // call [New].
 func OpenURL(url string, cfg Config) (*Store, error) {
-	opt, err := goredis.ParseURL(url)
+	opt, err := redis.ParseURL(url)
 	if err != nil {
 		// The error does not repeat the URL, which may hold a password.
 		return nil, fmt.Errorf("dedupe: redis: parse URL: %w", err)
 	}
 	opt.ContextTimeoutEnabled = true
-	client := goredis.NewClient(opt)
+	client := redis.NewClient(opt)
 	s, err := New(client, cfg)
 	if err != nil {
 		_ = client.Close()
@@ -171,7 +171,7 @@ func (s *Store) Exists(ctx context.Context, key dedupe.Key) (bool, error) {
 	err := s.b.Do(ctx, k, func(p pipe) func() error {
 		cmd := p.Get(p.ctx, k)
 		return func() (err error) {
-			if v, err = cmd.Result(); err == goredis.Nil {
+			if v, err = cmd.Result(); err == redis.Nil {
 				err = nil
 			}
 			return err
@@ -257,7 +257,7 @@ func (s *Store) Release(ctx context.Context, c dedupe.Claim) error {
 
 // update runs script on c's key with c's token and the argument arg, and
 // turns a result other than 1 into [dedupe.ErrNotOwner].
-func (s *Store) update(ctx context.Context, op string, script *goredis.Script, c dedupe.Claim, arg int64) error {
+func (s *Store) update(ctx context.Context, op string, script *redis.Script, c dedupe.Claim, arg int64) error {
 	if err := s.check(ctx, op, c.Key); err != nil {
 		return err
 	}
@@ -276,7 +276,7 @@ func (s *Store) update(ctx context.Context, op string, script *goredis.Script, c
 
 // script runs script on c's key with c's token and arg, in the next pipeline,
 // and returns its integer result.
-func (s *Store) script(ctx context.Context, script *goredis.Script, c dedupe.Claim, arg int64) (int64, error) {
+func (s *Store) script(ctx context.Context, script *redis.Script, c dedupe.Claim, arg int64) (int64, error) {
 	k, token := s.key(c.Key), c.Token
 	var n int64
 	err := s.b.Do(ctx, k, func(p pipe) func() error {

@@ -1,4 +1,4 @@
-package prometheus
+package dedupeprom
 
 import (
 	"github.com/gatewaykit/dedupe"

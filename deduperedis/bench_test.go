@@ -1,4 +1,4 @@
-package redis_test
+package deduperedis_test
 
 import (
 	"context"
@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/gatewaykit/dedupe"
-	"github.com/gatewaykit/dedupe/redis"
+	"github.com/gatewaykit/dedupe/deduperedis"
 )
 
 // benchTTL is the TTL and lease of the benchmarks' keys: long enough for the
@@ -74,8 +74,8 @@ func warmUp(b *testing.B, op func(ctx context.Context, i uint64) error) {
 // benchClient returns a client of the test server with a pool large enough
 // for the callers, filled, so that the first contender does not pay for
 // dialling.
-func benchClient(b *testing.B) *goredis.Client {
-	client := newClient(b, redisAddr(b), func(o *goredis.Options) { o.PoolSize = 64 })
+func benchClient(b *testing.B) *redis.Client {
+	client := newClient(b, redisAddr(b), func(o *redis.Options) { o.PoolSize = 64 })
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for range 64 {
@@ -91,7 +91,7 @@ func benchClient(b *testing.B) *goredis.Client {
 
 // rawClaim is the store's claim script run by the client alone, one round
 // trip per call: the same commands as the store's, without its batching.
-var rawClaim = goredis.NewScript(redis.ClaimScriptSource)
+var rawClaim = redis.NewScript(deduperedis.ClaimScriptSource)
 
 // BenchmarkClaimMark measures Claim then Mark of new keys, the work of
 // Deduper.Do around a successful dispatch, for 1, 8 and 64 concurrent
@@ -103,7 +103,7 @@ var rawClaim = goredis.NewScript(redis.ClaimScriptSource)
 func BenchmarkClaimMark(b *testing.B) {
 	client := benchClient(b)
 	w := &claimMark{client: client, prefix: "dedupe-bench:" + randomID(b) + ":"}
-	w.st = newStore(b, client, redis.Config{Prefix: w.prefix, TTL: benchTTL, Lease: benchTTL})
+	w.st = newStore(b, client, deduperedis.Config{Prefix: w.prefix, TTL: benchTTL, Lease: benchTTL})
 	contenders := []struct {
 		name string
 		op   func(ctx context.Context, _ uint64) error
@@ -124,8 +124,8 @@ func BenchmarkClaimMark(b *testing.B) {
 // claimMark is the work of BenchmarkClaimMark, done by each contender on keys
 // never used before.
 type claimMark struct {
-	client *goredis.Client
-	st     *redis.Store
+	client *redis.Client
+	st     *deduperedis.Store
 	prefix string
 	n      atomic.Uint64
 }
@@ -176,8 +176,8 @@ func (w *claimMark) ceiling(b *testing.B) {
 		for i := range keys {
 			keys[i] = w.prefix + w.key().String()
 		}
-		claims := make([]*goredis.Cmd, len(keys))
-		if _, err := w.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		claims := make([]*redis.Cmd, len(keys))
+		if _, err := w.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, k := range keys {
 				claims[i] = rawClaim.EvalSha(ctx, p, []string{k}, benchToken, benchTTL.Milliseconds())
 			}
@@ -190,7 +190,7 @@ func (w *claimMark) ceiling(b *testing.B) {
 				b.Fatalf("pipelined claim = %v, %v", v, err)
 			}
 		}
-		if _, err := w.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		if _, err := w.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, k := range keys {
 				p.Set(ctx, k, "m", benchTTL)
 			}
@@ -207,7 +207,7 @@ func (w *claimMark) ceiling(b *testing.B) {
 func BenchmarkExists(b *testing.B) {
 	client := benchClient(b)
 	ctx := context.Background()
-	st := newStore(b, client, redis.Config{Prefix: "dedupe-bench:" + randomID(b) + ":", TTL: benchTTL})
+	st := newStore(b, client, deduperedis.Config{Prefix: "dedupe-bench:" + randomID(b) + ":", TTL: benchTTL})
 	k := dedupe.Key{Channel: "bench", MessageID: "present"}
 	if err := st.Mark(ctx, k, 0); err != nil {
 		b.Fatal(err)

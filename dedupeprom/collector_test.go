@@ -1,4 +1,4 @@
-package prometheus_test
+package dedupeprom_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
-	dedupeprom "github.com/gatewaykit/dedupe/prometheus"
+	"github.com/gatewaykit/dedupe/dedupeprom"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"

@@ -1,4 +1,4 @@
-package redis
+package deduperedis
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 )
 
 // Update moves d on to state s; see [dedupehttp.Queue]. A pending entry is
@@ -110,7 +110,7 @@ func (q *Queue) Close() error {
 var (
 	// pushScript adds a message unless KEYS[2] names a live one: it returns
 	// {1, id} when it added ARGV[1], and {0, id of the live one} otherwise.
-	pushScript = goredis.NewScript(`
+	pushScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[2])
 if cur then return {0, cur} end
 if redis.call('EXISTS', KEYS[3]) == 1 then return redis.error_reply('queue id ' .. ARGV[1] .. ' is not new') end
@@ -128,7 +128,7 @@ return {1, ARGV[1]}
 	// receipt "<entry id>/ARGV[5]" in the state hash (ARGV[6] .. id). It
 	// returns {next cursor, receipt, data, attempts}, or {next cursor} if
 	// there is none.
-	takeScript = goredis.NewScript(`
+	takeScript = redis.NewScript(`
 local cursor, entry = ARGV[4], nil
 for i = 1, 10 do
 	local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], cursor, 'COUNT', 1)
@@ -155,7 +155,7 @@ return {cursor, receipt, data, attempts}
 	// takenScript records in the state hash KEYS[1] a take, with receipt
 	// ARGV[1], of an entry read by a blocking XREADGROUP. It returns the
 	// attempts.
-	takenScript = goredis.NewScript(`
+	takenScript = redis.NewScript(`
 local t = redis.call('TIME')
 local attempts = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
 redis.call('HSET', KEYS[1], 'state', 2, 'receipt', ARGV[1], 'updated', t[1] * 1000 + math.floor(t[2] / 1000))
@@ -171,7 +171,7 @@ return attempts
 	// after ARGV[6] ms. It returns 1 if it applied the update, else 0. A
 	// message whose state is gone (a server that evicts keys) is still
 	// acknowledged by "done", with the entry id ARGV[8] from its receipt.
-	updateScript = goredis.NewScript(`
+	updateScript = redis.NewScript(`
 local st = redis.call('HMGET', KEYS[2], 'state', 'receipt', 'entry')
 local state, eid = tonumber(st[1]), st[3]
 local op = ARGV[3]
@@ -210,7 +210,7 @@ return 1
 
 	// dropConsumerScript deletes consumer ARGV[2] of group ARGV[1] of stream
 	// KEYS[1] if no entry is pending for it.
-	dropConsumerScript = goredis.NewScript(`
+	dropConsumerScript = redis.NewScript(`
 local p = redis.pcall('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2])
 if type(p) == 'table' and not p.err and #p == 0 then
 	redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])

@@ -4,14 +4,14 @@
 // see each other's marks and claims, so each platform message is processed
 // once.
 //
-// It is a module of its own (github.com/gatewaykit/dedupe/redis) so that users
+// It is a module of its own (github.com/gatewaykit/dedupe/deduperedis) so that users
 // of the root package do not download the Redis client.
 //
 // # Usage
 //
-//	client := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
+//	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 //	defer client.Close()
-//	store, err := redis.New(client, redis.Config{TTL: 24 * time.Hour})
+//	store, err := deduperedis.New(client, deduperedis.Config{TTL: 24 * time.Hour})
 //	if err != nil {
 //		return err
 //	}
@@ -97,7 +97,7 @@
 // context's error at once and is never sent; one whose context ends while its
 // pipeline is in flight returns the context's error too, and its command may
 // still run. A pipeline's read is bounded by the latest deadline of its
-// callers' contexts (set [goredis.Options.ContextTimeoutEnabled]) and by the
+// callers' contexts (set [redis.Options.ContextTimeoutEnabled]) and by the
 // client's ReadTimeout. [Store.Close] answers the calls still waiting with
 // [dedupe.ErrClosed] and waits for the pipelines in flight; the store runs no
 // goroutine after that, and none while it is idle.
@@ -132,4 +132,4 @@
 // [dedupe.ErrInvalidKey] (checked before any I/O), [dedupe.ErrNotOwner] and
 // [dedupe.ErrClosed], and against [context.Canceled] and
 // [context.DeadlineExceeded].
-package redis
+package deduperedis

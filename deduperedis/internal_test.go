@@ -1,4 +1,4 @@
-package redis
+package deduperedis
 
 import (
 	"testing"

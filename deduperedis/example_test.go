@@ -1,4 +1,4 @@
-package redis_test
+package deduperedis_test
 
 import (
 	"context"
@@ -7,19 +7,19 @@ import (
 	"log"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/gatewaykit/dedupe"
-	"github.com/gatewaykit/dedupe/redis"
+	"github.com/gatewaykit/dedupe/deduperedis"
 )
 
 // A gateway process wires a Deduper to the Redis store that every instance
 // shares, with a local fallback for Redis outages. It needs a Redis server, so
 // it is compiled but not run by go test.
 func Example() {
-	client := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 	defer client.Close()
-	store, err := redis.New(client, redis.Config{TTL: 24 * time.Hour, Lease: time.Minute})
+	store, err := deduperedis.New(client, deduperedis.Config{TTL: 24 * time.Hour, Lease: time.Minute})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func Example() {
 // OpenURL suits a command-line flag such as -store redis://127.0.0.1:6379/0.
 // The store owns its client and closes it.
 func ExampleOpenURL() {
-	store, err := redis.OpenURL("redis://127.0.0.1:6379/0", redis.Config{Prefix: "gateway:"})
+	store, err := deduperedis.OpenURL("redis://127.0.0.1:6379/0", deduperedis.Config{Prefix: "gateway:"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func ExampleOpenURL() {
 // Using the store directly: claim, process, then mark, or release on failure
 // so that the platform's retry is processed. (A Deduper does this for you.)
 func ExampleStore_Claim() {
-	store, err := redis.OpenURL("redis://127.0.0.1:6379/0", redis.Config{})
+	store, err := deduperedis.OpenURL("redis://127.0.0.1:6379/0", deduperedis.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package redis_test
+package deduperedis_test
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package prometheus_test
+package dedupeprom_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/gatewaykit/dedupe"
-	dedupeprom "github.com/gatewaykit/dedupe/prometheus"
+	"github.com/gatewaykit/dedupe/dedupeprom"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )

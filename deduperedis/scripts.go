@@ -1,6 +1,6 @@
-package redis
+package deduperedis
 
-import goredis "github.com/redis/go-redis/v9"
+import "github.com/redis/go-redis/v9"
 
 // Values stored under a message key. A mark is the single byte "m". A claim
 // is "c:" followed by its token (see [dedupe.Claim]). The tokens of released
@@ -25,7 +25,7 @@ const (
 // nothing (claimHeld), so a claim that reaches the server after its own
 // Release, late on another connection, strands nothing. A key that holds
 // released tokens is taken as if absent, keeping their fences.
-var claimScript = goredis.NewScript(claimLua)
+var claimScript = redis.NewScript(claimLua)
 
 const claimLua = `
 local v = redis.call('GET', KEYS[1])
@@ -64,7 +64,7 @@ return 1
 // milliseconds, or, if another token's claim holds it, that claim with the
 // token added to its fences and its expiry kept. A mark is left alone: a late
 // claim finds it a duplicate. At most the last eight tokens are fenced.
-var releaseScript = goredis.NewScript(`
+var releaseScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 local owner, fences = nil, ''
 if v then
@@ -103,7 +103,7 @@ return 0
 
 // extendScript sets the expiry of KEYS[1] to ARGV[2] milliseconds from now if
 // the token ARGV[1] holds its claim. It returns 1 if it did and 0 otherwise.
-var extendScript = goredis.NewScript(`
+var extendScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if v and string.match(v, '^c:(%S+)') == ARGV[1] then
 	return redis.call('PEXPIRE', KEYS[1], ARGV[2])

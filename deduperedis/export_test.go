@@ -1,4 +1,4 @@
-package redis
+package deduperedis
 
 // ClaimScriptSource is the claim script, for the benchmarks' raw client.
 const ClaimScriptSource = claimLua

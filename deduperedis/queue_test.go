@@ -1,4 +1,4 @@
-package redis_test
+package deduperedis_test
 
 import (
 	"context"
@@ -8,16 +8,16 @@ import (
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
 	"github.com/gatewaykit/dedupe/dedupehttp/queuetest"
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 
-	"github.com/gatewaykit/dedupe/redis"
+	"github.com/gatewaykit/dedupe/deduperedis"
 )
 
 // newQueue returns a queue named name on client, whose keys are deleted at
 // the end of the test.
-func newQueue(t *testing.T, client *goredis.Client, cfg redis.QueueConfig) *redis.Queue {
+func newQueue(t *testing.T, client *redis.Client, cfg deduperedis.QueueConfig) *deduperedis.Queue {
 	t.Helper()
-	q, err := redis.NewQueue(client, cfg)
+	q, err := deduperedis.NewQueue(client, cfg)
 	if err != nil {
 		t.Fatalf("NewQueue: %v", err)
 	}
@@ -26,10 +26,10 @@ func newQueue(t *testing.T, client *goredis.Client, cfg redis.QueueConfig) *redi
 }
 
 // dropQueueKeys deletes every key of the queue named name.
-func dropQueueKeys(client *goredis.Client, name string) { dropKeys(client, "{"+name+"}*") }
+func dropQueueKeys(client *redis.Client, name string) { dropKeys(client, "{"+name+"}*") }
 
 // dropKeys deletes the keys that match pattern.
-func dropKeys(client *goredis.Client, pattern string) {
+func dropKeys(client *redis.Client, pattern string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	iter := client.Scan(ctx, 0, pattern, 1000).Iterator()
@@ -42,7 +42,7 @@ func TestQueueConformance(t *testing.T) {
 	client := newClient(t, redisAddr(t), nil)
 	queuetest.Run(t, queuetest.Config{
 		New: func(t *testing.T, o queuetest.Options) dedupehttp.Queue {
-			return newQueue(t, client, redis.QueueConfig{
+			return newQueue(t, client, deduperedis.QueueConfig{
 				Name: "dedupe-test:queue:" + randomID(t), Visibility: o.Visibility, Retention: o.Retention,
 				PollInterval: 20 * time.Millisecond,
 			})
@@ -58,13 +58,13 @@ func TestQueueKill(t *testing.T) {
 	queuetest.Kill(t, queuetest.KillConfig{
 		Open: func(t *testing.T, name, _ string) (dedupehttp.Queue, dedupe.Store) {
 			client := newClient(t, addr, nil)
-			q, err := redis.NewQueue(client, redis.QueueConfig{
+			q, err := deduperedis.NewQueue(client, deduperedis.QueueConfig{
 				Name: "dedupe-test:" + name, Visibility: time.Second, PollInterval: 100 * time.Millisecond,
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := redis.New(client, redis.Config{Prefix: "dedupe-test:" + name + ":"})
+			s, err := deduperedis.New(client, deduperedis.Config{Prefix: "dedupe-test:" + name + ":"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +84,7 @@ func TestQueueKill(t *testing.T) {
 func TestQueueLostKeys(t *testing.T) {
 	client := newClient(t, redisAddr(t), nil)
 	name := "dedupe-test:queue:" + randomID(t)
-	q := newQueue(t, client, redis.QueueConfig{Name: name, PollInterval: 20 * time.Millisecond})
+	q := newQueue(t, client, deduperedis.QueueConfig{Name: name, PollInterval: 20 * time.Millisecond})
 	defer q.Close()
 	ctx := t.Context()
 	m := dedupehttp.Message{ID: "m1", Key: dedupe.Key{Channel: "t", MessageID: randomID(t)}, Method: "POST", Target: "/"}

@@ -1,4 +1,4 @@
-package prometheus_test
+package dedupeprom_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
+	"github.com/gatewaykit/dedupe/dedupeprom"
 	"github.com/gatewaykit/dedupe/platform"
-	dedupeprom "github.com/gatewaykit/dedupe/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"

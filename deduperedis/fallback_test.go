@@ -1,4 +1,4 @@
-package redis_test
+package deduperedis_test
 
 import (
 	"context"
@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/deduperedis"
 	"github.com/gatewaykit/dedupe/dedupetest"
-	"github.com/gatewaykit/dedupe/redis"
 )
 
 // TestDeduperFailover stops a private redis-server under a Deduper: without a
@@ -22,12 +22,12 @@ import (
 func TestDeduperFailover(t *testing.T) {
 	redisAddr(t)
 	srv := startServer(t)
-	client := newClient(t, srv.Addr(), func(o *goredis.Options) {
+	client := newClient(t, srv.Addr(), func(o *redis.Options) {
 		o.MaxRetries = 1
 		o.DialerRetries = 1
 		o.DialTimeout = time.Second
 	})
-	st := newStore(t, client, redis.Config{})
+	st := newStore(t, client, deduperedis.Config{})
 	ctx := context.Background()
 
 	// Up: Redis serves, and the fallback is not used.
