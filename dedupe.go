@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/gatewaykit/dedupe/internal/wait"
 )
 
 // Deduper runs each message's processing once: it claims the key before
@@ -437,7 +439,7 @@ func (d *Deduper) markOn(ctx context.Context, st Store, key Key) error {
 func (d *Deduper) markRetried(ctx context.Context, key Key) error {
 	for backoff := minWaitBackoff; ; backoff = min(2*backoff, maxWaitBackoff) {
 		err := d.markOn(ctx, d.shared.store, key)
-		if err == nil || !ambiguous(err) || sleepCtx(ctx, backoff) != nil {
+		if err == nil || !ambiguous(err) || wait.Sleep(ctx, backoff) != nil {
 			return err
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"time"
+
+	"github.com/gatewaykit/dedupe/internal/wait"
 )
 
 // sqliteBusySlice is how long SQLite's own busy handler waits in one try of
@@ -40,20 +42,8 @@ func (s *SQLiteStore) retryBusy(ctx context.Context, stop func() bool, try func(
 		if err == nil || !isSQLiteBusy(err) || !time.Now().Before(deadline) || stop != nil && stop() {
 			return err
 		}
-		if err := sleepCtx(ctx, time.Duration(min(attempt, 10))*time.Millisecond); err != nil {
+		if err := wait.Sleep(ctx, time.Duration(min(attempt, 10))*time.Millisecond); err != nil {
 			return err
 		}
-	}
-}
-
-// sleepCtx sleeps for d or until ctx is done, and then returns ctx's error.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }

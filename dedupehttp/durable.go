@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/internal/wait"
 )
 
 // DefaultMaxAttempts is how many takes of a message may run its handler
@@ -99,21 +100,9 @@ func (a *Async) work() {
 		}
 		failures++
 		a.c.log(a.taking, slog.LevelWarn, "dedupe: dedupehttp: cannot take from the queue", slog.Any("error", err))
-		if sleepCtx(a.taking, min(100*time.Millisecond<<min(failures, 6), 5*time.Second)) != nil {
+		if wait.Sleep(a.taking, min(100*time.Millisecond<<min(failures, 6), 5*time.Second)) != nil {
 			return
 		}
-	}
-}
-
-// sleepCtx sleeps for d or until ctx is done, and returns ctx's error.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 
