@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-
-	"github.com/gatewaykit/dedupe/internal/wait"
 )
 
 // Deduper runs each message's processing once: it claims the key before
@@ -17,98 +15,15 @@ import (
 // first ([WithBacklog]) is done by one goroutine, which ends with that work.
 type Deduper struct {
 	settings
-	fb     *fallback // nil without WithFallback
+	st     Store // what Do works on: the primary store, or the fallback over it
 	shared *shared
 }
 
 // shared is what a Deduper and those made from it by [Deduper.With] share.
 type shared struct {
-	store    Store
+	store    Store // the primary store
 	counters counters
-	backlog  backlog
-	pending  pendingMarks
-}
-
-// settings are what options set.
-type settings struct {
-	ttl      time.Duration // <= 0: the store's default
-	lease    time.Duration
-	renew    time.Duration // < 0: no renewal; 0: a third of the lease
-	wait     time.Duration // <= 0: no waiting
-	local    Store         // the fallback store, or nil
-	retry    time.Duration // how long the fallback serves alone after failures
-	queue    int           // bound of the backlog
-	now      func() time.Time
-	logger   *slog.Logger
-	traceID  func(context.Context) string
-	fbConfig int // bumped by each fallback option, so With knows to rebuild
-}
-
-// An Option configures a [Deduper], in [New] or [Deduper.With].
-type Option func(*settings)
-
-// WithTTL sets how long a processed message stays marked (default 0: the
-// store's default TTL).
-func WithTTL(ttl time.Duration) Option { return func(s *settings) { s.ttl = ttl } }
-
-// WithLease sets how long a claim holds a message while it is processed
-// (default [DefaultLease]; zero or less keeps it): if the process dies, another
-// copy can be processed once the lease runs out.
-func WithLease(lease time.Duration) Option {
-	return func(s *settings) {
-		if lease > 0 {
-			s.lease = lease
-		}
-	}
-}
-
-// WithRenewal sets how often Do extends a claim's lease while fn runs: by
-// default a third of the lease; zero or less turns renewal off. An interval
-// over half the lease could let it lapse, so it is clamped to a third.
-func WithRenewal(every time.Duration) Option {
-	return func(s *settings) {
-		s.renew = every
-		if every <= 0 {
-			s.renew = -1
-		}
-	}
-}
-
-// WithWait makes Do wait up to max when another caller holds the message's
-// claim, asking the store again with a backoff from 5 ms to 250 ms, until the
-// owner marks it (Do returns [ErrDuplicate]), releases it or its lease runs out
-// (Do runs fn, after the owner, never beside it), or max or ctx ends (Do returns
-// [ErrInFlight]). Zero or less (the default) does not wait. An HTTP gateway uses
-// it to answer a copy with the first copy's outcome.
-func WithWait(max time.Duration) Option { return func(s *settings) { s.wait = max } }
-
-// WithLogger sets the logger of verdicts (debug) and store errors (warn).
-func WithLogger(l *slog.Logger) Option {
-	return func(s *settings) {
-		if l != nil {
-			s.logger = l
-		}
-	}
-}
-
-// WithTraceID sets how a log record's trace id is found in a context (default
-// [TraceID]).
-func WithTraceID(f func(context.Context) string) Option {
-	return func(s *settings) {
-		if f != nil {
-			s.traceID = f
-		}
-	}
-}
-
-// WithClock sets the clock of the fallback and the backlog (default time.Now).
-func WithClock(now func() time.Time) Option {
-	return func(s *settings) {
-		if now != nil {
-			s.now = now
-			s.fbConfig++
-		}
-	}
+	backlog  *backlog
 }
 
 // New returns a Deduper over store, which it does not close; a nil store gets
@@ -117,19 +32,10 @@ func New(store Store, opts ...Option) *Deduper {
 	if store == nil {
 		store = NewMemoryStore(MemoryConfig{})
 	}
-	d := &Deduper{
-		settings: settings{
-			lease:   DefaultLease,
-			retry:   defaultFallbackRetry,
-			queue:   defaultBacklog,
-			now:     time.Now,
-			logger:  slog.New(slog.DiscardHandler),
-			traceID: TraceID,
-		},
-		shared: &shared{store: store},
-	}
+	d := &Deduper{settings: defaultSettings(), shared: &shared{store: store}}
 	d.apply(opts)
-	d.fb = d.newFallback()
+	d.shared.backlog = newBacklog(d.settings, &d.shared.counters)
+	d.st = d.workStore()
 	return d
 }
 
@@ -137,10 +43,10 @@ func New(store Store, opts ...Option) *Deduper {
 // applied over d's options, so that one Deduper serves several platforms each
 // with its own TTL or wait. A fallback option gives it a fallback of its own.
 func (d *Deduper) With(opts ...Option) *Deduper {
-	n := &Deduper{settings: d.settings, fb: d.fb, shared: d.shared}
+	n := &Deduper{settings: d.settings, st: d.st, shared: d.shared}
 	n.apply(opts)
 	if n.fbConfig != d.fbConfig {
-		n.fb = n.newFallback()
+		n.st = n.workStore()
 	}
 	return n
 }
@@ -155,13 +61,22 @@ func (d *Deduper) apply(opts []Option) {
 	}
 }
 
+// workStore returns the store Do works on: the fallback over the primary
+// ([WithFallback]), or the primary.
+func (d *Deduper) workStore() Store {
+	if fb := d.newFallback(); fb != nil {
+		return fb
+	}
+	return d.shared.store
+}
+
 // Store returns the primary store.
 func (d *Deduper) Store() Store { return d.shared.store }
 
 // Close stops the background work shared with [Deduper.With] and drops what
 // is queued ([Stats].Dropped); it does not close the stores. It is idempotent.
 func (d *Deduper) Close() error {
-	d.shared.backlog.close(&d.shared.counters)
+	d.shared.backlog.close()
 	return nil
 }
 
@@ -171,10 +86,10 @@ func (d *Deduper) Flush(ctx context.Context) error {
 	return d.shared.backlog.flush(ctx)
 }
 
-// cleanupTimeout bounds the Mark (and its retries) or Release that Do makes
-// after fn returned.
-// They run even if the caller's context was cancelled meanwhile: a processed
-// message must be marked, and a failed one released.
+// cleanupTimeout bounds the Mark (and the wait for its retries) or Release
+// that Do makes after fn returned. They run even if the caller's context was
+// cancelled meanwhile: a processed message must be marked, and a failed one
+// released.
 const cleanupTimeout = 10 * time.Second
 
 // abandonTimeout bounds the Release of a claim whose Claim call failed.
@@ -184,32 +99,41 @@ const abandonTimeout = time.Second
 //   - If the key is marked, Do returns [ErrDuplicate] without running fn.
 //   - If another caller holds its claim, Do returns [ErrInFlight] without
 //     running fn, or first waits for that caller (see [WithWait]).
-//   - Otherwise Do claims it and runs fn with ctx. If fn returns nil, Do marks
-//     the key and returns nil. If fn returns an error or panics, Do releases
-//     the claim, so the platform's retry is processed, and returns the error
+//   - Otherwise Do claims it and runs fn. If fn returns nil, Do marks the key
+//     and returns nil. If fn returns an error or panics, Do releases the
+//     claim, so the platform's retry is processed, and returns the error
 //     unchanged (or lets the panic go on).
 //
-// Do renews the lease while fn runs ([WithRenewal]). A store error while
-// claiming is returned without running fn ([WithFallback] changes that); if the
-// store may have taken the claim all the same (a lost reply, a deadline passed
-// mid-call), Do asks again with the same token while ctx allows, or else
-// releases it by its token, so a failed call strands no claim. A mark that
-// fails after fn succeeded is retried for 10 s, then queued ([Deduper.Flush])
-// and Do returns the store's error; copies meet the claim, or ErrDuplicate.
+// Do renews the lease while fn runs ([WithRenewal]). If the lease ends before
+// a renewal could extend it (the store unreachable, or the claim taken over),
+// Do cancels fn's context with a cause wrapping [ErrNotOwner], since another
+// copy may now be claimed: a handler that honours its context never runs
+// beside another instance's. One that ignores it still can; Do then marks the
+// message if fn succeeds, and returns fn's error wrapped with the cause if not.
+//
+// A store error while claiming is returned without running fn ([WithFallback]
+// changes that); if the store may have taken the claim all the same (a lost
+// reply, a deadline passed mid-call), Do asks again with the same token while
+// ctx allows, or else releases it by its token. A mark or a release the store
+// does not take is queued in the backlog and retried until it lands or is no
+// longer needed (the TTL or the lease ran out); copies of a message whose mark
+// is queued are answered with ErrDuplicate. Do waits up to 10 s for such a mark
+// and then returns the store's error; the mark stays queued ([Deduper.Flush]).
 func (d *Deduper) Do(ctx context.Context, key Key, fn func(context.Context) error) error {
 	if err := key.Validate(); err != nil {
 		return err
 	}
 	cs := &d.shared.counters
-	if d.shared.pending.has(key) { // processed here; its mark is queued
+	if d.shared.backlog.markQueued(key) { // processed here; its mark is queued
 		cs.duplicates.Add(1)
-		d.log(ctx, slog.LevelDebug, "dedupe: duplicate, mark queued", key, d.Store().Backend(), phaseClaim, nil)
+		d.log(ctx, slog.LevelDebug, "dedupe: duplicate, mark queued", key, phaseClaim, nil)
 		return ErrDuplicate
 	}
 	c := NewClaim(key)
-	h, status, err := d.claim(ctx, c)
+	claimed := time.Now()
+	status, layer, err := d.claim(ctx, c)
 	if err == nil && status == InFlight && d.wait > 0 {
-		h, status, err = d.waitForOwner(ctx, c)
+		status, layer, claimed, err = d.waitForOwner(ctx, c)
 	}
 	if err != nil {
 		return err
@@ -217,167 +141,100 @@ func (d *Deduper) Do(ctx context.Context, key Key, fn func(context.Context) erro
 	switch status {
 	case Duplicate:
 		cs.duplicates.Add(1)
-		d.log(ctx, slog.LevelDebug, "dedupe: duplicate", key, h.name(d), phaseClaim, nil, h.layerAttr()...)
+		d.log(ctx, slog.LevelDebug, "dedupe: duplicate", key, phaseClaim, nil, layerAttr(layer)...)
 		return ErrDuplicate
 	case InFlight:
 		cs.inFlight.Add(1)
-		d.log(ctx, slog.LevelDebug, "dedupe: in flight", key, h.name(d), phaseClaim, nil, h.layerAttr()...)
+		d.log(ctx, slog.LevelDebug, "dedupe: in flight", key, phaseClaim, nil, layerAttr(layer)...)
 		return ErrInFlight
 	case Claimed:
 	default:
 		cs.storeErrors.Add(1)
-		return fmt.Errorf("dedupe: %s store returned claim status %d", d.Store().Backend(), status)
+		return fmt.Errorf("dedupe: %s store returned claim status %d", d.st.Backend(), status)
 	}
-	return d.run(ctx, h, c, fn)
+	return d.run(ctx, c, layer, claimed, fn)
 }
 
-// holding says which stores hold a claim of Do, and which layer of a
-// [LayeredStore] decided.
-type holding struct {
-	primary, local bool
-	layer          string
-}
-
-// stores returns the stores h names.
-func (h holding) stores(d *Deduper) []Store {
-	var out []Store
-	if h.local {
-		out = append(out, d.fb.local)
-	}
-	if h.primary {
-		out = append(out, d.shared.store)
-	}
-	return out
-}
-
-// layerAttr returns the log attribute naming the layer that decided, if any.
-func (h holding) layerAttr() []slog.Attr {
-	if h.layer == "" {
-		return nil
-	}
-	return []slog.Attr{slog.String("layer", h.layer)}
-}
-
-// name returns the backend that decided, for logs.
-func (h holding) name(d *Deduper) string {
-	if !h.primary && h.local {
-		return d.fb.local.Backend()
-	}
-	return d.shared.store.Backend()
-}
-
-// claim claims c on the primary store, and on the fallback first if there is
-// one. On success the claim is held by the stores the result names; on
-// another status or an error, by none.
-func (d *Deduper) claim(ctx context.Context, c Claim) (holding, Status, error) {
-	if d.fb != nil {
-		return d.claimWithFallback(ctx, c)
-	}
-	st, layer, err := d.claimOn(ctx, d.shared.store, c)
-	if err != nil {
-		d.storeError(ctx, c.Key, d.shared.store, phaseClaim, err)
-	}
-	return holding{primary: st == Claimed, layer: layer}, st, err
-}
-
-// claimOn claims c on st. If the call fails in a way that leaves it unknown
-// whether st took the claim, it asks once more with the same token while ctx
-// lives, and otherwise releases the claim by its token.
-// The layer is the name of the layer of a [LayeredStore] that decided, or "".
-func (d *Deduper) claimOn(ctx context.Context, st Store, c Claim) (Status, string, error) {
-	status, layer, err := d.storeClaim(ctx, st, c)
-	if err == nil || !ambiguous(err) {
-		return status, layer, err
-	}
-	d.shared.counters.ambiguous.Add(1)
-	if ctx.Err() == nil && !isContextErr(err) {
-		if status, layer, err2 := d.storeClaim(ctx, st, c); err2 == nil {
-			return status, layer, nil
-		}
-	}
-	d.abandon(ctx, st, c)
-	return 0, layer, err
-}
-
-func (d *Deduper) storeClaim(ctx context.Context, st Store, c Claim) (status Status, layer string, err error) {
+// claim claims c on the Deduper's store, settling an ambiguous failure.
+func (d *Deduper) claim(ctx context.Context, c Claim) (status Status, layer string, err error) {
 	err = d.timed(phaseClaim, func() error {
-		if l, ok := st.(*LayeredStore); ok {
-			var i int
-			status, i, err = l.claim(ctx, c, d.lease)
-			layer = l.names[i]
-			return err
-		}
-		status, err = st.Claim(ctx, c, d.lease)
+		status, layer, err = claimSettled(ctx, d.st, c, d.lease, d.shared.backlog)
 		return err
 	})
+	if err != nil {
+		d.storeError(ctx, c.Key, d.st, phaseClaim, err)
+	}
 	return status, layer, err
 }
 
-// ambiguous reports whether a failed Claim may have been written all the same.
-// Invalid keys, a full store and a closed store are refused before anything is
-// written.
-func ambiguous(err error) bool {
-	return !errors.Is(err, ErrInvalidKey) && !errors.Is(err, ErrStoreFull) && !errors.Is(err, ErrClosed)
-}
-
-func isContextErr(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-}
-
-// abandon releases c on st after a Claim that failed ambiguously, with a
-// fresh short context. If that fails too, the backlog tries again until the
-// lease would have run out anyway.
-func (d *Deduper) abandon(ctx context.Context, st Store, c Claim) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonTimeout)
-	err := st.Release(rctx, c)
-	cancel()
-	if err == nil || errors.Is(err, ErrNotOwner) || !ambiguous(err) {
-		return
+// claimSettled claims c on st. If the call fails in a way that leaves it
+// unknown whether st took the claim, it asks once more with the same token
+// while ctx lives, and otherwise releases the claim by its token, queueing the
+// release in b if that fails too: a failed call strands no claim. The layer is
+// the part of st that decided, if st says (see decider).
+func claimSettled(ctx context.Context, st Store, c Claim, lease time.Duration, b *backlog) (Status, string, error) {
+	status, layer, err := claimBy(ctx, st, c, lease)
+	if err == nil || !ambiguous(err) {
+		return status, layer, err
 	}
-	d.storeError(ctx, c.Key, st, phaseRelease, err)
-	d.shared.backlog.add(d, job{
-		until: d.now().Add(d.lease),
-		do: func(ctx context.Context) error {
-			if err := st.Release(ctx, c); err != nil && !errors.Is(err, ErrNotOwner) {
-				return err
-			}
-			return nil
-		},
-	})
+	b.cs.ambiguous.Add(1)
+	if ctx.Err() == nil && !isContextErr(err) {
+		if status, layer, err2 := claimBy(ctx, st, c, lease); err2 == nil {
+			return status, layer, nil
+		}
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonTimeout)
+	rerr := st.Release(rctx, c)
+	cancel()
+	if rerr != nil && !errors.Is(rerr, ErrNotOwner) && ambiguous(rerr) {
+		b.cs.storeErrors.Add(1)
+		b.queueRelease(st, c, lease)
+	}
+	return 0, layer, err
+}
+
+// claimBy is st.Claim, and names the part of st that decided if st says.
+func claimBy(ctx context.Context, st Store, c Claim, lease time.Duration) (Status, string, error) {
+	if dc, ok := st.(decider); ok {
+		return dc.claimBy(ctx, c, lease)
+	}
+	status, err := st.Claim(ctx, c, lease)
+	return status, "", err
 }
 
 // waitForOwner asks for c again, with a backoff, while another caller holds
-// its key, for at most the Deduper's wait.
-func (d *Deduper) waitForOwner(ctx context.Context, c Claim) (holding, Status, error) {
+// its key, for at most the Deduper's wait. It returns when the last claim
+// was asked for, from which a lease it gets runs.
+func (d *Deduper) waitForOwner(ctx context.Context, c Claim) (Status, string, time.Time, error) {
 	cs := &d.shared.counters
 	cs.waits.Add(1)
 	wctx, cancel := context.WithTimeout(ctx, d.wait)
 	defer cancel()
-	timer := time.NewTimer(0)
+	timer := time.NewTimer(minWaitBackoff)
 	defer timer.Stop()
-	<-timer.C
 	for backoff := minWaitBackoff; ; backoff = min(2*backoff, maxWaitBackoff) {
-		timer.Reset(backoff)
 		select {
 		case <-wctx.Done():
 			cs.waitsTimedOut.Add(1)
-			return holding{}, InFlight, nil
+			return InFlight, "", time.Time{}, nil
 		case <-timer.C:
 		}
-		h, status, err := d.claim(wctx, c)
+		asked := time.Now()
+		status, layer, err := d.claim(wctx, c)
 		switch {
 		case err != nil && wctx.Err() != nil && ctx.Err() == nil:
 			cs.waitsTimedOut.Add(1) // the wait ended during the call
-			return holding{}, InFlight, nil
+			return InFlight, "", time.Time{}, nil
 		case err != nil:
-			return h, status, err
+			return status, layer, asked, err
 		case status == Duplicate:
 			cs.waitsDuplicate.Add(1)
-			return h, status, nil
+			return status, layer, asked, nil
 		case status == Claimed:
 			cs.waitsClaimed.Add(1)
-			return h, status, nil
+			return status, layer, asked, nil
 		}
+		timer.Reset(min(2*backoff, maxWaitBackoff))
 	}
 }
 
@@ -387,78 +244,83 @@ const (
 	maxWaitBackoff = 250 * time.Millisecond
 )
 
-// run runs fn under claim c, held by the stores h names.
-func (d *Deduper) run(ctx context.Context, h holding, c Claim, fn func(context.Context) error) error {
-	r := d.renewLease(ctx, h, c)
+// run runs fn under claim c, taken at claimed, then marks c's key or
+// releases c.
+func (d *Deduper) run(ctx context.Context, c Claim, layer string, claimed time.Time, fn func(context.Context) error) error {
+	cs := &d.shared.counters
+	fctx, h := d.hold(ctx, c, claimed)
 	done := false
 	defer func() {
 		if !done { // fn panicked or called runtime.Goexit
-			r.stop()
-			d.shared.counters.failed.Add(1)
-			d.release(ctx, h, c)
+			h.stop()
+			cs.failed.Add(1)
+			d.release(ctx, c)
 		}
 	}()
-	ferr := fn(ctx)
+	ferr := fn(fctx)
 	done = true
-	r.stop()
+	lost := h.stop()
 
 	if ferr != nil {
-		d.shared.counters.failed.Add(1)
-		d.release(ctx, h, c)
+		cs.failed.Add(1)
+		d.release(ctx, c)
+		if lost != nil {
+			return fmt.Errorf("dedupe: %s abandoned: %w: %w", c.Key, lost, ferr)
+		}
 		return ferr
 	}
-	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	if d.fb != nil {
-		d.markWithFallback(mctx, h, c.Key)
-	} else if err := d.markRetried(mctx, c.Key); err != nil {
-		if ambiguous(err) {
-			// The claim holds copies off for its lease; the backlog writes the
-			// mark once the store answers, so none runs after the lease either.
-			d.deferMark(c.Key)
-		}
-		return fmt.Errorf("dedupe: %s processed but not marked: %w", c.Key, err)
+	if err := d.markProcessed(ctx, c.Key); err != nil {
+		return err
 	}
-	d.shared.counters.processed.Add(1)
-	d.log(ctx, slog.LevelDebug, "dedupe: processed", c.Key, h.name(d), phaseMark, nil, h.layerAttr()...)
+	cs.processed.Add(1)
+	if lost != nil {
+		d.log(ctx, slog.LevelWarn, "dedupe: processed after its lease ran out", c.Key, phaseMark, lost, layerAttr(layer)...)
+	} else {
+		d.log(ctx, slog.LevelDebug, "dedupe: processed", c.Key, phaseMark, nil, layerAttr(layer)...)
+	}
 	return nil
 }
 
-// markOn marks key on st for the Deduper's TTL.
-func (d *Deduper) markOn(ctx context.Context, st Store, key Key) error {
-	err := d.timed(phaseMark, func() error { return st.Mark(ctx, key, d.ttl) })
-	if err != nil {
-		d.storeError(ctx, key, st, phaseMark, err)
+// markProcessed marks key after fn succeeded. A mark the store does not take
+// is queued in the backlog, which retries it while copies are answered as
+// duplicates; Do waits for it up to cleanupTimeout.
+func (d *Deduper) markProcessed(ctx context.Context, key Key) error {
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	err := d.timed(phaseMark, func() error { return d.st.Mark(mctx, key, d.ttl) })
+	if err == nil {
+		return nil
 	}
-	return err
-}
-
-// markRetried marks key on the primary store, trying again with a backoff
-// while the store fails in a way a retry may cure, until ctx is done: the mark
-// is what acknowledges a processed message, so it is worth the wait.
-func (d *Deduper) markRetried(ctx context.Context, key Key) error {
-	for backoff := minWaitBackoff; ; backoff = min(2*backoff, maxWaitBackoff) {
-		err := d.markOn(ctx, d.shared.store, key)
-		if err == nil || !ambiguous(err) || wait.Sleep(ctx, backoff) != nil {
-			return err
+	d.storeError(ctx, key, d.st, phaseMark, err)
+	if ambiguous(err) {
+		j := d.shared.backlog.queueMark(d.st, key, d.ttl)
+		select {
+		case <-j.done:
+		case <-mctx.Done():
+		}
+		if !j.leave(&d.shared.counters) && j.err == nil {
+			return nil // a retry wrote it
 		}
 	}
+	return fmt.Errorf("dedupe: %s processed but not marked: %w", key, err)
 }
 
-// release drops claim c from the stores h names after fn failed.
-func (d *Deduper) release(ctx context.Context, h holding, c Claim) {
+// release drops claim c after fn failed. A release the store does not take
+// is queued in the backlog until the claim's lease would have run out.
+func (d *Deduper) release(ctx context.Context, c Claim) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	for _, st := range h.stores(d) {
-		err := d.timed(phaseRelease, func() error { return st.Release(rctx, c) })
-		switch {
-		case err == nil:
-			d.log(ctx, slog.LevelDebug, "dedupe: released after failure", c.Key, st.Backend(), phaseRelease, nil)
-		case errors.Is(err, ErrNotOwner):
-			d.shared.counters.leasesLost.Add(1)
-			d.log(ctx, slog.LevelWarn, "dedupe: claim lost before release", c.Key, st.Backend(), phaseRelease, err)
-		default:
-			d.storeError(ctx, c.Key, st, phaseRelease, err)
+	err := d.timed(phaseRelease, func() error { return d.st.Release(rctx, c) })
+	switch {
+	case err == nil:
+		d.log(ctx, slog.LevelDebug, "dedupe: released after failure", c.Key, phaseRelease, nil)
+	case errors.Is(err, ErrNotOwner):
+		d.shared.counters.leasesLost.Add(1)
+		d.log(ctx, slog.LevelWarn, "dedupe: claim lost before release", c.Key, phaseRelease, err)
+	default:
+		d.storeError(ctx, c.Key, d.st, phaseRelease, err)
+		if ambiguous(err) {
+			d.shared.backlog.queueRelease(d.st, c, d.lease)
 		}
 	}
 }
@@ -473,17 +335,25 @@ func (d *Deduper) timed(phase int, f func() error) error {
 
 func (d *Deduper) storeError(ctx context.Context, key Key, st Store, phase int, err error) {
 	d.shared.counters.storeErrors.Add(1)
-	d.log(ctx, slog.LevelWarn, "dedupe: store error", key, st.Backend(), phase, err)
+	d.log(ctx, slog.LevelWarn, "dedupe: store error", key, phase, err, slog.String("store", st.Backend()))
 }
 
-func (d *Deduper) log(ctx context.Context, level slog.Level, msg string, key Key, backend string, phase int, err error, extra ...slog.Attr) {
+// layerAttr returns the log attribute naming the layer that decided, if any.
+func layerAttr(layer string) []slog.Attr {
+	if layer == "" {
+		return nil
+	}
+	return []slog.Attr{slog.String("layer", layer)}
+}
+
+func (d *Deduper) log(ctx context.Context, level slog.Level, msg string, key Key, phase int, err error, extra ...slog.Attr) {
 	if !d.logger.Enabled(ctx, level) {
 		return
 	}
 	attrs := make([]slog.Attr, 0, 5+len(extra))
 	attrs = append(attrs,
 		slog.String("key", key.String()),
-		slog.String("backend", backend),
+		slog.String("backend", d.shared.store.Backend()),
 		slog.String("phase", phaseNames[phase]))
 	if id := d.traceID(ctx); id != "" {
 		attrs = append(attrs, slog.String("trace_id", id))

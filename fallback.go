@@ -3,67 +3,186 @@ package dedupe
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync"
 	"time"
 )
 
-// Defaults of the fallback options.
-const (
-	defaultFallbackRetry = 5 * time.Second
-	defaultBacklog       = 10000
-	// breakerFailures is how many primary failures in a row make the fallback
-	// serve alone for the retry period.
-	breakerFailures = 3
-)
+// breakerFailures is how many primary failures in a row make the fallback
+// serve alone for the retry period.
+const breakerFailures = 3
 
-// WithFallback makes the Deduper keep working on local, typically a
-// [MemoryStore], when the primary store fails. Without it the Deduper fails
-// closed: Do returns the store's error and the platform retries.
-//
-// Claims are then taken on local first and on the primary second, so two copies
-// in this process never run at once whichever store answered. A claim the
-// primary fails to take (other than an invalid key, a full or closed store or
-// the caller's context) is served by local alone ([Stats].Fallbacks). After three
-// failures in a row local serves alone for [WithFallbackRetry]'s period; then one
-// call probes the primary before the others return to it. Marks go to local
-// too; one the primary did not take is queued ([WithBacklog]) and written once
-// it answers, so other instances recognise the message after the outage.
-func WithFallback(local Store) Option {
-	return func(s *settings) {
-		s.local = local
-		s.fbConfig++
+// fallbackLayer names, in logs, the fallback store when it served a claim
+// alone.
+const fallbackLayer = "fallback"
+
+// fallbackStore is the Store a Deduper with [WithFallback] works on: claims
+// go to the local store first and the primary second, and the local store
+// serves alone while the primary fails. Work the primary misses (the release
+// of a claim it may hold, a mark) goes to the backlog, so its Mark and
+// Release report no outage: the local store took them, the primary will.
+type fallbackStore struct {
+	primary, local Store
+	lease          time.Duration // of the Deduper's claims, for queued releases
+	backlog        *backlog
+	cs             *counters
+	onError        func(ctx context.Context, key Key, st Store, phase int, err error)
+	breaker        breaker
+
+	mu        sync.Mutex
+	localOnly map[Key]string // claims served by the local store alone: key → token
+}
+
+var _ decider = (*fallbackStore)(nil)
+
+func (d *Deduper) newFallback() *fallbackStore {
+	if d.local == nil {
+		return nil
+	}
+	return &fallbackStore{
+		primary: d.shared.store, local: d.local,
+		lease:   d.lease,
+		backlog: d.shared.backlog, cs: &d.shared.counters, onError: d.storeError,
+		breaker:   breaker{retry: d.retry, now: d.now},
+		localOnly: make(map[Key]string),
 	}
 }
 
-// WithFallbackRetry sets how long the fallback of [WithFallback] serves alone
-// after three primary failures in a row, before a call probes the primary
-// (default 5 s; zero or less keeps it).
-func WithFallbackRetry(every time.Duration) Option {
-	return func(s *settings) {
-		if every > 0 {
-			s.retry = every
-			s.fbConfig++
+// Claim claims c on the local store, then on the primary; see claimBy.
+func (f *fallbackStore) Claim(ctx context.Context, c Claim, lease time.Duration) (Status, error) {
+	st, _, err := f.claimBy(ctx, c, lease)
+	return st, err
+}
+
+// claimBy claims c on the local store, then on the primary. If the primary
+// is failing, the local store serves the claim alone ("fallback"); if it
+// refuses, the local claim goes too. A front layer of a layered primary
+// answers a duplicate first, without a claim.
+func (f *fallbackStore) claimBy(ctx context.Context, c Claim, lease time.Duration) (Status, string, error) {
+	if fr, ok := f.primary.(fronted); ok {
+		if layer, dup := fr.frontMarked(ctx, c.Key); dup {
+			return Duplicate, layer, nil
 		}
 	}
+	status, err := f.local.Claim(ctx, c, lease)
+	if err != nil || status != Claimed {
+		return status, fallbackLayer, err
+	}
+	probe, try := f.breaker.usePrimary()
+	if !try {
+		return f.serveLocally(c), fallbackLayer, nil
+	}
+	status, layer, err := claimSettled(ctx, f.primary, c, lease, f.backlog)
+	outage := err != nil && isOutage(ctx, err)
+	f.breaker.primaryDone(probe, err == nil, outage)
+	switch {
+	case err == nil && status == Claimed:
+		return Claimed, layer, nil
+	case outage:
+		f.onError(ctx, c.Key, f.primary, phaseClaim, err)
+		return f.serveLocally(c), fallbackLayer, nil
+	}
+	// The primary refused (duplicate, in flight) or the call was invalid or
+	// abandoned: the local claim goes too.
+	if rerr := f.local.Release(context.WithoutCancel(ctx), c); rerr != nil && !errors.Is(rerr, ErrNotOwner) {
+		f.onError(ctx, c.Key, f.local, phaseRelease, rerr)
+	}
+	return status, layer, err
 }
 
-// WithBacklog bounds the queue of work the primary store failed to take, done
-// later by one goroutine: marks made while the fallback served, and releases of
-// claims whose Claim failed ambiguously (default 10000; zero or less keeps it).
-// Work beyond it is dropped and counted in [Stats].Dropped.
-func WithBacklog(n int) Option {
-	return func(s *settings) {
-		if n > 0 {
-			s.queue = n
+// serveLocally records that the local store alone holds c.
+func (f *fallbackStore) serveLocally(c Claim) Status {
+	f.cs.fallbacks.Add(1)
+	f.mu.Lock()
+	f.localOnly[c.Key] = c.Token
+	f.mu.Unlock()
+	return Claimed
+}
+
+// heldLocally reports whether c is held by the local store alone, and with
+// forget set stops remembering it.
+func (f *fallbackStore) heldLocally(c Claim, forget bool) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	tok, ok := f.localOnly[c.Key]
+	if forget && ok {
+		delete(f.localOnly, c.Key)
+	}
+	return ok && (c.Token == "" || tok == c.Token)
+}
+
+// Mark marks key on the local store and on the primary. A mark the primary
+// does not take, or that the open breaker keeps from it, is queued in the
+// backlog, and a layered primary's front layers answer copies meanwhile.
+func (f *fallbackStore) Mark(ctx context.Context, key Key, ttl time.Duration) error {
+	_ = f.local.Mark(ctx, key, ttl) // also drops the local claim
+	held := !f.heldLocally(Claim{Key: key}, true)
+	probe, try := f.breaker.usePrimary()
+	if try || held {
+		err := f.primary.Mark(ctx, key, ttl)
+		if try {
+			f.breaker.primaryDone(probe, err == nil, err != nil && isOutage(ctx, err))
+		}
+		if err == nil {
+			return nil
+		}
+		f.onError(ctx, key, f.primary, phaseMark, err)
+	}
+	if fr, ok := f.primary.(fronted); ok {
+		fr.markFront(ctx, key, ttl)
+	}
+	f.backlog.queueMark(f.primary, key, ttl).leave(f.cs)
+	return nil
+}
+
+// Extend renews c on the local store and, unless it holds c alone, on the
+// primary.
+func (f *fallbackStore) Extend(ctx context.Context, c Claim, lease time.Duration) error {
+	if err := f.local.Extend(ctx, c, lease); err != nil {
+		return err
+	}
+	if f.heldLocally(c, false) {
+		return nil
+	}
+	return f.primary.Extend(ctx, c, lease)
+}
+
+// Release drops c on the local store and, unless it held c alone, on the
+// primary; a release the primary does not take is queued in the backlog.
+func (f *fallbackStore) Release(ctx context.Context, c Claim) error {
+	lerr := f.local.Release(ctx, c)
+	if f.heldLocally(c, true) {
+		return lerr
+	}
+	perr := f.primary.Release(ctx, c)
+	if perr != nil && !errors.Is(perr, ErrNotOwner) && isOutage(ctx, perr) {
+		f.onError(ctx, c.Key, f.primary, phaseRelease, perr)
+		f.backlog.queueRelease(f.primary, c, f.lease)
+		return nil
+	}
+	return perr
+}
+
+// Exists asks the primary, or the local store while the primary fails.
+func (f *fallbackStore) Exists(ctx context.Context, key Key) (bool, error) {
+	probe, try := f.breaker.usePrimary()
+	if try {
+		ok, err := f.primary.Exists(ctx, key)
+		f.breaker.primaryDone(probe, err == nil, err != nil && isOutage(ctx, err))
+		if err == nil || !isOutage(ctx, err) {
+			return ok, err
 		}
 	}
+	return f.local.Exists(ctx, key)
 }
 
-// fallback is the state of WithFallback: a local store and a circuit breaker
-// on the primary.
-type fallback struct {
-	local Store
+// Backend returns the primary's backend.
+func (f *fallbackStore) Backend() string { return f.primary.Backend() }
+
+// Close does nothing: the Deduper does not own its stores.
+func (f *fallbackStore) Close() error { return nil }
+
+// breaker is a circuit breaker on the primary store.
+type breaker struct {
 	retry time.Duration
 	now   func() time.Time
 
@@ -73,147 +192,39 @@ type fallback struct {
 	probing   bool      // a call is probing the primary
 }
 
-func (d *Deduper) newFallback() *fallback {
-	if d.local == nil {
-		return nil
-	}
-	return &fallback{local: d.local, retry: d.retry, now: d.now}
-}
-
 // usePrimary reports whether a call should try the primary store. While the
 // breaker is open it answers false; once the retry period is over it answers
 // true to one call at a time, the probe, until the primary answers again.
-func (f *fallback) usePrimary() (probe bool, ok bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.openUntil.IsZero() {
+func (b *breaker) usePrimary() (probe bool, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.openUntil.IsZero() {
 		return false, true
 	}
-	if f.probing || f.now().Before(f.openUntil) {
+	if b.probing || b.now().Before(b.openUntil) {
 		return false, false
 	}
-	f.probing = true
+	b.probing = true
 	return true, true
 }
 
 // primaryDone records the outcome of a call that tried the primary: ok false
 // for an outage. A probe that ended otherwise (the caller gave up) leaves the
 // breaker as it was, ready for another probe.
-func (f *fallback) primaryDone(probe, ok, outage bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+func (b *breaker) primaryDone(probe, ok, outage bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if probe {
-		f.probing = false
+		b.probing = false
 	}
 	switch {
 	case ok:
-		f.failures = 0
-		f.openUntil = time.Time{}
+		b.failures = 0
+		b.openUntil = time.Time{}
 	case outage:
-		f.failures++
-		if probe || f.failures >= breakerFailures {
-			f.openUntil = f.now().Add(f.retry)
+		b.failures++
+		if probe || b.failures >= breakerFailures {
+			b.openUntil = b.now().Add(b.retry)
 		}
 	}
-}
-
-// claimWithFallback claims c on the fallback store, then on the primary. If
-// the primary fails, the claim is served by the fallback alone.
-func (d *Deduper) claimWithFallback(ctx context.Context, c Claim) (holding, Status, error) {
-	// A front layer of a layered primary answers a duplicate before any
-	// round trip, as it does without a fallback.
-	if l, ok := d.shared.store.(*LayeredStore); ok {
-		if i, dup, err := l.frontMark(ctx, c.Key); dup && err == nil {
-			return holding{layer: l.names[i]}, Duplicate, nil
-		}
-	}
-	status, _, err := d.claimOn(ctx, d.fb.local, c)
-	if err != nil {
-		d.storeError(ctx, c.Key, d.fb.local, phaseClaim, err)
-		return holding{}, 0, err
-	}
-	if status != Claimed {
-		return holding{}, status, nil
-	}
-	probe, try := d.fb.usePrimary()
-	if !try {
-		d.servedLocally(ctx, c.Key)
-		return holding{local: true}, Claimed, nil
-	}
-	status, layer, err := d.claimOn(ctx, d.shared.store, c)
-	outage := err != nil && isOutage(ctx, err)
-	d.fb.primaryDone(probe, err == nil, outage)
-	switch {
-	case err == nil && status == Claimed:
-		return holding{primary: true, local: true, layer: layer}, Claimed, nil
-	case outage:
-		d.storeError(ctx, c.Key, d.shared.store, phaseClaim, err)
-		d.servedLocally(ctx, c.Key)
-		return holding{local: true}, Claimed, nil
-	}
-	// The primary refused (duplicate, in flight) or the call was invalid or
-	// abandoned: the fallback's claim goes too.
-	d.release(ctx, holding{local: true}, c)
-	if err != nil {
-		d.storeError(ctx, c.Key, d.shared.store, phaseClaim, err)
-	}
-	return holding{layer: layer}, status, err
-}
-
-func (d *Deduper) servedLocally(ctx context.Context, key Key) {
-	d.shared.counters.fallbacks.Add(1)
-	d.log(ctx, slog.LevelDebug, "dedupe: fallback", key, d.fb.local.Backend(), phaseClaim, nil)
-}
-
-// isOutage reports whether err from a store call means the store is failing,
-// rather than the call being invalid or abandoned by its caller.
-func isOutage(ctx context.Context, err error) bool {
-	return ctx.Err() == nil && ambiguous(err) && !errors.Is(err, context.Canceled)
-}
-
-// markWithFallback marks key on the fallback store and on the primary, or
-// queues the primary's mark in the backlog if the primary fails or is being
-// avoided.
-func (d *Deduper) markWithFallback(ctx context.Context, h holding, key Key) {
-	_ = d.markOn(ctx, d.fb.local, key) // also drops the fallback's claim
-	probe, try := d.fb.usePrimary()
-	if try || h.primary {
-		err := d.markOn(ctx, d.shared.store, key)
-		if try {
-			d.fb.primaryDone(probe, err == nil, err != nil && isOutage(ctx, err))
-		}
-		if err == nil {
-			return
-		}
-	}
-	if l, ok := d.shared.store.(*LayeredStore); ok {
-		l.mark(ctx, key, d.ttl, len(l.layers)-1) // the front answers copies meanwhile
-	}
-	d.deferMark(key)
-}
-
-// deferMark queues key's mark for the primary store in the backlog, which
-// writes it once the store answers again, within the mark's TTL.
-func (d *Deduper) deferMark(key Key) {
-	ttl := d.ttl
-	until := d.now().Add(orDefault(ttl, DefaultTTL))
-	st := d.shared.store
-	d.shared.counters.deferred.Add(1)
-	d.shared.pending.add(key)
-	d.shared.backlog.add(d, job{
-		until: until,
-		do: func(ctx context.Context) error {
-			left := until.Sub(d.now())
-			if ttl <= 0 {
-				left = 0 // the store's own default, as the first attempt had
-			}
-			return st.Mark(ctx, key, left)
-		},
-		end: func(done bool) {
-			if done {
-				d.shared.counters.replayed.Add(1)
-			}
-			d.shared.pending.remove(key)
-		},
-	})
 }

@@ -49,7 +49,10 @@ type LayeredStore struct {
 	answered []atomic.Uint64
 }
 
-var _ Store = (*LayeredStore)(nil)
+var (
+	_ decider = (*LayeredStore)(nil)
+	_ fronted = (*LayeredStore)(nil)
+)
 
 // NewLayered returns a store over two or more non-nil layers, front first, the
 // last authoritative.
@@ -113,30 +116,42 @@ func (l *LayeredStore) Mark(ctx context.Context, key Key, ttl time.Duration) err
 // Claim answers Duplicate from the first front layer holding a mark of c.Key,
 // or else claims on the last layer.
 func (l *LayeredStore) Claim(ctx context.Context, c Claim, lease time.Duration) (Status, error) {
-	st, _, err := l.claim(ctx, c, lease)
+	st, _, err := l.claimBy(ctx, c, lease)
 	return st, err
 }
 
-// claim is Claim, and also returns the index of the layer that decided.
-func (l *LayeredStore) claim(ctx context.Context, c Claim, lease time.Duration) (Status, int, error) {
+// claimBy is Claim, and also names the layer that decided.
+func (l *LayeredStore) claimBy(ctx context.Context, c Claim, lease time.Duration) (Status, string, error) {
 	if err := c.Validate(); err != nil {
-		return 0, 0, err
+		return 0, "", err
 	}
 	if i, dup, err := l.frontMark(ctx, c.Key); err != nil {
-		return 0, i, err
+		return 0, l.names[i], err
 	} else if dup {
-		return Duplicate, i, nil
+		return Duplicate, l.names[i], nil
 	}
 	last := len(l.layers) - 1
 	status, err := l.back().Claim(ctx, c, lease)
 	if err != nil {
-		return 0, last, err
+		return 0, l.names[last], err
 	}
 	l.answered[last].Add(1)
 	if status == Duplicate {
 		l.backfill(ctx, c.Key, last)
 	}
-	return status, last, nil
+	return status, l.names[last], nil
+}
+
+// frontMarked reports whether a front layer holds key's mark, and names it.
+func (l *LayeredStore) frontMarked(ctx context.Context, key Key) (string, bool) {
+	i, dup, err := l.frontMark(ctx, key)
+	return l.names[i], dup && err == nil
+}
+
+// markFront marks key on the front layers only, while the last layer's mark
+// is queued, so that they answer copies meanwhile.
+func (l *LayeredStore) markFront(ctx context.Context, key Key, ttl time.Duration) {
+	l.mark(ctx, key, ttl, len(l.layers)-1)
 }
 
 // frontMark reports whether a front layer holds key's mark, and which one

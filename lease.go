@@ -3,74 +3,114 @@ package dedupe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 )
 
-// leaseRenewal extends a claim's lease from a timer while fn runs. Its timer
-// callback holds mu while it calls the stores, so stop waits for a renewal in
-// progress: no renewal outlives Do.
-type leaseRenewal struct {
-	mu      sync.Mutex
-	stopped bool
-	timer   *time.Timer
+// leaseHold keeps a claim's lease while fn runs: one timer renews it every
+// renewal interval ([WithRenewal]), and cancels fn's context once the lease
+// has ended without a renewal, since another copy may be claimed from then
+// on. The timer's callback holds mu while it calls the store, so stop waits
+// for a renewal in progress: no renewal outlives Do.
+type leaseHold struct {
+	d      *Deduper
+	c      Claim
+	ctx    context.Context // for the store calls: not cancelled with the caller's
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex
+	stopped  bool
+	timer    *time.Timer
+	deadline time.Time // the lease's end, as far as this process knows
+	lost     error     // why fn's context was cancelled, or nil
 }
 
-// renewLease starts renewing claim c on the stores h names every renewal
-// interval, until stop. It returns nil if renewal is off.
-func (d *Deduper) renewLease(ctx context.Context, h holding, c Claim) *leaseRenewal {
-	if d.renew <= 0 {
-		return nil
-	}
+// hold starts keeping c's lease, taken at claimed, and returns the context
+// for fn, cancelled when the lease is lost.
+func (d *Deduper) hold(ctx context.Context, c Claim, claimed time.Time) (context.Context, *leaseHold) {
+	fctx, cancel := context.WithCancelCause(ctx)
 	// Renew as long as fn runs, even if the caller's context is cancelled
 	// meanwhile (a platform that timed out and hung up): a handler that goes on
 	// must keep its claim, or a copy could run beside it.
-	ctx = context.WithoutCancel(ctx)
-	stores := h.stores(d)
-	r := &leaseRenewal{}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.timer = time.AfterFunc(d.renew, func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if r.stopped {
-			return
-		}
-		for _, st := range stores {
-			if !d.extend(ctx, st, c) {
-				return
-			}
-		}
-		r.timer.Reset(d.renew)
-	})
-	return r
+	h := &leaseHold{d: d, c: c, ctx: context.WithoutCancel(ctx), cancel: cancel, deadline: claimed.Add(d.lease)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.timer = time.AfterFunc(h.next(time.Now()), h.tick)
+	return fctx, h
 }
 
-// extend renews c on st once, and reports whether to go on renewing.
-func (d *Deduper) extend(ctx context.Context, st Store, c Claim) bool {
+// next returns how long to wait, from now, for the next tick: the renewal
+// interval, or less to end the lease on time.
+func (h *leaseHold) next(now time.Time) time.Duration {
+	left := h.deadline.Sub(now)
+	if h.d.renew > 0 {
+		return min(left, h.d.renew)
+	}
+	return left
+}
+
+// tick renews the lease, or ends it if its time is up.
+func (h *leaseHold) tick() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return
+	}
+	start := time.Now()
+	if !start.Before(h.deadline) {
+		h.d.shared.counters.leasesLost.Add(1)
+		h.lose(fmt.Errorf("%w: %s: the lease of %v ran out before it could be renewed", ErrNotOwner, h.c.Key, h.d.lease))
+		return
+	}
+	if h.d.renew > 0 {
+		err := h.d.extend(h.ctx, h.c, min(h.d.renew, cleanupTimeout, h.deadline.Sub(start)))
+		switch {
+		case err == nil:
+			h.deadline = start.Add(h.d.lease)
+		case errors.Is(err, ErrNotOwner):
+			h.lose(err)
+			return
+		}
+	}
+	h.timer.Reset(h.next(time.Now()))
+}
+
+// lose cancels fn's context with cause. Called with mu held.
+func (h *leaseHold) lose(cause error) {
+	h.lost = cause
+	h.d.shared.counters.abandoned.Add(1)
+	h.d.log(h.ctx, slog.LevelWarn, "dedupe: lease lost, handler's context cancelled", h.c.Key, phaseExtend, cause)
+	h.cancel(cause)
+}
+
+// stop stops the timer, waiting for a renewal in progress, and returns why
+// the lease was lost, or nil.
+func (h *leaseHold) stop() error {
+	h.mu.Lock()
+	h.stopped = true
+	h.timer.Stop()
+	lost := h.lost
+	h.mu.Unlock()
+	h.cancel(context.Canceled)
+	return lost
+}
+
+// extend renews c's lease once, with a call bounded by timeout, and returns
+// the store's error.
+func (d *Deduper) extend(ctx context.Context, c Claim, timeout time.Duration) error {
 	err := d.timed(phaseExtend, func() error {
-		ectx, cancel := context.WithTimeout(ctx, min(d.renew, cleanupTimeout))
+		ectx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		return st.Extend(ectx, c, d.lease)
+		return d.st.Extend(ectx, c, d.lease)
 	})
 	switch {
 	case errors.Is(err, ErrNotOwner):
 		d.shared.counters.leasesLost.Add(1)
-		d.log(ctx, slog.LevelWarn, "dedupe: claim lost while processing", c.Key, st.Backend(), phaseExtend, err)
-		return false
+		d.log(ctx, slog.LevelWarn, "dedupe: claim lost while processing", c.Key, phaseExtend, err)
 	case err != nil:
-		d.storeError(ctx, c.Key, st, phaseExtend, err) // try again at the next tick
+		d.storeError(ctx, c.Key, d.st, phaseExtend, err) // tried again at the next tick
 	}
-	return true
-}
-
-func (r *leaseRenewal) stop() {
-	if r == nil {
-		return
-	}
-	r.mu.Lock()
-	r.stopped = true
-	r.timer.Stop()
-	r.mu.Unlock()
+	return err
 }

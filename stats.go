@@ -23,10 +23,18 @@ type Stats struct {
 	// ended: the owner marked it, the caller claimed it after the owner
 	// released it or its lease ran out, or the wait ran out.
 	Waits, WaitsDuplicate, WaitsClaimed, WaitsTimedOut uint64
-	// Marks the primary store did not take, queued for it ([WithBacklog]);
-	// those written since; and queued marks and releases dropped (the queue
-	// was full, the Deduper closed, or the store refused them for good).
+	// Marks the primary store did not take by the time Do returned (or the
+	// fallback served), queued for it ([WithBacklog]); those written since;
+	// and queued marks and releases dropped (the queue was full, the Deduper
+	// closed, or the store refused them for good).
 	Deferred, Replayed, Dropped uint64
+	// Releases the store did not take (after a failure of fn, or of a Claim
+	// call), queued for it; and those written since (or found unneeded: the
+	// claim was gone). A release whose lease ran out first is neither.
+	DeferredReleases, ReplayedReleases uint64
+	// Runs whose context Do cancelled because the lease ended before it could
+	// be renewed, or a renewal found the claim taken over.
+	Abandoned uint64
 	// Layers holds, for a [LayeredStore], the Exists and Claim calls each
 	// layer answered; it is nil for other stores.
 	Layers map[string]uint64
@@ -67,6 +75,7 @@ type counters struct {
 	storeErrors, fallbacks, leasesLost, ambiguous      atomic.Uint64
 	waits, waitsDuplicate, waitsClaimed, waitsTimedOut atomic.Uint64
 	deferred, replayed, dropped                        atomic.Uint64
+	releasesDeferred, releasesReplayed, abandoned      atomic.Uint64
 	latency                                            [numPhases]latency
 }
 
@@ -101,25 +110,28 @@ func (l *latency) snapshot() LatencyStats {
 func (d *Deduper) Stats() Stats {
 	c := &d.shared.counters
 	s := Stats{
-		Backend:        d.shared.store.Backend(),
-		Processed:      c.processed.Load(),
-		Duplicates:     c.duplicates.Load(),
-		InFlight:       c.inFlight.Load(),
-		Failed:         c.failed.Load(),
-		StoreErrors:    c.storeErrors.Load(),
-		Fallbacks:      c.fallbacks.Load(),
-		LeasesLost:     c.leasesLost.Load(),
-		Ambiguous:      c.ambiguous.Load(),
-		Waits:          c.waits.Load(),
-		WaitsDuplicate: c.waitsDuplicate.Load(),
-		WaitsClaimed:   c.waitsClaimed.Load(),
-		WaitsTimedOut:  c.waitsTimedOut.Load(),
-		Deferred:       c.deferred.Load(),
-		Replayed:       c.replayed.Load(),
-		Dropped:        c.dropped.Load(),
-		Latency:        make(map[string]LatencyStats, numPhases),
+		Backend:          d.shared.store.Backend(),
+		Processed:        c.processed.Load(),
+		Duplicates:       c.duplicates.Load(),
+		InFlight:         c.inFlight.Load(),
+		Failed:           c.failed.Load(),
+		StoreErrors:      c.storeErrors.Load(),
+		Fallbacks:        c.fallbacks.Load(),
+		LeasesLost:       c.leasesLost.Load(),
+		Ambiguous:        c.ambiguous.Load(),
+		Waits:            c.waits.Load(),
+		WaitsDuplicate:   c.waitsDuplicate.Load(),
+		WaitsClaimed:     c.waitsClaimed.Load(),
+		WaitsTimedOut:    c.waitsTimedOut.Load(),
+		Deferred:         c.deferred.Load(),
+		Replayed:         c.replayed.Load(),
+		Dropped:          c.dropped.Load(),
+		DeferredReleases: c.releasesDeferred.Load(),
+		ReplayedReleases: c.releasesReplayed.Load(),
+		Abandoned:        c.abandoned.Load(),
+		Latency:          make(map[string]LatencyStats, numPhases),
 	}
-	if l, ok := d.shared.store.(*LayeredStore); ok {
+	if l, ok := d.shared.store.(interface{ Answered() map[string]uint64 }); ok {
 		s.Layers = l.Answered()
 	}
 	for i := range c.latency {

@@ -178,11 +178,23 @@ func checkClaimCall(ctx context.Context, closed bool, c Claim) error {
 	return nil
 }
 
-// orDefault returns d if it is positive, and def otherwise: the rule that a
-// TTL or lease of zero or less means the store's default.
-func orDefault(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return d
+// decider is a Store made of other stores that can say which of them decided
+// a claim: [LayeredStore] names its layers, the fallback of [WithFallback]
+// names itself when it served alone. The Deduper logs the name as "layer".
+type decider interface {
+	Store
+	// claimBy is Claim, and also names the part that decided ("" for none).
+	claimBy(ctx context.Context, c Claim, lease time.Duration) (Status, string, error)
+}
+
+// fronted is a Store with fast front parts that answer copies without a
+// round trip to the authoritative one: [LayeredStore]. The fallback of
+// [WithFallback] uses it to answer copies before its own claim, and to keep
+// the front answering while the authoritative mark is queued.
+type fronted interface {
+	// frontMarked reports whether a front part holds key's mark, and names it.
+	frontMarked(ctx context.Context, key Key) (string, bool)
+	// markFront marks key on the front parts only, for ttl or their shorter
+	// windows.
+	markFront(ctx context.Context, key Key, ttl time.Duration)
 }

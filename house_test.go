@@ -1,0 +1,92 @@
+package dedupe_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The house's limits, checked on every non-test Go file of the repository:
+// no file over 700 lines, no function over 70, and the root package, the
+// product card, with at most 60 exported top-level names.
+func TestHouseLimits(t *testing.T) {
+	const maxFileLines, maxFuncLines, maxRootNames = 700, 70, 60
+	fset := token.NewFileSet()
+	rootNames := 0
+	err := filepath.WalkDir(".", func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() && (strings.HasPrefix(e.Name(), ".") || e.Name() == "testdata") && path != "." {
+			return filepath.SkipDir
+		}
+		if e.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		f, err := parser.ParseFile(fset, path, src, 0)
+		if err != nil {
+			return err
+		}
+		if n := fset.File(f.Pos()).LineCount(); n > maxFileLines {
+			t.Errorf("%s: %d lines, over %d", path, n, maxFileLines)
+		}
+		for _, decl := range f.Decls {
+			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Body != nil {
+				n := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1
+				if n > maxFuncLines {
+					t.Errorf("%s: func %s: %d lines, over %d", path, fn.Name.Name, n, maxFuncLines)
+				}
+			}
+		}
+		if filepath.Dir(path) == "." {
+			rootNames += exportedNames(f)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("root package: %d exported top-level names", rootNames)
+	if rootNames > maxRootNames {
+		t.Errorf("the root package exports %d top-level names, over %d", rootNames, maxRootNames)
+	}
+}
+
+// exportedNames counts the exported top-level names f declares: types,
+// functions, constants and variables (methods belong to their types).
+func exportedNames(f *ast.File) int {
+	n := 0
+	for _, decl := range f.Decls {
+		switch d := decl.(type) {
+		case *ast.FuncDecl:
+			if d.Recv == nil && d.Name.IsExported() {
+				n++
+			}
+		case *ast.GenDecl:
+			for _, s := range d.Specs {
+				switch s := s.(type) {
+				case *ast.TypeSpec:
+					if s.Name.IsExported() {
+						n++
+					}
+				case *ast.ValueSpec:
+					for _, name := range s.Names {
+						if name.IsExported() {
+							n++
+						}
+					}
+				}
+			}
+		}
+	}
+	return n
+}

@@ -1,0 +1,153 @@
+package dedupe
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// settings are what options set.
+type settings struct {
+	ttl      time.Duration // <= 0: the store's default
+	lease    time.Duration
+	renew    time.Duration // < 0: no renewal; 0: a third of the lease
+	wait     time.Duration // <= 0: no waiting
+	local    Store         // the fallback store, or nil
+	retry    time.Duration // how long the fallback serves alone after failures
+	queue    int           // bound of the backlog
+	now      func() time.Time
+	logger   *slog.Logger
+	traceID  func(context.Context) string
+	fbConfig int // bumped by each fallback option, so With knows to rebuild
+}
+
+// Defaults of the options.
+const (
+	defaultFallbackRetry = 5 * time.Second
+	defaultBacklog       = 10000
+)
+
+func defaultSettings() settings {
+	return settings{
+		lease:   DefaultLease,
+		retry:   defaultFallbackRetry,
+		queue:   defaultBacklog,
+		now:     time.Now,
+		logger:  slog.New(slog.DiscardHandler),
+		traceID: TraceID,
+	}
+}
+
+// An Option configures a [Deduper], in [New] or [Deduper.With].
+type Option func(*settings)
+
+// WithTTL sets how long a processed message stays marked (default 0: the
+// store's default TTL).
+func WithTTL(ttl time.Duration) Option { return func(s *settings) { s.ttl = ttl } }
+
+// WithLease sets how long a claim holds a message while it is processed
+// (default [DefaultLease]; zero or less keeps it): if the process dies, another
+// copy can be processed once the lease runs out. Do cancels fn's context when
+// the lease ends without having been renewed (see [Deduper.Do]).
+func WithLease(lease time.Duration) Option {
+	return func(s *settings) {
+		if lease > 0 {
+			s.lease = lease
+		}
+	}
+}
+
+// WithRenewal sets how often Do extends a claim's lease while fn runs: by
+// default a third of the lease; zero or less turns renewal off, so fn's
+// context ends with the lease. An interval over half the lease could let it
+// lapse, so it is clamped to a third.
+func WithRenewal(every time.Duration) Option {
+	return func(s *settings) {
+		s.renew = every
+		if every <= 0 {
+			s.renew = -1
+		}
+	}
+}
+
+// WithWait makes Do wait up to max when another caller holds the message's
+// claim, asking the store again with a backoff from 5 ms to 250 ms, until the
+// owner marks it (Do returns [ErrDuplicate]), releases it or its lease runs out
+// (Do runs fn, after the owner, never beside it), or max or ctx ends (Do returns
+// [ErrInFlight]). Zero or less (the default) does not wait. An HTTP gateway uses
+// it to answer a copy with the first copy's outcome.
+func WithWait(max time.Duration) Option { return func(s *settings) { s.wait = max } }
+
+// WithLogger sets the logger of verdicts (debug) and store errors (warn).
+func WithLogger(l *slog.Logger) Option {
+	return func(s *settings) {
+		if l != nil {
+			s.logger = l
+		}
+	}
+}
+
+// WithTraceID sets how a log record's trace id is found in a context (default
+// [TraceID]).
+func WithTraceID(f func(context.Context) string) Option {
+	return func(s *settings) {
+		if f != nil {
+			s.traceID = f
+		}
+	}
+}
+
+// WithClock sets the clock of the fallback and the backlog (default time.Now).
+func WithClock(now func() time.Time) Option {
+	return func(s *settings) {
+		if now != nil {
+			s.now = now
+			s.fbConfig++
+		}
+	}
+}
+
+// WithFallback makes the Deduper keep working on local, typically a
+// [MemoryStore], when the primary store fails. Without it the Deduper fails
+// closed: Do returns the store's error and the platform retries.
+//
+// Claims are then taken on local first and on the primary second, so two copies
+// in this process never run at once whichever store answered. A claim the
+// primary fails to take (other than an invalid key, a full or closed store or
+// the caller's context) is served by local alone ([Stats].Fallbacks). After three
+// failures in a row local serves alone for [WithFallbackRetry]'s period; then one
+// call probes the primary before the others return to it. Marks go to local
+// too; one the primary did not take is queued ([WithBacklog]) and written once
+// it answers, so other instances recognise the message after the outage.
+func WithFallback(local Store) Option {
+	return func(s *settings) {
+		s.local = local
+		s.fbConfig++
+	}
+}
+
+// WithFallbackRetry sets how long the fallback of [WithFallback] serves alone
+// after three primary failures in a row, before a call probes the primary
+// (default 5 s; zero or less keeps it).
+func WithFallbackRetry(every time.Duration) Option {
+	return func(s *settings) {
+		if every > 0 {
+			s.retry = every
+			s.fbConfig++
+		}
+	}
+}
+
+// WithBacklog bounds the queue of work the primary store failed to take, done
+// later by one goroutine: marks of processed messages, and releases of claims
+// (after a failure of fn, or of a Claim call) (default 10000; zero or less
+// keeps it). Work beyond it is dropped and counted in [Stats].Dropped. The
+// backlog belongs to the Deduper made by [New]; those made by [Deduper.With]
+// share it, with its bound.
+func WithBacklog(n int) Option {
+	return func(s *settings) {
+		if n > 0 {
+			s.queue = n
+		}
+	}
+}
