@@ -104,7 +104,8 @@ const abandonTimeout = time.Second
 //     claim, so the platform's retry is processed, and returns the error
 //     unchanged (or lets the panic go on).
 //
-// Do renews the lease while fn runs ([WithRenewal]). If the lease ends before
+// Do renews the lease while fn runs ([WithRenewal]). If the lease ends (a
+// twentieth early, at most a second, for a late timer) before
 // a renewal could extend it (the store unreachable, or the claim taken over),
 // Do cancels fn's context with a cause wrapping [ErrNotOwner], since another
 // copy may now be claimed: a handler that honours its context never runs

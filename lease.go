@@ -34,12 +34,18 @@ func (d *Deduper) hold(ctx context.Context, c Claim, claimed time.Time) (context
 	// Renew as long as fn runs, even if the caller's context is cancelled
 	// meanwhile (a platform that timed out and hung up): a handler that goes on
 	// must keep its claim, or a copy could run beside it.
-	h := &leaseHold{d: d, c: c, ctx: context.WithoutCancel(ctx), cancel: cancel, deadline: claimed.Add(d.lease)}
+	h := &leaseHold{d: d, c: c, ctx: context.WithoutCancel(ctx), cancel: cancel, deadline: claimed.Add(d.lease - leaseMargin(d.lease))}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.timer = time.AfterFunc(h.next(time.Now()), h.tick)
 	return fctx, h
 }
+
+// leaseMargin is how long before a lease's end, as this process counts it,
+// Do ends fn's context: a twentieth of the lease, at most a second, so that a
+// late timer on a loaded machine still ends fn before the store lets another
+// copy claim the message.
+func leaseMargin(lease time.Duration) time.Duration { return min(lease/20, time.Second) }
 
 // next returns how long to wait, from now, for the next tick: the renewal
 // interval, or less to end the lease on time.
@@ -68,7 +74,7 @@ func (h *leaseHold) tick() {
 		err := h.d.extend(h.ctx, h.c, min(h.d.renew, cleanupTimeout, h.deadline.Sub(start)))
 		switch {
 		case err == nil:
-			h.deadline = start.Add(h.d.lease)
+			h.deadline = start.Add(h.d.lease - leaseMargin(h.d.lease))
 		case errors.Is(err, ErrNotOwner):
 			h.lose(err)
 			return

@@ -58,7 +58,7 @@ func TestDoLeaseEndCancelsHandler(t *testing.T) {
 		require.ErrorIs(t, err, dedupe.ErrNotOwner, "A's run is reported as abandoned")
 		require.ErrorIs(t, err, context.Canceled)
 		require.ErrorIs(t, cause, dedupe.ErrNotOwner)
-		assert.Equal(t, lease, cancelledAfter, "A's handler context ended with its lease")
+		assert.Equal(t, lease-lease/20, cancelledAfter, "A's handler context ended with its lease, a twentieth early")
 		assert.Zero(t, overlaps.Load(), "A and B ran the message at the same time")
 		assert.Equal(t, uint64(1), a.Stats().Abandoned)
 	})
@@ -105,7 +105,7 @@ func TestDoNoRenewalEndsWithLease(t *testing.T) {
 		start := time.Now()
 		err := d.Do(context.Background(), key1, func(ctx context.Context) error {
 			<-ctx.Done()
-			assert.Equal(t, 2*time.Second, time.Since(start))
+			assert.Equal(t, 1900*time.Millisecond, time.Since(start), "the lease, a twentieth early")
 			return context.Cause(ctx)
 		})
 		require.ErrorIs(t, err, dedupe.ErrNotOwner)
