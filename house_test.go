@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -90,3 +91,42 @@ func exportedNames(f *ast.File) int {
 	}
 	return n
 }
+
+// Every test docs/guarantees.md names as a proof exists.
+func TestGuaranteesNameRealTests(t *testing.T) {
+	doc, err := os.ReadFile("docs/guarantees.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defined := make(map[string]bool)
+	err = filepath.WalkDir(".", func(path string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range testFunc.FindAllSubmatch(src, -1) {
+			defined[string(m[1])] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := testName.FindAllString(string(doc), -1)
+	if len(named) < 20 {
+		t.Fatalf("docs/guarantees.md names %d tests; it should name the proof of each promise", len(named))
+	}
+	for _, name := range named {
+		if !defined[name] {
+			t.Errorf("docs/guarantees.md names %s, which no test file defines", name)
+		}
+	}
+}
+
+var (
+	testFunc = regexp.MustCompile(`(?m)^func (Test\w+)\(`)
+	testName = regexp.MustCompile(`\bTest[A-Z]\w*`)
+)
