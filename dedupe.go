@@ -158,7 +158,7 @@ func (d *Deduper) Do(ctx context.Context, key Key, fn func(context.Context) erro
 
 // claim claims c on the Deduper's store, settling an ambiguous failure.
 func (d *Deduper) claim(ctx context.Context, c Claim) (status Status, layer string, err error) {
-	err = d.timed(phaseClaim, func() error {
+	err = d.timed(ctx, phaseClaim, func(ctx context.Context) error {
 		status, layer, err = claimSettled(ctx, d.st, c, d.lease, d.shared.backlog)
 		return err
 	})
@@ -288,7 +288,7 @@ func (d *Deduper) run(ctx context.Context, c Claim, layer string, claimed time.T
 func (d *Deduper) markProcessed(ctx context.Context, key Key) error {
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	err := d.timed(phaseMark, func() error { return d.st.Mark(mctx, key, d.ttl) })
+	err := d.timed(mctx, phaseMark, func(ctx context.Context) error { return d.st.Mark(ctx, key, d.ttl) })
 	if err == nil {
 		return nil
 	}
@@ -311,7 +311,7 @@ func (d *Deduper) markProcessed(ctx context.Context, key Key) error {
 func (d *Deduper) release(ctx context.Context, c Claim) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	err := d.timed(phaseRelease, func() error { return d.st.Release(rctx, c) })
+	err := d.timed(rctx, phaseRelease, func(ctx context.Context) error { return d.st.Release(ctx, c) })
 	switch {
 	case err == nil:
 		d.log(ctx, slog.LevelDebug, "dedupe: released after failure", c.Key, phaseRelease, nil)
@@ -326,10 +326,16 @@ func (d *Deduper) release(ctx context.Context, c Claim) {
 	}
 }
 
-// timed runs the store call f and records its duration.
-func (d *Deduper) timed(phase int, f func() error) error {
+// timed runs the store call f, within the Deduper's store timeout if it has
+// one ([WithStoreTimeout]), and records its duration.
+func (d *Deduper) timed(ctx context.Context, phase int, f func(context.Context) error) error {
+	if d.storeTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.storeTimeout)
+		defer cancel()
+	}
 	start := time.Now()
-	err := f()
+	err := f(ctx)
 	d.shared.counters.latency[phase].observe(time.Since(start))
 	return err
 }

@@ -106,11 +106,9 @@ func (h *leaseHold) stop() error {
 // extend renews c's lease once, with a call bounded by timeout, and returns
 // the store's error.
 func (d *Deduper) extend(ctx context.Context, c Claim, timeout time.Duration) error {
-	err := d.timed(phaseExtend, func() error {
-		ectx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		return d.st.Extend(ectx, c, d.lease)
-	})
+	ectx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := d.timed(ectx, phaseExtend, func(ctx context.Context) error { return d.st.Extend(ctx, c, d.lease) })
 	switch {
 	case errors.Is(err, ErrNotOwner):
 		d.shared.counters.leasesLost.Add(1)

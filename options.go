@@ -8,17 +8,18 @@ import (
 
 // settings are what options set.
 type settings struct {
-	ttl      time.Duration // <= 0: the store's default
-	lease    time.Duration
-	renew    time.Duration // < 0: no renewal; 0: a third of the lease
-	wait     time.Duration // <= 0: no waiting
-	local    Store         // the fallback store, or nil
-	retry    time.Duration // how long the fallback serves alone after failures
-	queue    int           // bound of the backlog
-	now      func() time.Time
-	logger   *slog.Logger
-	traceID  func(context.Context) string
-	fbConfig int // bumped by each fallback option, so With knows to rebuild
+	ttl          time.Duration // <= 0: the store's default
+	lease        time.Duration
+	renew        time.Duration // < 0: no renewal; 0: a third of the lease
+	wait         time.Duration // <= 0: no waiting
+	local        Store         // the fallback store, or nil
+	retry        time.Duration // how long the fallback serves alone after failures
+	queue        int           // bound of the backlog
+	now          func() time.Time
+	logger       *slog.Logger
+	traceID      func(context.Context) string
+	storeTimeout time.Duration // <= 0: none
+	fbConfig     int           // bumped by each fallback option, so With knows to rebuild
 }
 
 // Defaults of the options.
@@ -77,6 +78,13 @@ func WithRenewal(every time.Duration) Option {
 // [ErrInFlight]). Zero or less (the default) does not wait. An HTTP gateway uses
 // it to answer a copy with the first copy's outcome.
 func WithWait(max time.Duration) Option { return func(s *settings) { s.wait = max } }
+
+// WithStoreTimeout bounds each store call Do makes (the claim with its
+// retry, the mark, the release, each renewal) to d, whatever the caller's
+// context allows (default 0: no bound of its own). Drivers without a read
+// timeout (pgx) otherwise wait on a stalled server as long as the context
+// lets them; a call cut short is handled as any failed call (see [Deduper.Do]).
+func WithStoreTimeout(d time.Duration) Option { return func(s *settings) { s.storeTimeout = d } }
 
 // WithLogger sets the logger of verdicts (debug) and store errors (warn).
 func WithLogger(l *slog.Logger) Option {

@@ -43,8 +43,8 @@ type Stats struct {
 	Latency map[string]LatencyStats
 }
 
-// LatencyBuckets are the upper bounds of the buckets of [LatencyStats].
-var LatencyBuckets = [...]time.Duration{
+// latencyBounds are the upper bounds of the buckets of [LatencyStats].
+var latencyBounds = [...]time.Duration{
 	10 * time.Microsecond, 50 * time.Microsecond, 100 * time.Microsecond,
 	250 * time.Microsecond, 500 * time.Microsecond, time.Millisecond,
 	2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond,
@@ -54,10 +54,13 @@ var LatencyBuckets = [...]time.Duration{
 
 // LatencyStats is a histogram of store-call durations.
 type LatencyStats struct {
-	Count   uint64                      // calls
-	Sum     time.Duration               // their total duration
-	Buckets [len(LatencyBuckets)]uint64 // calls within LatencyBuckets[i], cumulative
+	Count   uint64                     // calls
+	Sum     time.Duration              // their total duration
+	Buckets [len(latencyBounds)]uint64 // calls within Bounds()[i], cumulative
 }
+
+// Bounds returns the upper bounds of the buckets, from 10 µs to 5 s.
+func (LatencyStats) Bounds() []time.Duration { return latencyBounds[:] }
 
 // Phases of a Deduper's store calls, as named in logs and [Stats.Latency].
 const (
@@ -82,13 +85,13 @@ type counters struct {
 type latency struct {
 	count   atomic.Uint64
 	sum     atomic.Int64
-	buckets [len(LatencyBuckets)]atomic.Uint64 // not cumulative
+	buckets [len(latencyBounds)]atomic.Uint64 // not cumulative
 }
 
 func (l *latency) observe(d time.Duration) {
 	l.count.Add(1)
 	l.sum.Add(int64(d))
-	for i, b := range LatencyBuckets {
+	for i, b := range latencyBounds {
 		if d <= b {
 			l.buckets[i].Add(1)
 			return

@@ -14,7 +14,7 @@ type Collector struct {
 	waits     *prometheus.Desc
 	faults    *prometheus.Desc
 	store     *prometheus.Desc
-	buckets   []float64 // dedupe.LatencyBuckets in seconds
+	buckets   []float64 // dedupe.LatencyStats.Bounds in seconds
 }
 
 // An Option configures a [Collector].
@@ -72,9 +72,9 @@ func NewCollector(d *dedupe.Deduper, opts ...Option) *Collector {
 			prometheus.BuildFQName(cfg.namespace, "dedupe", "store_seconds"),
 			"Duration of the deduplicator's store calls, by phase.",
 			[]string{"backend", "phase"}, cfg.labels),
-		buckets: make([]float64, len(dedupe.LatencyBuckets)),
+		buckets: make([]float64, len(dedupe.LatencyStats{}.Bounds())),
 	}
-	for i, b := range dedupe.LatencyBuckets {
+	for i, b := range (dedupe.LatencyStats{}).Bounds() {
 		c.buckets[i] = b.Seconds()
 	}
 	return c

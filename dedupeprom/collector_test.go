@@ -169,10 +169,10 @@ func TestCollectorHistogram(t *testing.T) {
 
 		stats := d.Stats().Latency[label(m, "phase")]
 		assert.InDelta(t, stats.Sum.Seconds(), h.GetSampleSum(), 1e-9)
-		require.Len(t, h.GetBucket(), len(dedupe.LatencyBuckets))
+		require.Len(t, h.GetBucket(), len(dedupe.LatencyStats{}.Bounds()))
 		var prev uint64
 		for i, b := range h.GetBucket() {
-			assert.Equal(t, dedupe.LatencyBuckets[i].Seconds(), b.GetUpperBound())
+			assert.Equal(t, dedupe.LatencyStats{}.Bounds()[i].Seconds(), b.GetUpperBound())
 			assert.Equal(t, stats.Buckets[i], b.GetCumulativeCount())
 			assert.GreaterOrEqual(t, b.GetCumulativeCount(), prev, "cumulative")
 			assert.LessOrEqual(t, b.GetCumulativeCount(), h.GetSampleCount())

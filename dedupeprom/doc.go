@@ -21,7 +21,7 @@
 //
 // dedupe_store_seconds{backend,phase} is a histogram of the duration of the
 // Deduper's store calls by phase: "claim", "mark", "release" and "extend". Its
-// buckets are [dedupe.LatencyBuckets] in seconds.
+// buckets are [dedupe.LatencyStats.Bounds] in seconds.
 //
 // dedupe_http_deliveries_total{platform,verdict} is a counter of what the
 // webhook endpoints built by dedupehttp.New decided before the Deduper:
