@@ -212,8 +212,10 @@ func TestVerifyFeishu(t *testing.T) {
 	_, err = p.Verify(enc, nil, now)
 	assert.ErrorIs(t, err, platform.ErrUnauthenticated, "an event must be signed")
 	challenge := s.Encrypt([]byte(`{"challenge":"c1","token":"t","type":"url_verification"}`))
-	got, err = p.Verify(challenge, nil, now)
-	require.NoError(t, err, "the URL check is not signed")
+	_, err = p.Verify(challenge, nil, now)
+	assert.ErrorIs(t, err, platform.ErrUnauthenticated, "an unsigned URL check needs the Verification Token")
+	got, err = p.WithVerificationToken("t").Verify(challenge, nil, now)
+	require.NoError(t, err, "the URL check is not signed; its token is checked")
 	_, err = p.Extract(got, nil)
 	assert.ErrorIs(t, err, platform.ErrNotAMessage)
 

@@ -51,6 +51,14 @@ type Preset struct {
 	// newVerifier makes the verifier of a secret; nil for a preset whose
 	// platform this package cannot authenticate.
 	newVerifier func(secret string) (verifier, error)
+	// newBotVerifier makes the verifier of one secret per bot (see
+	// WithBotSecrets); nil for a platform without per-bot secrets.
+	newBotVerifier func(secrets map[string]string) (verifier, error)
+	// takesToken is true for a platform with a Verification Token besides
+	// its secret (see WithVerificationToken): Feishu.
+	takesToken bool
+	// token is the Verification Token given by WithVerificationToken.
+	token string
 	// verifier authenticates deliveries; nil until WithSecret.
 	verifier verifier
 }
@@ -117,7 +125,8 @@ func (p Preset) CheckSecret() error {
 // Verify authenticates a delivery with the secret given by
 // [Preset.WithSecret], and returns the body to extract the key from and to
 // hand to the handler: body itself, or for an encrypted Feishu delivery its
-// plaintext. now is the time signed timestamps are checked against. A
+// plaintext (for an unsigned url_verification, its members rebuilt, for
+// [Preset.Answer]). now is the time signed timestamps are checked against. A
 // delivery that fails returns an error wrapping [ErrUnauthenticated]; the
 // error never holds the secret. Without a secret, Verify returns body as it
 // is: the delivery is not authenticated.
@@ -134,9 +143,12 @@ func (p Preset) Verify(body []byte, header http.Header, now time.Time) ([]byte, 
 }
 
 // Answer returns the answer to a protocol request that the preset answers
-// itself because the answer needs the secret: QQ's callback URL validation
-// (op 13). ok is false for any other delivery, and for a preset without a
-// usable secret. Call it on a body [Preset.Verify] accepted.
+// itself, because the answer needs the secret or because the request cannot
+// be trusted further than its check: QQ's callback URL validation (op 13),
+// and Feishu's url_verification (which, encrypted, comes unsigned; see
+// [Preset.WithVerificationToken]). ok is false for any other delivery, and
+// for a preset without a usable secret. Call it on a body [Preset.Verify]
+// accepted.
 func (p Preset) Answer(body []byte) (response []byte, ok bool) {
 	if a, isAnswerer := p.verifier.(answerer); isAnswerer {
 		return a.answer(body)
