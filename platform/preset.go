@@ -108,6 +108,38 @@ func (p Preset) WithSecret(secret string) Preset {
 	return p
 }
 
+// WithBotSecrets returns a copy of p that authenticates each delivery with
+// the secret of the bot that sent it, for a platform that names the bot
+// beside a signature that does not cover the name: OneBot, whose X-Self-ID
+// header is outside its X-Signature. secrets maps each bot's id (its
+// self_id, digits) to the secret of its HTTP POST configuration. A
+// delivery is then checked with the secret of the bot its self_id and its
+// X-Self-ID name (both, when both are there, must agree), so a body
+// captured from one bot and replayed under another's X-Self-ID is refused
+// instead of taking that bot's message ids. Use it whenever several bots
+// share one endpoint. The map is copied. An empty map, an id that is not
+// digits, an empty secret, or a preset of another platform make the copy
+// refuse every delivery ([Preset.CheckSecret] says why).
+func (p Preset) WithBotSecrets(secrets map[string]string) Preset {
+	var (
+		v   verifier
+		err error
+	)
+	switch {
+	case p.newBotVerifier == nil:
+		err = fmt.Errorf("%w: preset %q has no per-bot secrets", ErrUnauthenticated, p.Name)
+	case len(secrets) == 0:
+		err = fmt.Errorf("%w: %s bot secrets are empty", ErrUnauthenticated, p.Name)
+	default:
+		v, err = p.newBotVerifier(secrets)
+	}
+	if err != nil {
+		v = refusal{err}
+	}
+	p.verifier = v
+	return p
+}
+
 // CheckSecret reports how p authenticates: nil when it was given a usable
 // secret, [ErrNoSecret] when it was given none (its deliveries are served
 // unauthenticated), and an error wrapping [ErrUnauthenticated] that says why
