@@ -59,9 +59,10 @@ var (
 // custom extractors. For each request it:
 //   - reads the body once, up to [WithMaxBodySize] (413 beyond), and hands it
 //     on intact: the extractor and then the handler each read all of it;
-//   - authenticates it first, if given [WithVerify]: a forgery gets 401 and
-//     touches nothing. Without WithVerify nothing is authenticated, and
-//     Middleware logs a warning saying so when it is built;
+//   - authenticates it first, if given [WithVerify] or an extractor made by
+//     [FromPreset] of a preset with a secret: a forgery gets 401 and touches
+//     nothing. Otherwise nothing is authenticated, and Middleware logs a
+//     warning saying so when it is built;
 //   - runs the handler inside [dedupe.Deduper.Do] with the request's context,
 //     so the store calls honour its cancellation and see its values; the
 //     handler learns the key and the verdict from [KeyFrom];
@@ -93,7 +94,7 @@ var (
 // ResponseWriter the handler gets implements [http.Flusher] and unwraps for
 // [http.ResponseController]. d and extract must not be nil.
 func Middleware(d *dedupe.Deduper, extract Extractor, opts ...Option) func(http.Handler) http.Handler {
-	c := newConfig(opts)
+	c := newConfig(append([]Option{verifyPresetOf(extract)}, opts...))
 	return func(h http.Handler) http.Handler {
 		return &handler{d: d, extract: extract, next: h, c: c}
 	}
