@@ -28,6 +28,11 @@ func TestFromPresetKeepsTheSecret(t *testing.T) {
 		{"Middleware", func(d *dedupe.Deduper, h http.Handler, opts ...dedupehttp.Option) http.Handler {
 			return dedupehttp.Middleware(d, dedupehttp.FromPreset(tg), opts...)(h)
 		}},
+		{"NewAsync", func(d *dedupe.Deduper, h http.Handler, opts ...dedupehttp.Option) http.Handler {
+			a := dedupehttp.NewAsync(d, dedupehttp.FromPreset(tg), h, opts...)
+			t.Cleanup(func() { _ = a.Close(t.Context()) })
+			return a
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := newRecordingStore()
