@@ -137,7 +137,7 @@ func (h *handler) panickedAfterSuccess(r *http.Request, rn *run, err error) {
 	h.c.log(r.Context(), slog.LevelError, "dedupe: dedupehttp: handler panicked after answering with a success status; the message is marked, since the platform got the answer",
 		slog.String("key", rn.d.key.String()), slog.Int("status", rn.status), slog.Any("mark_error", err),
 		slog.Any("panic", rn.panicked), slog.String("stack", string(rn.stack)))
-	if rn.panicked == http.ErrAbortHandler { //nolint:errorlint // net/http compares it so
+	if rn.panicked == http.ErrAbortHandler { // net/http compares it so too
 		panic(http.ErrAbortHandler)
 	}
 }
