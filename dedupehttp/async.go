@@ -79,7 +79,8 @@ func WithDone(done func(ctx context.Context, key dedupe.Key, err error)) Option 
 // [Middleware] but answers each new message at once and processes it in the
 // background, for handlers slower than the platform's timeout (an AI turn, for
 // example). For each request it:
-//   - reads the body, authenticates it (given [WithVerify]) and extracts the
+//   - reads the body, authenticates it (given [WithVerify], or an extractor
+//     made by [FromPreset] of a preset with a secret) and extracts the
 //     key as [Middleware] does; a request the extract-error policy lets
 //     through is served at once, synchronously, so that the handler can
 //     answer a platform handshake;
@@ -181,7 +182,7 @@ type Async struct {
 // d, extract and h must not be nil. Close the Async with [Async.Close] after
 // the server stopped sending it requests (see [http.Server.Shutdown]).
 func NewAsync(d *dedupe.Deduper, extract Extractor, h http.Handler, opts ...Option) *Async {
-	c := newConfig(opts)
+	c := newConfig(append([]Option{verifyPresetOf(extract)}, opts...))
 	a := &Async{
 		d:       d,
 		extract: extract,

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"time"
 
 	"github.com/gatewaykit/dedupe"
@@ -57,9 +59,10 @@ var (
 // custom extractors. For each request it:
 //   - reads the body once, up to [WithMaxBodySize] (413 beyond), and hands it
 //     on intact: the extractor and then the handler each read all of it;
-//   - authenticates it first, if given [WithVerify]: a forgery gets 401 and
-//     touches nothing. Without WithVerify nothing is authenticated, and
-//     Middleware logs a warning saying so when it is built;
+//   - authenticates it first, if given [WithVerify] or an extractor made by
+//     [FromPreset] of a preset with a secret: a forgery gets 401 and touches
+//     nothing. Otherwise nothing is authenticated, and Middleware logs a
+//     warning saying so when it is built;
 //   - runs the handler inside [dedupe.Deduper.Do] with the request's context,
 //     so the store calls honour its cancellation and see its values; the
 //     handler learns the key and the verdict from [KeyFrom];
@@ -69,8 +72,15 @@ var (
 //     handler;
 //   - marks the message processed when the handler has answered 2xx, and
 //     releases its claim instead when the handler answered with any other
-//     status (see [WithFailureStatus]) or panicked, so that the platform's
-//     retry is processed (the panic goes on to the server);
+//     status (see [WithFailureStatus]) or panicked before answering, so that
+//     the platform's retry is processed (the panic goes on to the server);
+//   - marks the message too when the handler panics after it wrote a 2xx
+//     status (WriteHeader, Write or Flush): the platform gets that answer
+//     and will not redeliver, so releasing would leave the message to any
+//     copy in flight instead. The panic is recovered, so the response ends
+//     normally, logged at error level with its stack, and counted in
+//     [Stats].PanicsAfterSuccess; a panic with [http.ErrAbortHandler] goes on
+//     to abort the response, after the mark;
 //   - answers 503 with Retry-After when the store fails, so that the
 //     platform retries later (the Deduper fails closed, unless it was given
 //     [dedupe.WithFallback]);
@@ -84,7 +94,7 @@ var (
 // ResponseWriter the handler gets implements [http.Flusher] and unwraps for
 // [http.ResponseController]. d and extract must not be nil.
 func Middleware(d *dedupe.Deduper, extract Extractor, opts ...Option) func(http.Handler) http.Handler {
-	c := newConfig(opts)
+	c := newConfig(append([]Option{verifyPresetOf(extract)}, opts...))
 	return func(h http.Handler) http.Handler {
 		return &handler{d: d, extract: extract, next: h, c: c}
 	}
@@ -108,8 +118,27 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run := &run{ResponseWriter: w, h: h, r: r, d: d}
-	if err := h.d.Do(r.Context(), d.key, run.serve); !run.ran {
+	err := h.d.Do(r.Context(), d.key, run.serve)
+	if !run.ran {
 		h.c.answer(w, r, d, h.next, err)
+		return
+	}
+	if run.panicked != nil {
+		h.panickedAfterSuccess(r, run, err)
+	}
+}
+
+// panickedAfterSuccess reports a handler that panicked after answering with
+// a success status: its message was marked (err is the mark's failure, if
+// any), since the platform got the answer. A panic with
+// [http.ErrAbortHandler] goes on, to abort the response as it asks.
+func (h *handler) panickedAfterSuccess(r *http.Request, rn *run, err error) {
+	h.c.stats.panicsAfterSuccess.Add(1)
+	h.c.log(r.Context(), slog.LevelError, "dedupe: dedupehttp: handler panicked after answering with a success status; the message is marked, since the platform got the answer",
+		slog.String("key", rn.d.key.String()), slog.Int("status", rn.status), slog.Any("mark_error", err),
+		slog.Any("panic", rn.panicked), slog.String("stack", string(rn.stack)))
+	if rn.panicked == http.ErrAbortHandler { // net/http compares it so too
+		panic(http.ErrAbortHandler)
 	}
 }
 
@@ -122,6 +151,11 @@ type run struct {
 	d      *delivery
 	status int
 	ran    bool
+
+	// panicked and stack are the panic of a handler that had answered with a
+	// success status, recovered so that the message is marked.
+	panicked any
+	stack    []byte
 }
 
 func (rn *run) serve(ctx context.Context) error {
@@ -131,6 +165,7 @@ func (rn *run) serve(ctx context.Context) error {
 	if ctx != r.Context() {
 		r = r.WithContext(ctx)
 	}
+	defer rn.recoverAfterSuccess()
 	rn.h.next.ServeHTTP(rn, r)
 	if rn.status == 0 {
 		rn.status = http.StatusOK
@@ -139,6 +174,19 @@ func (rn *run) serve(ctx context.Context) error {
 		return fmt.Errorf("%w: status %d", ErrHandlerFailed, rn.status)
 	}
 	return nil
+}
+
+// recoverAfterSuccess recovers a panic of the handler if it had answered
+// with a success status already, so that serve returns nil and the message
+// is marked. Before that, the panic goes on untouched and Do releases the
+// claim.
+func (rn *run) recoverAfterSuccess() {
+	if rn.status == 0 || rn.h.c.failed(rn.status) {
+		return
+	}
+	if p := recover(); p != nil {
+		rn.panicked, rn.stack = p, debug.Stack()
+	}
 }
 
 // WriteHeader records the first final status and passes it on.

@@ -104,9 +104,10 @@ func (c *config) answerInFlight(w http.ResponseWriter, _ *http.Request) {
 // request that the preset answers itself, QQ's callback URL validation, is
 // answered by the middleware ([platform.Preset.Answer]).
 //
-// [New] sets it. Without it, [Middleware] and [NewAsync] authenticate
-// nothing, and log a warning at construction saying so; so does a preset
-// given no secret.
+// [New] sets it, and so do [Middleware] and [NewAsync] given an extractor
+// made by [FromPreset] (a WithVerify among their options takes precedence).
+// Otherwise they authenticate nothing, and log a warning at construction
+// saying so; so does a preset given no secret.
 func WithVerify(p platform.Preset) Option {
 	return func(c *config) { c.preset = &p }
 }

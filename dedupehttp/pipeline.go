@@ -27,20 +27,6 @@ import (
 // deduplication. See [DefaultExtractError] for the other errors.
 type Extractor func(r *http.Request) (dedupe.Key, error)
 
-// FromPreset returns an [Extractor] that extracts keys with the platform
-// preset p from the request's body and headers, using
-// [platform.Preset.Extract]. It does not authenticate: [New], or
-// [WithVerify], runs p's [platform.Preset.Verify] first.
-func FromPreset(p platform.Preset) Extractor {
-	return func(r *http.Request) (dedupe.Key, error) {
-		b, err := Body(r)
-		if err != nil {
-			return dedupe.Key{}, err
-		}
-		return p.Extract(b, r.Header)
-	}
-}
-
 // DefaultExtractError is the default policy of [WithExtractError]:
 //   - An error wrapping [dedupe.ErrNoMessageID] (and so [platform.ErrNotAMessage])
 //     means a request that carries no message, such as a Slack or Feishu

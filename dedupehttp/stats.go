@@ -27,10 +27,15 @@ type Stats struct {
 	// Malformed counts deliveries refused with 400 because their body is not
 	// the platform's JSON or their id is invalid.
 	Malformed uint64
+	// PanicsAfterSuccess counts handlers that panicked after answering with
+	// a success status: their messages were marked, since the platform got
+	// the answer (see [Middleware]).
+	PanicsAfterSuccess uint64
 }
 
 type counters struct {
 	unauthenticated, undeduplicated, protocol, malformed atomic.Uint64
+	panicsAfterSuccess                                   atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -39,6 +44,8 @@ func (c *counters) snapshot() Stats {
 		Undeduplicated:  c.undeduplicated.Load(),
 		Protocol:        c.protocol.Load(),
 		Malformed:       c.malformed.Load(),
+
+		PanicsAfterSuccess: c.panicsAfterSuccess.Load(),
 	}
 }
 

@@ -212,8 +212,10 @@ func TestVerifyFeishu(t *testing.T) {
 	_, err = p.Verify(enc, nil, now)
 	assert.ErrorIs(t, err, platform.ErrUnauthenticated, "an event must be signed")
 	challenge := s.Encrypt([]byte(`{"challenge":"c1","token":"t","type":"url_verification"}`))
-	got, err = p.Verify(challenge, nil, now)
-	require.NoError(t, err, "the URL check is not signed")
+	_, err = p.Verify(challenge, nil, now)
+	assert.ErrorIs(t, err, platform.ErrUnauthenticated, "an unsigned URL check needs the Verification Token")
+	got, err = p.WithVerificationToken("t").Verify(challenge, nil, now)
+	require.NoError(t, err, "the URL check is not signed; its token is checked")
 	_, err = p.Extract(got, nil)
 	assert.ErrorIs(t, err, platform.ErrNotAMessage)
 
@@ -307,9 +309,14 @@ func FuzzVerifyForged(f *testing.F) {
 	f.Add([]byte(`{"encrypt":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}`), "1764448112", "n", "sha1=00")
 	f.Add([]byte(`{"op":13,"d":{"plain_token":"a","event_ts":"1"}}`), "", "", "")
 	f.Fuzz(func(t *testing.T, body []byte, ts, sig, sig2 string) {
+		var presets []platform.Preset
 		for _, c := range authCases {
-			p := platformtest.NewSigner(c.preset.Name, "fuzz-secret").Preset(c.preset)
-			h := http.Header{}
+			presets = append(presets, platformtest.NewSigner(c.preset.Name, "fuzz-secret").Preset(c.preset))
+		}
+		presets = append(presets, platform.Feishu.WithSecret("fuzz-secret").WithVerificationToken("fuzz-token"),
+			platform.OneBot.WithBotSecrets(map[string]string{"1764448112": "fuzz-secret"}))
+		for _, p := range presets {
+			h := http.Header{"X-Self-Id": {ts}}
 			for _, name := range []string{"X-Slack-Request-Timestamp", "X-Signature-Timestamp", "X-Lark-Request-Timestamp"} {
 				h.Set(name, ts)
 			}
@@ -319,16 +326,16 @@ func FuzzVerifyForged(f *testing.F) {
 			h.Set("X-Slack-Signature", sig2)
 			h.Set("X-Signature", sig2)
 			got, err := p.Verify(body, h, now)
-			if err == nil && c.preset.Name == "qq" {
+			if err == nil && p.Name == "qq" {
 				if _, kerr := p.Extract(got, h); errors.Is(kerr, platform.ErrNotAMessage) {
 					continue // the unsigned validation
 				}
 			}
 			if err == nil {
-				t.Fatalf("%s accepted a forged delivery %q with %v", c.preset.Name, body, h)
+				t.Fatalf("%s accepted a forged delivery %q with %v", p.Name, body, h)
 			}
 			if !errors.Is(err, platform.ErrUnauthenticated) {
-				t.Fatalf("%s: error %v does not wrap ErrUnauthenticated", c.preset.Name, err)
+				t.Fatalf("%s: error %v does not wrap ErrUnauthenticated", p.Name, err)
 			}
 		}
 	})

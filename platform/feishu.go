@@ -26,22 +26,30 @@ import (
 // AckBudget 2 s: Feishu waits 3 seconds for the HTTP 200; the last second is
 // left for the network and the answer.
 //
-// Secret: the app's Encrypt Key when one is set (events then come encrypted,
-// and the key both decrypts and authenticates them), otherwise its
-// Verification Token. See [Preset.Verify] for what each checks; the same
-// string works whichever mode the app is in, since an encrypted body is
-// checked with the Encrypt Key and a plain one with the token.
+// Secret: the app's Encrypt Key when one is set (events then come encrypted
+// and signed, and the key both decrypts and authenticates them), otherwise
+// its Verification Token. With an Encrypt Key, give the Verification Token
+// too with [Preset.WithVerificationToken]: Feishu sends its request URL check
+// encrypted but unsigned, and the token inside is what authenticates it. See
+// [Preset.Verify] for what each mode checks; the one-secret form keeps
+// working for events, since an encrypted body is checked with the Encrypt
+// Key and a plain one with the token:
 //
-// A url_verification challenge returns [ErrNotAMessage]. A body encrypted with
-// the app's Encrypt Key ({"encrypt": "…"}) is decrypted by [Preset.Verify];
-// given to Extract as it is, it returns an error wrapping
-// [dedupe.ErrNoMessageID].
+//	feishu := platform.Feishu.WithSecret(encryptKey).WithVerificationToken(verificationToken)
+//
+// A url_verification challenge returns [ErrNotAMessage]. [Preset.Answer]
+// answers it ({"challenge": "…"}) once Verify accepted it, so the
+// middleware of package dedupehttp answers it itself; an encrypted one that
+// came unsigned never reaches a handler. A body encrypted with the app's
+// Encrypt Key ({"encrypt": "…"}) is decrypted by [Preset.Verify]; given to
+// Extract as it is, it returns an error wrapping [dedupe.ErrNoMessageID].
 var Feishu = Preset{
 	Name:        "feishu",
 	TTL:         12 * time.Hour,
 	AckBudget:   2 * time.Second,
 	MessageID:   feishuMessageID,
 	newVerifier: newFeishuVerifier,
+	takesToken:  true,
 }
 
 var (

@@ -12,8 +12,11 @@ import (
 )
 
 // How a Feishu delivery is authenticated (Feishu Open Platform, "Receive
-// events" (接收事件), 安全校验 and 解密; the oapi-sdk-go event package does
-// the same):
+// events" (接收事件, 安全校验 and 解密),
+// https://open.feishu.cn/document/ukTMukTMukTM/uYDNxYjL2QTM24iN0EjN/event-subscription-configure-/encrypt-key-encryption-configuration-case;
+// "Configure the request URL" (配置请求地址),
+// https://open.feishu.cn/document/ukTMukTMukTM/uYDNxYjL2QTM24iN0EjN/event-subscription-configure-/request-url-configuration-case;
+// larksuite/oapi-sdk-go, event/dispatcher/dispatcher.go, does the same):
 //
 //   - An encrypted body, {"encrypt": base64(iv ‖ AES-256-CBC(plaintext))}
 //     with the key SHA-256(Encrypt Key) and PKCS#7 padding, is decrypted; the
@@ -21,18 +24,27 @@ import (
 //     are signed: X-Lark-Signature is the hex SHA-256 of
 //     X-Lark-Request-Timestamp ‖ X-Lark-Request-Nonce ‖ Encrypt Key ‖ body,
 //     checked before decrypting, with the timestamp at most the TTL from now.
-//     The documentation exempts the request URL check from the signature
-//     ("不包括请求网址校验"), so an encrypted delivery without
-//     X-Lark-Signature is accepted only when its plaintext is a
-//     url_verification; any other is refused.
+//   - The documentation exempts the request URL check from the signature
+//     ("不包括请求网址校验"), and the SDK checks the Verification Token inside
+//     its plaintext instead. AES-CBC has no MAC: whoever captured one
+//     encrypted body can rewrite the first 16 bytes of its plaintext by
+//     flipping bits of its IV, without the key. So an encrypted delivery
+//     without X-Lark-Signature is accepted only when its plaintext is a
+//     url_verification whose token is the Verification Token (given with
+//     [Preset.WithVerificationToken]; without it such a delivery is refused)
+//     and whose challenge is a plain identifier, and Verify returns not the
+//     plaintext but the three members rebuilt, which [Preset.Answer]
+//     answers: nothing an attacker wrote reaches a handler.
 //   - A plain body must carry the Verification Token: header.token in the
-//     2.0 schema, token in the 1.0 schema and in url_verification.
+//     2.0 schema, token in the 1.0 schema and in url_verification. It is the
+//     token of WithVerificationToken, or else the secret of WithSecret.
 //
 // Every failure to decrypt (base64, length, padding, JSON) gives the same
 // error, and the padding is checked in constant time, so that the answers do
 // not make a padding oracle.
 
 // feishuVerifier holds the secret: an Encrypt Key or a Verification Token.
+// secret is empty for a preset given only a Verification Token.
 type feishuVerifier struct {
 	secret []byte
 	aesKey [sha256.Size]byte // SHA-256 of the secret, as an Encrypt Key
@@ -40,6 +52,32 @@ type feishuVerifier struct {
 
 func newFeishuVerifier(secret string) (verifier, error) {
 	return &feishuVerifier{secret: []byte(secret), aesKey: sha256.Sum256([]byte(secret))}, nil
+}
+
+// WithVerificationToken returns a copy of p that also knows the app's
+// Verification Token, for Feishu (Feishu Open Platform, event subscription,
+// 加密策略, holds an Encrypt Key and a Verification Token). Give it besides
+// the Encrypt Key of [Preset.WithSecret]: Feishu sends its request URL check
+// (url_verification) encrypted but unsigned, and the token inside it is
+// what proves it comes from Feishu. [Preset.Verify] then accepts such a
+// check only with that token, and [Preset.Answer] answers it, so the
+// handler never sees it. Without an Encrypt Key, the token alone
+// authenticates plain deliveries, as WithSecret(token) does. An empty token,
+// or a preset of another platform, makes the copy refuse every delivery
+// ([Preset.CheckSecret] says why).
+func (p Preset) WithVerificationToken(token string) Preset {
+	switch {
+	case !p.takesToken:
+		p.verifier = refusal{unauthenticated(p.Name, "has no verification token: WithVerificationToken is for Feishu")}
+	case token == "":
+		p.verifier = refusal{unauthenticated(p.Name, "verification token is empty")}
+	default:
+		p.token = token
+		if p.verifier == nil {
+			p.verifier = &feishuVerifier{}
+		}
+	}
+	return p
 }
 
 var (
@@ -55,7 +93,10 @@ func (v *feishuVerifier) verify(p *Preset, body []byte, h http.Header, now time.
 	}
 	encrypt, err := stringField("feishu", "encrypt", enc[0])
 	if err != nil || encrypt == "" {
-		return v.checkToken(body)
+		return v.checkToken(p, body)
+	}
+	if len(v.secret) == 0 {
+		return nil, unauthenticated("feishu", "body is encrypted, and the preset has no Encrypt Key (Preset.WithSecret)")
 	}
 	signed := h.Get("X-Lark-Signature") != ""
 	if signed {
@@ -68,13 +109,25 @@ func (v *feishuVerifier) verify(p *Preset, body []byte, h http.Header, now time.
 		return nil, unauthenticated("feishu", "body does not decrypt with the Encrypt Key")
 	}
 	if !signed {
-		var t [len(feishuTokenFields)][]byte
-		_ = decodeBody("feishu", plain, feishuTokenFields[:], t[:]) // plain is a valid JSON object
-		if typ, _ := stringField("feishu", "type", t[3]); typ != "url_verification" {
-			return nil, unauthenticated("feishu", "encrypted event has no X-Lark-Signature")
-		}
+		return checkChallenge(p, plain)
 	}
 	return plain, nil
+}
+
+// checkChallenge checks the plaintext of an encrypted delivery that came
+// without a signature: only a url_verification with the Verification Token
+// passes, rebuilt from its members.
+func checkChallenge(p *Preset, plain []byte) ([]byte, error) {
+	c, ok := parseChallenge(plain)
+	switch {
+	case !ok:
+		return nil, unauthenticated("feishu", "encrypted event has no X-Lark-Signature")
+	case p.token == "":
+		return nil, unauthenticated("feishu", "url_verification is unsigned, and checking it needs the Verification Token (Preset.WithVerificationToken)")
+	case subtle.ConstantTimeCompare([]byte(c.Token), []byte(p.token)) != 1:
+		return nil, unauthenticated("feishu", "url_verification token does not match the Verification Token")
+	}
+	return json.Marshal(c)
 }
 
 // checkSignature checks X-Lark-Signature and its timestamp.
@@ -94,8 +147,9 @@ func (v *feishuVerifier) checkSignature(p *Preset, body []byte, h http.Header, n
 	return nil
 }
 
-// checkToken checks the Verification Token of a plain body.
-func (v *feishuVerifier) checkToken(body []byte) ([]byte, error) {
+// checkToken checks the Verification Token of a plain body: p's token, or
+// else the secret.
+func (v *feishuVerifier) checkToken(p *Preset, body []byte) ([]byte, error) {
 	var t [len(feishuTokenFields)][]byte
 	var hdr [len(feishuHeaderToken)][]byte
 	if decodeBody("feishu", body, feishuTokenFields[:], t[:]) != nil ||
@@ -110,7 +164,11 @@ func (v *feishuVerifier) checkToken(body []byte) ([]byte, error) {
 	if err != nil || token == "" {
 		return nil, unauthenticated("feishu", "body has no verification token")
 	}
-	if subtle.ConstantTimeCompare([]byte(token), v.secret) != 1 {
+	want := v.secret
+	if p.token != "" {
+		want = []byte(p.token)
+	}
+	if len(want) == 0 || subtle.ConstantTimeCompare([]byte(token), want) != 1 {
 		return nil, unauthenticated("feishu", "verification token does not match the secret")
 	}
 	return body, nil

@@ -22,7 +22,12 @@ import (
 // message_id) pairs give one key. When the body has no self_id, the
 // X-Self-ID header of an HTTP POST names the bot ("the bot QQ number being
 // reported, the same as self_id in the body", OneBot 11, communication/
-// http-post.md); that header is not covered by the signature.
+// http-post.md); that header is not covered by the signature, so with one
+// secret shared by several bots a body without self_id, replayed under
+// another bot's X-Self-ID, would take that bot's message ids. Give each bot
+// its own secret with [Preset.WithBotSecrets] when several share an
+// endpoint: the header is then checked against the secret that signed the
+// body.
 //
 // Only message events (post_type "message" and "message_sent") have a key: a
 // notice such as group_recall carries the message_id of the message it is
@@ -48,15 +53,25 @@ import (
 //
 // Secret: the secret of the HTTP POST configuration. OneBot then sends
 // X-Signature, "sha1=" and the hex HMAC-SHA1 of the body keyed with it (OneBot
-// 11, communication/http-post.md, 签名), which [Preset.Verify] checks. The
-// body carries no timestamp the signature covers other than the event's own
-// "time", so a captured delivery can be replayed once its key has expired.
+// 11, communication/http-post.md, 签名,
+// https://github.com/botuniverse/onebot-11/blob/master/communication/http-post.md),
+// which [Preset.Verify] checks. Several bots, each with its own secret:
+//
+//	bots := platform.OneBot.WithBotSecrets(map[string]string{
+//		"3170000123": os.Getenv("BOT1_SECRET"),
+//		"3170000456": os.Getenv("BOT2_SECRET"),
+//	})
+//
+// The body carries no timestamp the signature covers other than the event's
+// own "time", so a captured delivery can be replayed once its key has
+// expired.
 var OneBot = Preset{
-	Name:        "onebot",
-	TTL:         10 * time.Minute,
-	AckBudget:   3 * time.Second,
-	MessageID:   oneBotMessageID,
-	newVerifier: newOneBotVerifier,
+	Name:           "onebot",
+	TTL:            10 * time.Minute,
+	AckBudget:      3 * time.Second,
+	MessageID:      oneBotMessageID,
+	newVerifier:    newOneBotVerifier,
+	newBotVerifier: newOneBotBots,
 }
 
 var oneBotFields = [...]string{"post_type", "self_id", "message_id"}
@@ -114,14 +129,68 @@ type oneBotVerifier struct{ key []byte }
 func newOneBotVerifier(secret string) (verifier, error) { return oneBotVerifier{[]byte(secret)}, nil }
 
 func (v oneBotVerifier) verify(_ *Preset, body []byte, h http.Header, _ time.Time) ([]byte, error) {
+	if err := checkOneBotSignature(v.key, body, h); err != nil {
+		return nil, err
+	}
+	return body, nil
+}
+
+// checkOneBotSignature checks X-Signature, "sha1=" and the hex HMAC-SHA1 of
+// body keyed with key.
+func checkOneBotSignature(key, body []byte, h http.Header) error {
 	sig, ok := strings.CutPrefix(h.Get("X-Signature"), "sha1=")
 	if !ok {
-		return nil, unauthenticated("onebot", "request has no sha1 X-Signature")
+		return unauthenticated("onebot", "request has no sha1 X-Signature")
 	}
-	mac := hmac.New(sha1.New, v.key)
+	mac := hmac.New(sha1.New, key)
 	mac.Write(body)
 	if !equalHex(sig, mac.Sum(nil)) {
-		return nil, unauthenticated("onebot", "X-Signature does not match the body")
+		return unauthenticated("onebot", "X-Signature does not match the body")
+	}
+	return nil
+}
+
+// oneBotBots is the verifier of [Preset.WithBotSecrets]: a secret per bot.
+type oneBotBots struct{ keys map[string][]byte }
+
+func newOneBotBots(secrets map[string]string) (verifier, error) {
+	keys := make(map[string][]byte, len(secrets))
+	for id, secret := range secrets {
+		if !isDigits(id) || id[0] == '-' {
+			return nil, unauthenticated("onebot", fmt.Sprintf("bot id %q is not a self_id (digits)", id))
+		}
+		if secret == "" {
+			return nil, unauthenticated("onebot", "secret of bot "+id+" is empty")
+		}
+		keys[id] = []byte(secret)
+	}
+	return oneBotBots{keys}, nil
+}
+
+var oneBotSelfField = [...]string{"self_id"}
+
+// verify checks the signature with the secret of the bot the delivery
+// names: its self_id and its X-Self-ID, which must agree when both are
+// there. A body replayed under another bot's X-Self-ID was signed with
+// another secret, and is refused.
+func (v oneBotBots) verify(_ *Preset, body []byte, h http.Header, _ time.Time) ([]byte, error) {
+	var raw [len(oneBotSelfField)][]byte
+	if decodeBody("onebot", body, oneBotSelfField[:], raw[:]) != nil {
+		return nil, unauthenticated("onebot", "body is not a JSON object")
+	}
+	id, err := oneBotSelfID(raw[0], h)
+	if err != nil {
+		return nil, unauthenticated("onebot", "delivery names no bot: "+err.Error())
+	}
+	if hv := h.Get("X-Self-ID"); hv != "" && hv != id {
+		return nil, unauthenticated("onebot", "X-Self-ID differs from the body's self_id")
+	}
+	key, ok := v.keys[id]
+	if !ok {
+		return nil, unauthenticated("onebot", "bot "+id+" has no secret")
+	}
+	if err := checkOneBotSignature(key, body, h); err != nil {
+		return nil, err
 	}
 	return body, nil
 }

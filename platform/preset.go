@@ -51,6 +51,14 @@ type Preset struct {
 	// newVerifier makes the verifier of a secret; nil for a preset whose
 	// platform this package cannot authenticate.
 	newVerifier func(secret string) (verifier, error)
+	// newBotVerifier makes the verifier of one secret per bot (see
+	// WithBotSecrets); nil for a platform without per-bot secrets.
+	newBotVerifier func(secrets map[string]string) (verifier, error)
+	// takesToken is true for a platform with a Verification Token besides
+	// its secret (see WithVerificationToken): Feishu.
+	takesToken bool
+	// token is the Verification Token given by WithVerificationToken.
+	token string
 	// verifier authenticates deliveries; nil until WithSecret.
 	verifier verifier
 }
@@ -100,6 +108,38 @@ func (p Preset) WithSecret(secret string) Preset {
 	return p
 }
 
+// WithBotSecrets returns a copy of p that authenticates each delivery with
+// the secret of the bot that sent it, for a platform that names the bot
+// beside a signature that does not cover the name: OneBot, whose X-Self-ID
+// header is outside its X-Signature. secrets maps each bot's id (its
+// self_id, digits) to the secret of its HTTP POST configuration. A
+// delivery is then checked with the secret of the bot its self_id and its
+// X-Self-ID name (both, when both are there, must agree), so a body
+// captured from one bot and replayed under another's X-Self-ID is refused
+// instead of taking that bot's message ids. Use it whenever several bots
+// share one endpoint. The map is copied. An empty map, an id that is not
+// digits, an empty secret, or a preset of another platform make the copy
+// refuse every delivery ([Preset.CheckSecret] says why).
+func (p Preset) WithBotSecrets(secrets map[string]string) Preset {
+	var (
+		v   verifier
+		err error
+	)
+	switch {
+	case p.newBotVerifier == nil:
+		err = fmt.Errorf("%w: preset %q has no per-bot secrets", ErrUnauthenticated, p.Name)
+	case len(secrets) == 0:
+		err = fmt.Errorf("%w: %s bot secrets are empty", ErrUnauthenticated, p.Name)
+	default:
+		v, err = p.newBotVerifier(secrets)
+	}
+	if err != nil {
+		v = refusal{err}
+	}
+	p.verifier = v
+	return p
+}
+
 // CheckSecret reports how p authenticates: nil when it was given a usable
 // secret, [ErrNoSecret] when it was given none (its deliveries are served
 // unauthenticated), and an error wrapping [ErrUnauthenticated] that says why
@@ -117,7 +157,8 @@ func (p Preset) CheckSecret() error {
 // Verify authenticates a delivery with the secret given by
 // [Preset.WithSecret], and returns the body to extract the key from and to
 // hand to the handler: body itself, or for an encrypted Feishu delivery its
-// plaintext. now is the time signed timestamps are checked against. A
+// plaintext (for an unsigned url_verification, its members rebuilt, for
+// [Preset.Answer]). now is the time signed timestamps are checked against. A
 // delivery that fails returns an error wrapping [ErrUnauthenticated]; the
 // error never holds the secret. Without a secret, Verify returns body as it
 // is: the delivery is not authenticated.
@@ -134,9 +175,12 @@ func (p Preset) Verify(body []byte, header http.Header, now time.Time) ([]byte, 
 }
 
 // Answer returns the answer to a protocol request that the preset answers
-// itself because the answer needs the secret: QQ's callback URL validation
-// (op 13). ok is false for any other delivery, and for a preset without a
-// usable secret. Call it on a body [Preset.Verify] accepted.
+// itself, because the answer needs the secret or because the request cannot
+// be trusted further than its check: QQ's callback URL validation (op 13),
+// and Feishu's url_verification (which, encrypted, comes unsigned; see
+// [Preset.WithVerificationToken]). ok is false for any other delivery, and
+// for a preset without a usable secret. Call it on a body [Preset.Verify]
+// accepted.
 func (p Preset) Answer(body []byte) (response []byte, ok bool) {
 	if a, isAnswerer := p.verifier.(answerer); isAnswerer {
 		return a.answer(body)
