@@ -42,7 +42,9 @@
 // replay older than the TTL would no longer be found a duplicate.
 // [Preset.CheckSecret] says whether a preset authenticates, and
 // [Preset.Answer] answers QQ's callback URL validation, which needs the
-// secret. Package platformtest signs deliveries as the platforms do, for
+// secret, and Feishu's url_verification (see [Preset.WithVerificationToken]).
+// Several OneBot bots on one endpoint each sign with a secret of their own:
+// [Preset.WithBotSecrets]. Package platformtest signs deliveries as the platforms do, for
 // tests.
 //
 // Member names are matched exactly, as the platform spells them, never
