@@ -96,6 +96,7 @@ type Store struct {
 // statements are the SQL texts of a Store, built once for its table.
 type statements struct {
 	exists, mark, claim, extend, release, cleanup string
+	markTx, held                                  string
 }
 
 // after is the SQL of a time a duration after the server's now. Durations
@@ -116,6 +117,9 @@ ON CONFLICT (key) DO UPDATE SET token = NULL, expires_at = excluded.expires_at`,
 WHERE key = $1 AND split_part(token, ' ', 1) = $2 AND expires_at > now()`,
 
 		release: releaseSQL(t),
+
+		markTx: markTxSQL(t),
+		held:   heldSQL(t),
 
 		// The subquery takes up to a batch of expired rows from the expiry index
 		// and locks them, rechecking expiry on a row updated meanwhile; the locked

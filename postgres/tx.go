@@ -1,0 +1,126 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gatewaykit/dedupe"
+)
+
+// markTxSQL writes key's mark in the caller's transaction, unless a live mark
+// or a live claim holds the key: an expired row, or one holding only the
+// fences of released tokens, is taken over. Against a concurrent transaction
+// that wrote the key and has not ended, the INSERT waits for it, and then
+// sees its outcome: of concurrent MarkTx calls of one key, one writes.
+func markTxSQL(t string) string {
+	return `INSERT INTO ` + t + ` AS d (key, token, expires_at) VALUES ($1, NULL, ` + fmt.Sprintf(after, "$2") + `)
+ON CONFLICT (key) DO UPDATE SET token = NULL, expires_at = excluded.expires_at
+WHERE d.expires_at <= now() OR split_part(d.token, ' ', 1) = ''
+RETURNING 1`
+}
+
+// heldSQL tells a live mark (true) from a live claim (false).
+func heldSQL(t string) string {
+	return `SELECT token IS NULL FROM ` + t + ` WHERE key = $1 AND expires_at > now()`
+}
+
+// MarkTx writes key's mark, for ttl (<= 0: [Config.TTL]), in the caller's
+// transaction tx on the store's database, so that it commits or rolls back
+// with the effects tx writes: a message is then processed exactly once in
+// effect, even if the process dies at any instant. It returns
+// [dedupe.Claimed] when tx now holds the mark (go on and write the effects,
+// then commit), [dedupe.Duplicate] when the key is marked, and
+// [dedupe.InFlight] when a claim of [dedupe.Deduper.Do] holds it; for those
+// two, write nothing and roll back or go on as the caller's logic wants.
+//
+// Until tx ends, the key's row is locked: a concurrent MarkTx, Claim or Mark
+// of the same key waits for tx to commit (and then finds the key marked) or to
+// roll back (and then takes it). tx must use the READ COMMITTED isolation
+// level (PostgreSQL's default): under REPEATABLE READ or SERIALIZABLE a
+// concurrent commit makes the statement fail with a serialization error.
+// The store's table may live in any schema of that database; tx's own tables
+// too.
+func (s *Store) MarkTx(ctx context.Context, tx pgx.Tx, key dedupe.Key, ttl time.Duration) (dedupe.Status, error) {
+	if err := s.check(ctx, "mark in transaction", key); err != nil {
+		return 0, err
+	}
+	if tx == nil {
+		return 0, errors.New("dedupe: postgres: mark in transaction: nil transaction")
+	}
+	if ttl <= 0 {
+		ttl = s.ttl
+	}
+	k := key.String()
+	for range maxClaimTrials {
+		tag, err := tx.Exec(ctx, s.sql.markTx, k, micros(ttl))
+		if err != nil {
+			return 0, s.fail(ctx, "mark in transaction", key, err)
+		}
+		if tag.RowsAffected() == 1 {
+			return dedupe.Claimed, nil
+		}
+		var marked bool
+		switch err := tx.QueryRow(ctx, s.sql.held, k).Scan(&marked); {
+		case isNoRows(err):
+			continue // the holder expired or went meanwhile: try again
+		case err != nil:
+			return 0, s.fail(ctx, "mark in transaction", key, err)
+		case marked:
+			return dedupe.Duplicate, nil
+		default:
+			return dedupe.InFlight, nil
+		}
+	}
+	return 0, fmt.Errorf("dedupe: postgres: mark in transaction %s: the key changed hands %d times in a row", key, maxClaimTrials)
+}
+
+// DoTx runs fn once in effect for key: in one transaction of the store's
+// pool it writes key's mark ([Store.MarkTx]), runs fn with the transaction,
+// and commits, so that fn's statements and the mark commit together or not
+// at all. It returns [dedupe.ErrDuplicate] or [dedupe.ErrInFlight] without
+// running fn, as [dedupe.Deduper.Do] does; fn's error, after rolling back; or
+// the commit's error. A process killed at any instant leaves either fn's
+// effects and the mark, or neither: the platform's redelivery is processed
+// then, and never twice. fn must write its effects through tx only, and do
+// nothing outside the database that must not happen twice (a reply sent
+// before a failed commit is sent again on redelivery).
+//
+// If the commit's reply is lost (the connection failed during COMMIT), DoTx
+// returns the error and it is unknown whether the transaction committed: a
+// redelivery then finds the key marked, or runs fn again in a new transaction;
+// either way the effects are applied once.
+func (s *Store) DoTx(ctx context.Context, key dedupe.Key, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	if err := s.check(ctx, "do in transaction", key); err != nil {
+		return err
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return s.fail(ctx, "do in transaction", key, err)
+	}
+	committed := false
+	defer func() {
+		if !committed { // an error, a panic going on, or a failed commit
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	switch status, err := s.MarkTx(ctx, tx, key, 0); {
+	case err != nil:
+		return err
+	case status == dedupe.Duplicate:
+		return dedupe.ErrDuplicate
+	case status == dedupe.InFlight:
+		return dedupe.ErrInFlight
+	}
+	if err := fn(ctx, tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return s.fail(ctx, "commit", key, err)
+	}
+	committed = true
+	return nil
+}

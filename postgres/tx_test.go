@@ -1,0 +1,157 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gatewaykit/dedupe"
+)
+
+// effectsTable creates a table of effects, one row per run of a handler,
+// dropped when t ends.
+func effectsTable(t *testing.T) string {
+	name := testTable(t) // dropped at the end
+	conn := adminConn(t)
+	if _, err := conn.Exec(context.Background(), "CREATE TABLE "+name+" (key text NOT NULL, at timestamptz DEFAULT now())"); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func countEffects(t *testing.T, table, key string) int {
+	var n int
+	if err := adminConn(t).QueryRow(context.Background(), "SELECT count(*) FROM "+table+" WHERE key = $1", key).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// DoTx commits fn's effects with the mark, rolls both back on failure, and
+// answers copies as Do does.
+func TestDoTx(t *testing.T) {
+	s := newTestStore(t, newPool(t, "", 0), Config{})
+	effects := effectsTable(t)
+	ctx := context.Background()
+	k := dedupe.Key{Channel: "tx", MessageID: "1"}
+	write := func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO "+effects+" (key) VALUES ($1)", k.String())
+		return err
+	}
+
+	errFail := errors.New("handler failed")
+	err := s.DoTx(ctx, k, func(ctx context.Context, tx pgx.Tx) error {
+		if err := write(ctx, tx); err != nil {
+			return err
+		}
+		return errFail
+	})
+	if !errors.Is(err, errFail) {
+		t.Fatalf("DoTx with a failing fn = %v, want its error", err)
+	}
+	if n := countEffects(t, effects, k.String()); n != 0 {
+		t.Fatalf("a failed run left %d effects", n)
+	}
+	if ok, _ := s.Exists(ctx, k); ok {
+		t.Fatal("a failed run left the key marked")
+	}
+
+	if err := s.DoTx(ctx, k, write); err != nil {
+		t.Fatalf("DoTx: %v", err)
+	}
+	if err := s.DoTx(ctx, k, write); !errors.Is(err, dedupe.ErrDuplicate) {
+		t.Fatalf("second DoTx = %v, want ErrDuplicate", err)
+	}
+	if ok, _ := s.Exists(ctx, k); !ok {
+		t.Fatal("the key is not marked after DoTx")
+	}
+	if st, _ := s.Claim(ctx, dedupe.NewClaim(k), 0); st != dedupe.Duplicate {
+		t.Fatalf("Claim after DoTx = %v, want duplicate", st)
+	}
+	if n := countEffects(t, effects, k.String()); n != 1 {
+		t.Fatalf("%d effects, want 1", n)
+	}
+}
+
+// A claim of Do holds a key against DoTx, and an open DoTx holds it against
+// Do's claim until it commits.
+func TestDoTxBesideDo(t *testing.T) {
+	s := newTestStore(t, newPool(t, "", 0), Config{})
+	ctx := context.Background()
+	k := dedupe.Key{Channel: "tx", MessageID: "claimed"}
+	c := dedupe.NewClaim(k)
+	if st, err := s.Claim(ctx, c, time.Minute); err != nil || st != dedupe.Claimed {
+		t.Fatalf("Claim = %v, %v", st, err)
+	}
+	if err := s.DoTx(ctx, k, func(context.Context, pgx.Tx) error { return nil }); !errors.Is(err, dedupe.ErrInFlight) {
+		t.Fatalf("DoTx beside a claim = %v, want ErrInFlight", err)
+	}
+	if err := s.Release(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DoTx(ctx, k, func(context.Context, pgx.Tx) error { return nil }); err != nil {
+		t.Fatalf("DoTx after the release: %v", err)
+	}
+
+	k2 := dedupe.Key{Channel: "tx", MessageID: "open"}
+	inTx, commit := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- s.DoTx(ctx, k2, func(context.Context, pgx.Tx) error { close(inTx); <-commit; return nil })
+	}()
+	<-inTx
+	claimed := make(chan dedupe.Status, 1)
+	go func() {
+		st, err := s.Claim(ctx, dedupe.NewClaim(k2), time.Minute)
+		if err != nil {
+			t.Error(err)
+		}
+		claimed <- st
+	}()
+	select {
+	case st := <-claimed:
+		t.Fatalf("Claim beside an open DoTx answered %v before it committed", st)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(commit)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st := <-claimed; st != dedupe.Duplicate {
+		t.Fatalf("Claim after DoTx committed = %v, want duplicate", st)
+	}
+}
+
+// Of concurrent DoTx calls of one key, one runs fn.
+func TestDoTxConcurrent(t *testing.T) {
+	s := newTestStore(t, newPool(t, "", 16), Config{})
+	effects := effectsTable(t)
+	const keys, copies = 20, 8
+	var runs atomic.Int64
+	var wg sync.WaitGroup
+	for i := range keys {
+		k := dedupe.Key{Channel: "tx", MessageID: "c" + string(rune('a'+i))}
+		for range copies {
+			wg.Go(func() {
+				err := s.DoTx(context.Background(), k, func(ctx context.Context, tx pgx.Tx) error {
+					runs.Add(1)
+					_, err := tx.Exec(ctx, "INSERT INTO "+effects+" (key) VALUES ($1)", k.String())
+					time.Sleep(time.Millisecond)
+					return err
+				})
+				if err != nil && !errors.Is(err, dedupe.ErrDuplicate) {
+					t.Errorf("DoTx: %v", err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if runs.Load() != keys {
+		t.Fatalf("%d runs of %d keys with %d copies each, want one per key", runs.Load(), keys, copies)
+	}
+}
