@@ -89,7 +89,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		cfg.Lease = dedupe.DefaultLease
 	}
 	s := &Store{client: client, prefix: cfg.Prefix, ttl: cfg.TTL, lease: cfg.Lease}
-	s.b.Send, s.b.Rounds = s.send, roundsInFlight
+	s.b.Send, s.b.Rounds, s.b.Closed = s.send, roundsInFlight, dedupe.ErrClosed
 	return s, nil
 }
 
