@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,37 @@ func TestClusterSuite(t *testing.T) {
 			}
 			raceStores(t, stores, 8, 500, "race")
 		})
+	}
+}
+
+// TestClusterURL opens a store on the test cluster from a URL naming its
+// nodes with addr=, through OpenURL and OpenClusterURL: every mark lands,
+// whichever master owns its key (a client of one node would be answered
+// MOVED for two thirds of them).
+func TestClusterURL(t *testing.T) {
+	addrs := clusterAddrs(t)
+	urls := map[string]func(string, deduperedis.Config) (*deduperedis.Store, error){
+		"redis://" + addrs[0] + "?addr=" + addrs[1] + "&addr=" + addrs[2] + "&dial_timeout=1s": deduperedis.OpenURL,
+		"redis://" + addrs[0]: deduperedis.OpenClusterURL,
+	}
+	ctx := context.Background()
+	for url, open := range urls {
+		st, err := open(url, deduperedis.Config{Prefix: "dedupe-test:" + randomID(t) + ":"})
+		if err != nil {
+			t.Fatalf("open %s: %v", url, err)
+		}
+		for i := range 30 {
+			k := dedupe.Key{Channel: "url", MessageID: strconv.Itoa(i)}
+			if err := st.Mark(ctx, k, time.Minute); err != nil {
+				t.Errorf("%s: Mark(%s): %v", url, k, err)
+			}
+			if ok, err := st.Exists(ctx, k); !ok || err != nil {
+				t.Errorf("%s: Exists(%s) = %v, %v", url, k, ok, err)
+			}
+		}
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
 	}
 }
 
