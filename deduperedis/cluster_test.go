@@ -174,25 +174,8 @@ func TestClusterReplicaLag(t *testing.T) {
 	if err := admin.ClientKillByFilter(ctx, "TYPE", "replica").Err(); err != nil {
 		t.Fatalf("CLIENT KILL TYPE replica: %v", err)
 	}
-	asyncAcked, durableAcked, durableRefused := 0, 0, 0
-	for _, id := range asyncIDs {
-		if async.Mark(ctx, dedupe.Key{Channel: "lag", MessageID: id}, time.Hour) == nil {
-			acked[id] = true
-			asyncAcked++
-		}
-	}
-	for _, id := range durableIDs {
-		err := durable.Mark(ctx, dedupe.Key{Channel: "lag", MessageID: id}, time.Hour)
-		switch {
-		case err == nil:
-			acked[id] = true
-			durableAcked++
-		case errors.Is(err, deduperedis.ErrNotReplicated):
-			durableRefused++
-		default:
-			t.Errorf("durable Mark with the replica stopped: %v, want ErrNotReplicated", err)
-		}
-	}
+	asyncAcked, _ := markAll(t, async, asyncIDs, acked)
+	durableAcked, durableRefused := markAll(t, durable, durableIDs, acked)
 	signal(t, master, syscall.SIGKILL)
 	signal(t, replica, syscall.SIGCONT)
 	waitPromoted(t, replica.addr, 60*time.Second)
@@ -218,6 +201,26 @@ func TestClusterReplicaLag(t *testing.T) {
 	if lost["async"] == 0 {
 		t.Errorf("no acknowledged mark of the async store was lost: the test did not cut the replica off")
 	}
+}
+
+// markAll marks the messages ids of channel "lag" on st, records those
+// acknowledged in acked, and returns how many were acknowledged and how many
+// refused with ErrNotReplicated. Any other error fails the test.
+func markAll(t *testing.T, st *deduperedis.Store, ids []string, acked map[string]bool) (ok, refused int) {
+	t.Helper()
+	for _, id := range ids {
+		err := st.Mark(context.Background(), dedupe.Key{Channel: "lag", MessageID: id}, time.Hour)
+		switch {
+		case err == nil:
+			acked[id] = true
+			ok++
+		case errors.Is(err, deduperedis.ErrNotReplicated):
+			refused++
+		default:
+			t.Errorf("Mark with the replica stopped: %v", err)
+		}
+	}
+	return ok, refused
 }
 
 // group names the set of id.
