@@ -97,7 +97,9 @@ var _ dedupe.Store = (*Store)(nil)
 //
 // Set [redis.Options.ContextTimeoutEnabled] on the client for the deadlines of
 // contexts to bound calls in flight; a context cancelled before a call is always
-// honoured.
+// honoured. On a [*redis.ClusterClient] the store batches per master and sends
+// a call again after a failover (see the package documentation, "Redis
+// Cluster", and [ExampleNew_cluster] for the client options that matter).
 func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if isNil(client) {
 		return nil, errors.New("dedupe: redis: nil client")
