@@ -124,7 +124,7 @@ func BenchmarkClaimMark(b *testing.B) {
 // claimMark is the work of BenchmarkClaimMark, done by each contender on keys
 // never used before.
 type claimMark struct {
-	client *redis.Client
+	client redis.UniversalClient
 	st     *deduperedis.Store
 	prefix string
 	n      atomic.Uint64
@@ -238,5 +238,33 @@ func BenchmarkExists(b *testing.B) {
 	}
 	for _, ct := range contenders {
 		b.Run("impl="+ct.name, func(b *testing.B) { callers(b, 64, ct.op) })
+	}
+}
+
+// BenchmarkClusterClaimMark measures Claim then Mark of new keys on the test
+// cluster (DEDUPE_REDIS_CLUSTER_ADDRS) for 1, 8 and 64 concurrent callers:
+// the store (impl=store), the store waiting for one replica's
+// acknowledgement of each Mark and Claim (impl=replicas1, Config.Replicas 1),
+// and the ClusterClient sending the same commands one round trip per call
+// (impl=raw).
+func BenchmarkClusterClaimMark(b *testing.B) {
+	client := newClusterClient(b, clusterAddrs(b))
+	w := &claimMark{client: client, prefix: "dedupe-bench:" + randomID(b) + ":"}
+	w.st = newStore(b, client, deduperedis.Config{Prefix: w.prefix, TTL: benchTTL, Lease: benchTTL})
+	durable := &claimMark{client: client, prefix: w.prefix + "r:"}
+	durable.st = newStore(b, client, deduperedis.Config{Prefix: durable.prefix, TTL: benchTTL, Lease: benchTTL, Replicas: 1})
+	contenders := []struct {
+		name string
+		op   func(ctx context.Context, _ uint64) error
+	}{{"store", w.store}, {"replicas1", durable.store}, {"raw", w.raw}}
+	for _, ct := range contenders {
+		warmUp(b, ct.op)
+	}
+	for _, c := range benchCallers {
+		for _, ct := range contenders {
+			b.Run(fmt.Sprintf("callers=%d/impl=%s", c, ct.name), func(b *testing.B) {
+				callers(b, c, ct.op)
+			})
+		}
 	}
 }

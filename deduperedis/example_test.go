@@ -93,3 +93,45 @@ func ExampleStore_Claim() {
 }
 
 func process(context.Context, dedupe.Key) error { return nil }
+
+// On Redis Cluster, the client's options decide how soon a store recovers
+// from a master's death: a dead node answers no MOVED, so the client learns
+// the new owner of its slots only when its slot map is reloaded, which the
+// store asks for at once when a call fails, and which go-redis does by itself
+// every ClusterStateReloadInterval (60 s unless set). Short dial and read
+// timeouts let a call on a dead or stalled node fail fast and be retried.
+// Replicas makes every Mark and Claim wait for one replica's
+// acknowledgement, so that a failover cannot lose it. It needs a cluster, so
+// it is compiled but not run by go test.
+func ExampleNew_cluster() {
+	client := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:                      []string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"},
+		ContextTimeoutEnabled:      true,            // the callers' deadlines bound calls in flight
+		ClusterStateReloadInterval: 5 * time.Second, // go-redis's default is 60 s
+		DialTimeout:                time.Second,     // a dead host fails a call in 1 s, not 5 s
+		ReadTimeout:                2 * time.Second, // above Config.ReplicaTimeout
+		WriteTimeout:               2 * time.Second,
+	})
+	defer client.Close()
+	store, err := deduperedis.New(client, deduperedis.Config{
+		Lease:          time.Minute, // longer than the longest failover expected
+		Replicas:       1,
+		ReplicaTimeout: 500 * time.Millisecond,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	d := dedupe.New(store)
+	_ = d
+}
+
+// OpenURL and OpenClusterURL take the cluster URLs of go-redis: the nodes
+// after addr=, client options as query parameters.
+func ExampleOpenClusterURL() {
+	store, err := deduperedis.OpenClusterURL("redis://10.0.0.1:6379?addr=10.0.0.2:6379&addr=10.0.0.3:6379&dial_timeout=1s", deduperedis.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+}

@@ -10,3 +10,6 @@ func Queued(s *Store) int {
 
 // RoundsInFlight is how many pipelines a store has in flight at most.
 const RoundsInFlight = roundsInFlight
+
+// Prefix returns the key prefix of s.
+func Prefix(s *Store) string { return s.prefix }

@@ -1,8 +1,18 @@
 package deduperedis
 
 import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gatewaykit/dedupe"
+	"github.com/redis/go-redis/v9"
 )
 
 func TestMs(t *testing.T) {
@@ -21,4 +31,90 @@ func TestMs(t *testing.T) {
 			t.Errorf("ms(%v) = %d, want %d", tc.d, got, tc.want)
 		}
 	}
+}
+
+// TestRetryable checks which errors a call on Redis Cluster is sent again
+// after: those a failover or a slot migration explains, never a context's
+// end, a closed store, an unconfirmed write or a reply of the command itself.
+func TestRetryable(t *testing.T) {
+	live := context.Background()
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	for _, tc := range []struct {
+		ctx  context.Context
+		err  error
+		want bool
+	}{
+		{live, refused, true},
+		{live, fmt.Errorf("dedupe: redis: claim x: %w", refused), true},
+		{live, io.EOF, true},
+		{live, syscall.ECONNRESET, true},
+		{live, redis.ErrClosed, true},
+		{live, redis.ErrPoolTimeout, true},
+		{live, reply(t, "CLUSTERDOWN The cluster is down"), true},
+		{live, reply(t, "TRYAGAIN Multiple keys request during rehashing of slot"), true},
+		{live, reply(t, "MOVED 3999 127.0.0.1:6381"), true},
+		{live, reply(t, "ASK 3999 127.0.0.1:6381"), true},
+		{live, reply(t, "LOADING Redis is loading the dataset in memory"), true},
+		{live, reply(t, "READONLY You can't write against a read only replica."), true},
+		{live, reply(t, "MASTERDOWN Link with MASTER is down"), true},
+		{ended, refused, false},
+		{live, context.DeadlineExceeded, true}, // a dial's own timeout (DialTimeout): the caller's context has not ended
+		{live, context.Canceled, false},
+		{live, dedupe.ErrClosed, false},
+		{live, fmt.Errorf("%w: 0 of 1 replicas", ErrNotReplicated), false},
+		{live, reply(t, "NOREPLICAS Not enough good replicas to write."), false},
+		{live, reply(t, "ERR wrong number of arguments"), false},
+		{live, redis.Nil, false},
+	} {
+		if got := retryable(tc.ctx, tc.err); got != tc.want {
+			t.Errorf("retryable(ctx ended %v, %v) = %v, want %v", tc.ctx.Err() != nil, tc.err, got, tc.want)
+		}
+	}
+}
+
+// reply returns the error go-redis makes of the error reply line, read from a
+// server that answers every command with it: the same typed error a Redis
+// node's reply gives.
+func reply(t *testing.T, line string) error {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		r := bufio.NewReader(conn)
+		for {
+			var n int
+			if _, err := fmt.Fscanf(r, "*%d\r\n", &n); err != nil {
+				return
+			}
+			for range n {
+				var size int
+				if _, err := fmt.Fscanf(r, "$%d\r\n", &size); err != nil {
+					return
+				}
+				if _, err := r.Discard(size + 2); err != nil {
+					return
+				}
+			}
+			if _, err := io.WriteString(conn, "-"+line+"\r\n"); err != nil {
+				return
+			}
+		}
+	}()
+	c := redis.NewClient(&redis.Options{Addr: l.Addr().String(), Protocol: 2, DisableIdentity: true, MaxRetries: -1})
+	defer c.Close()
+	err = c.Get(context.Background(), "k").Err()
+	if err == nil || err.Error() != line {
+		t.Fatalf("reply %q read as %v", line, err)
+	}
+	return err
 }

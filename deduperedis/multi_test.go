@@ -24,12 +24,20 @@ func TestMultiInstance(t *testing.T) {
 	for i := range stores {
 		stores[i] = newStore(t, newClient(t, addr, nil), deduperedis.Config{Prefix: prefix, TTL: time.Minute, Lease: time.Minute})
 	}
+	raceStores(t, stores, racers, keys, "multi")
+}
+
+// raceStores races racers goroutines on each store on the same keys of
+// channel: every key is claimed exactly once across all of them, and the
+// winner's mark is seen by every store.
+func raceStores(t *testing.T, stores []*deduperedis.Store, racers, keys int, channel string) {
+	instances := len(stores)
 	ks := make([]dedupe.Key, keys)
 	for i := range ks {
-		ks[i] = dedupe.Key{Channel: "multi", MessageID: fmt.Sprint(i)}
+		ks[i] = dedupe.Key{Channel: channel, MessageID: fmt.Sprint(i)}
 	}
 
-	var claimed, marked [keys]atomic.Int32
+	claimed, marked := make([]atomic.Int32, keys), make([]atomic.Int32, keys)
 	var statuses [4]atomic.Int64 // by dedupe.Status
 	errs := make(chan error, instances*racers)
 	start := make(chan struct{})

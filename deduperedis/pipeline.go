@@ -2,29 +2,31 @@ package deduperedis
 
 import (
 	"context"
-	"github.com/gatewaykit/dedupe/internal/batch"
 
+	"github.com/gatewaykit/dedupe/internal/batch"
 	"github.com/redis/go-redis/v9"
 )
 
 // roundsInFlight is how many pipelines a Store has in flight at most, each on
-// a connection of its own. Eight let up to eight callers go at once, one
-// round trip each as without batching, and keep Redis busy while the client
-// reads the replies of other pipelines; a pipeline that stops answering holds
-// up only its own calls. Measured on a 2-core machine (medians of three
-// interleaved runs, Claim+Mark): at 64 callers 70.6k keys/s with 2, 86.0k with
-// 4, 87.8k with 8; at 8 callers 0.68, 0.72 and 0.87 of the same commands
-// sent per call.
+// a connection of its own, per Redis server (on a ClusterClient, per master).
+// Eight let up to eight callers go at once, one round trip each as without
+// batching, and keep Redis busy while the client reads the replies of other
+// pipelines; a pipeline that stops answering holds up only its own calls.
+// Measured on a 2-core machine (medians of three interleaved runs,
+// Claim+Mark): at 64 callers 70.6k keys/s with 2, 86.0k with 4, 87.8k with 8;
+// at 8 callers 0.68, 0.72 and 0.87 of the same commands sent per call.
 const roundsInFlight = 8
 
-// pipe is the request of one round trip: a go-redis pipeline, which a
-// ClusterClient splits by node, or, for a lone call, the client itself.
-// Scripts go by EVALSHA, or by EVAL (which also loads them) when eval is set,
-// for the calls whose EVALSHA the server answered NOSCRIPT.
+// pipe is the request of one round trip: a go-redis pipeline on one
+// connection, or, for a lone call of a store that waits for no replica, the
+// client itself. Scripts go by EVALSHA, or by EVAL (which also loads them)
+// when eval is set, for the calls whose EVALSHA the server answered NOSCRIPT.
+// acks, if not nil, is the WAIT the round trip ends with (see replicas.go).
 type pipe struct {
 	redis.Cmdable
 	ctx  context.Context
 	eval bool
+	acks *acks
 }
 
 // run queues script on key with args.
@@ -36,11 +38,11 @@ func (p pipe) run(script *redis.Script, key string, args ...any) *redis.Cmd {
 	return script.EvalSha(p.ctx, p, keys, args...)
 }
 
-// send sends calls in one round trip and answers each with its own error.
-// Calls whose script the server did not know are sent again by EVAL, in a
-// second round trip, unless their caller left meanwhile.
-func (s *Store) send(r *batch.Round, calls []*batch.Call[pipe]) {
-	again := s.exec(r.Context(), calls, false)
+// send sends calls to client in one round trip and answers each with its own
+// error. Calls whose script the server did not know are sent again by EVAL,
+// in a second round trip, unless their caller left meanwhile.
+func (s *Store) send(ctx context.Context, client redis.Cmdable, calls []*batch.Call[pipe]) {
+	again := s.exec(ctx, client, calls, false)
 	live := again[:0]
 	for _, c := range again {
 		if c.Sent() {
@@ -48,25 +50,29 @@ func (s *Store) send(r *batch.Round, calls []*batch.Call[pipe]) {
 		}
 	}
 	if len(live) > 0 {
-		s.exec(r.Context(), live, true)
+		s.exec(ctx, client, live, true)
 	}
 }
 
-// exec sends calls in one pipeline, or as one command if there is one, and
-// answers them, but for those answered NOSCRIPT unless eval is set: those it
-// returns.
-func (s *Store) exec(ctx context.Context, calls []*batch.Call[pipe], eval bool) (again []*batch.Call[pipe]) {
-	p := pipe{Cmdable: s.client, ctx: ctx, eval: eval}
+// exec sends calls to client in one pipeline, or as one command if there is
+// one and no WAIT is to follow it, and answers them, but for those answered
+// NOSCRIPT unless eval is set: those it returns.
+func (s *Store) exec(ctx context.Context, client redis.Cmdable, calls []*batch.Call[pipe], eval bool) (again []*batch.Call[pipe]) {
+	p := pipe{Cmdable: client, ctx: ctx, eval: eval}
 	var pl redis.Pipeliner
-	if len(calls) > 1 {
-		pl = s.client.Pipeline()
+	if len(calls) > 1 || s.replicas > 0 {
+		pl = client.Pipeline()
 		p.Cmdable = pl
+	}
+	if s.replicas > 0 {
+		p.acks = &acks{replicas: s.replicas, timeout: s.replicaTimeout}
 	}
 	reads := make([]func() error, len(calls))
 	for i, c := range calls {
 		reads[i] = c.Queue(p)
 	}
 	if pl != nil {
+		p.acks.queue(ctx, pl)
 		_, _ = pl.Exec(ctx) // each command keeps its own error
 	}
 	for i, c := range calls {

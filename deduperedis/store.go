@@ -30,6 +30,29 @@ type Config struct {
 	// Lease is how long a claim lasts when Claim or Extend is given lease <= 0.
 	// Default 5 min ([dedupe.DefaultLease]). A negative Lease is an error.
 	Lease time.Duration
+	// Replicas is how many replicas must confirm a Mark, or a Claim that took
+	// its key, before the store acknowledges it: each round trip that holds
+	// such a write ends with WAIT Replicas ReplicaTimeout, on the same
+	// connection. A write the replicas do not confirm in time fails with an
+	// error wrapping [ErrNotReplicated] (it was applied on the master and may
+	// or may not survive a failover). Default 0: acknowledged as soon as the
+	// master applied it, so a failover may lose the last writes (see the
+	// package documentation, "Durability"). A negative Replicas is an error,
+	// and so is Replicas with a [*redis.Ring], whose WAIT could not follow a
+	// command to its shard.
+	Replicas int
+	// ReplicaTimeout bounds the WAIT of [Config.Replicas]. Default 1 s
+	// ([DefaultReplicaTimeout]); keep it below the deadlines of the callers'
+	// contexts. A negative ReplicaTimeout is an error.
+	ReplicaTimeout time.Duration
+	// ClusterRetry is, on a [*redis.ClusterClient], how long a call that fails
+	// the way a failover or a slot migration makes calls fail (connection
+	// refused or cut, timeout, CLUSTERDOWN, TRYAGAIN, MOVED, ASK) is sent
+	// again, after the store has had the client reload its slot map; always
+	// within the call's context. Default 12 s ([DefaultClusterRetry]); a
+	// negative ClusterRetry sends every call once. Other clients send every
+	// call once.
+	ClusterRetry time.Duration
 }
 
 // Store is a [dedupe.Store] on Redis, shared by every process that uses the
@@ -49,6 +72,7 @@ type Config struct {
 // A Store is safe for concurrent use.
 type Store struct {
 	client     redis.UniversalClient
+	cluster    *redis.ClusterClient // client, if it is one; then nodes batch, not b
 	prefix     string
 	ttl, lease time.Duration
 	ownsClient bool
@@ -56,6 +80,11 @@ type Store struct {
 	closeOnce  sync.Once
 	closeErr   error
 	b          batch.Batcher[pipe]
+	nodes      nodes
+
+	replicas       int           // Config.Replicas
+	replicaTimeout time.Duration // Config.ReplicaTimeout
+	retryFor       time.Duration // Config.ClusterRetry; <= 0: no retry
 }
 
 var _ dedupe.Store = (*Store)(nil)
@@ -68,29 +97,55 @@ var _ dedupe.Store = (*Store)(nil)
 //
 // Set [redis.Options.ContextTimeoutEnabled] on the client for the deadlines of
 // contexts to bound calls in flight; a context cancelled before a call is always
-// honoured.
+// honoured. On a [*redis.ClusterClient] the store batches per master and sends
+// a call again after a failover (see the package documentation, "Redis
+// Cluster", and [ExampleNew_cluster] for the client options that matter).
 func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if isNil(client) {
 		return nil, errors.New("dedupe: redis: nil client")
 	}
-	if cfg.TTL < 0 {
-		return nil, fmt.Errorf("dedupe: redis: negative TTL %v", cfg.TTL)
+	if err := cfg.check(client); err != nil {
+		return nil, err
 	}
-	if cfg.Lease < 0 {
-		return nil, fmt.Errorf("dedupe: redis: negative lease %v", cfg.Lease)
+	s := &Store{client: client, prefix: cfg.Prefix, ttl: cfg.TTL, lease: cfg.Lease,
+		replicas: cfg.Replicas, replicaTimeout: cfg.ReplicaTimeout, retryFor: cfg.ClusterRetry}
+	s.cluster, _ = client.(*redis.ClusterClient)
+	s.b.Rounds, s.b.Closed = roundsInFlight, dedupe.ErrClosed
+	s.b.Send = func(r *batch.Round, calls []*batch.Call[pipe]) { s.send(r.Context(), s.client, calls) }
+	return s, nil
+}
+
+// check validates cfg for client and fills in its defaults.
+func (cfg *Config) check(client redis.UniversalClient) error {
+	switch {
+	case cfg.TTL < 0:
+		return fmt.Errorf("dedupe: redis: negative TTL %v", cfg.TTL)
+	case cfg.Lease < 0:
+		return fmt.Errorf("dedupe: redis: negative lease %v", cfg.Lease)
+	case cfg.Replicas < 0:
+		return fmt.Errorf("dedupe: redis: negative Replicas %d", cfg.Replicas)
+	case cfg.ReplicaTimeout < 0:
+		return fmt.Errorf("dedupe: redis: negative ReplicaTimeout %v", cfg.ReplicaTimeout)
+	}
+	if _, ring := client.(*redis.Ring); ring && cfg.Replicas > 0 {
+		return errors.New("dedupe: redis: Replicas on a Ring: WAIT cannot follow a command to its shard")
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix
 	}
-	if cfg.TTL == 0 {
-		cfg.TTL = dedupe.DefaultTTL
+	cfg.TTL = orDefault(cfg.TTL, dedupe.DefaultTTL)
+	cfg.Lease = orDefault(cfg.Lease, dedupe.DefaultLease)
+	cfg.ReplicaTimeout = orDefault(cfg.ReplicaTimeout, DefaultReplicaTimeout)
+	cfg.ClusterRetry = orDefault(cfg.ClusterRetry, DefaultClusterRetry)
+	return nil
+}
+
+// orDefault returns d if v is zero, and v otherwise.
+func orDefault(v, d time.Duration) time.Duration {
+	if v == 0 {
+		return d
 	}
-	if cfg.Lease == 0 {
-		cfg.Lease = dedupe.DefaultLease
-	}
-	s := &Store{client: client, prefix: cfg.Prefix, ttl: cfg.TTL, lease: cfg.Lease}
-	s.b.Send, s.b.Rounds = s.send, roundsInFlight
-	return s, nil
+	return v
 }
 
 // isNil reports whether c is nil or a nil pointer of one of go-redis's clients.
@@ -106,33 +161,6 @@ func isNil(c redis.UniversalClient) bool {
 		return c == nil
 	}
 	return false
-}
-
-// OpenURL returns a store on a client of its own, made from a URL such as
-// "redis://127.0.0.1:6379/0", "rediss://user:password@host:6380/1" or
-// "unix:///run/redis.sock?db=2" (the forms and query options of
-// [redis.ParseURL]). The client honours context deadlines
-// ([redis.Options.ContextTimeoutEnabled]). OpenURL does not contact the
-// server; call [Store.Ping] to check it. The store owns the client and
-// [Store.Close] closes it.
-//
-// For Redis Cluster, Sentinel or custom client options, make the client and
-// call [New].
-func OpenURL(url string, cfg Config) (*Store, error) {
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		// The error does not repeat the URL, which may hold a password.
-		return nil, fmt.Errorf("dedupe: redis: parse URL: %w", err)
-	}
-	opt.ContextTimeoutEnabled = true
-	client := redis.NewClient(opt)
-	s, err := New(client, cfg)
-	if err != nil {
-		_ = client.Close()
-		return nil, err
-	}
-	s.ownsClient = true
-	return s, nil
 }
 
 // key returns the Redis key of k.
@@ -168,7 +196,7 @@ func (s *Store) Exists(ctx context.Context, key dedupe.Key) (bool, error) {
 	}
 	k := s.key(key)
 	var v string
-	err := s.b.Do(ctx, k, func(p pipe) func() error {
+	err := s.do(ctx, k, func(p pipe) func() error {
 		cmd := p.Get(p.ctx, k)
 		return func() (err error) {
 			if v, err = cmd.Result(); err == redis.Nil {
@@ -193,8 +221,14 @@ func (s *Store) Mark(ctx context.Context, key dedupe.Key, ttl time.Duration) err
 		ttl = s.ttl
 	}
 	k, px := s.key(key), roundMs(ttl)
-	err := s.b.Do(ctx, k, func(p pipe) func() error {
-		return p.Set(p.ctx, k, markValue, px).Err
+	err := s.do(ctx, k, func(p pipe) func() error {
+		cmd, replicated := p.Set(p.ctx, k, markValue, px), p.need()
+		return func() error {
+			if err := cmd.Err(); err != nil {
+				return err
+			}
+			return replicated()
+		}
 	})
 	if err != nil {
 		return s.fail(ctx, "mark", key, err)
@@ -221,7 +255,7 @@ func (s *Store) Claim(ctx context.Context, c dedupe.Claim, lease time.Duration) 
 	if lease <= 0 {
 		lease = s.lease
 	}
-	n, err := s.script(ctx, claimScript, c, ms(lease))
+	n, err := s.script(ctx, claimScript, c, ms(lease), claimTaken)
 	switch {
 	case err != nil:
 		return 0, s.fail(ctx, "claim", c.Key, err)
@@ -264,7 +298,7 @@ func (s *Store) update(ctx context.Context, op string, script *redis.Script, c d
 	if c.Validate() != nil {
 		return fmt.Errorf("dedupe: redis: %s %s: %w: not a claim token", op, c.Key, dedupe.ErrNotOwner)
 	}
-	n, err := s.script(ctx, script, c, arg)
+	n, err := s.script(ctx, script, c, arg, 0)
 	if err != nil {
 		return s.fail(ctx, op, c.Key, err)
 	}
@@ -275,15 +309,23 @@ func (s *Store) update(ctx context.Context, op string, script *redis.Script, c d
 }
 
 // script runs script on c's key with c's token and arg, in the next pipeline,
-// and returns its integer result.
-func (s *Store) script(ctx context.Context, script *redis.Script, c dedupe.Claim, arg int64) (int64, error) {
+// and returns its integer result. If the store waits for replicas, a result
+// equal to confirm (a claim taken) is returned only once they confirmed it;
+// confirm 0 asks for no confirmation.
+func (s *Store) script(ctx context.Context, script *redis.Script, c dedupe.Claim, arg, confirm int64) (int64, error) {
 	k, token := s.key(c.Key), c.Token
 	var n int64
-	err := s.b.Do(ctx, k, func(p pipe) func() error {
+	err := s.do(ctx, k, func(p pipe) func() error {
 		cmd := p.run(script, k, token, arg)
+		replicated := func() error { return nil }
+		if confirm != 0 {
+			replicated = p.need()
+		}
 		return func() (err error) {
-			n, err = cmd.Int64()
-			return err
+			if n, err = cmd.Int64(); err != nil || n != confirm {
+				return err
+			}
+			return replicated()
 		}
 	})
 	if err != nil {
@@ -319,6 +361,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
 		s.b.Close()
+		s.nodes.close()
 		if s.ownsClient {
 			if err := s.client.Close(); err != nil {
 				s.closeErr = fmt.Errorf("dedupe: redis: close: %w", err)

@@ -262,7 +262,8 @@ func TestClientOwnership(t *testing.T) {
 }
 
 func TestOpenURLErrors(t *testing.T) {
-	for _, url := range []string{"http://127.0.0.1:6379", "redis://user:s3cret@127.0.0.1:6379/notadb", "redis://127.0.0.1:6379?bogus=1"} {
+	for _, url := range []string{"http://127.0.0.1:6379", "redis://user:s3cret@127.0.0.1:6379/notadb", "redis://127.0.0.1:6379?bogus=1",
+		"redis://user:s3cret@127.0.0.1:7000?addr=127.0.0.1:7001&bogus=1", "http://user:s3cret@127.0.0.1:7000?addr=127.0.0.1:7001"} {
 		s, err := deduperedis.OpenURL(url, deduperedis.Config{})
 		if err == nil {
 			s.Close()
@@ -275,6 +276,35 @@ func TestOpenURLErrors(t *testing.T) {
 	}
 	if _, err := deduperedis.OpenURL("redis://127.0.0.1:6379/0", deduperedis.Config{TTL: -1}); err == nil {
 		t.Error("OpenURL with a negative TTL succeeded")
+	}
+	if _, err := deduperedis.OpenClusterURL("redis://127.0.0.1:7000", deduperedis.Config{Replicas: -1}); err == nil {
+		t.Error("OpenClusterURL with negative Replicas succeeded")
+	}
+}
+
+// TestNewValidatesReplicas checks the options of Config.Replicas.
+func TestNewValidatesReplicas(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer client.Close()
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
+	defer ring.Close()
+	for _, tc := range []struct {
+		client redis.UniversalClient
+		cfg    deduperedis.Config
+	}{
+		{client, deduperedis.Config{Replicas: -1}},
+		{client, deduperedis.Config{Replicas: 1, ReplicaTimeout: -time.Second}},
+		{ring, deduperedis.Config{Replicas: 1}},
+	} {
+		if s, err := deduperedis.New(tc.client, tc.cfg); err == nil {
+			s.Close()
+			t.Errorf("New(%T, %+v) succeeded", tc.client, tc.cfg)
+		}
+	}
+	if s, err := deduperedis.New(ring, deduperedis.Config{}); err != nil {
+		t.Errorf("New(Ring) without Replicas: %v", err)
+	} else {
+		s.Close()
 	}
 }
 

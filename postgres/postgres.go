@@ -257,7 +257,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		log:   cfg.Logger,
 		sql:   buildStatements(t),
 	}
-	s.b.Send, s.b.Rounds = s.send, roundsInFlight
+	s.b.Send, s.b.Rounds, s.b.Closed = s.send, roundsInFlight, dedupe.ErrClosed
 	if cfg.CleanupInterval > 0 {
 		sweepCtx, stop := context.WithCancel(context.Background())
 		s.stop = stop

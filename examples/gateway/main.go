@@ -31,7 +31,9 @@
 //	-store memory|sqlite:PATH|PATH.db|redis://HOST:PORT/DB|postgres://…|layered:…
 //	    the store of marks and claims (default memory). A SQLite file, Redis
 //	    and PostgreSQL survive a restart of the gateway and can be shared by
-//	    several gateway processes. layered:STORE puts a memory layer (5
+//	    several gateway processes. A Redis Cluster is a redis:// URL naming
+//	    its nodes with addr= (redis://HOST:PORT?addr=HOST:PORT&addr=…).
+//	    layered:STORE puts a memory layer (5
 //	    minutes) in front of STORE, which decides: a retry of an update this
 //	    gateway processed is answered without a round trip.
 //	-fallback STORE

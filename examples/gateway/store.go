@@ -32,7 +32,8 @@ const (
 )
 
 // parseStore reads the value of -store: "memory", "sqlite:PATH", a path ending
-// in ".db", a "redis://" or "rediss://" URL, a "postgres://" or
+// in ".db", a "redis://" or "rediss://" URL (a Redis Cluster if it names
+// more nodes with addr=, see deduperedis.OpenURL), a "postgres://" or
 // "postgresql://" URL, or "layered:" and one of the others but memory.
 func parseStore(s string) (storeSpec, error) {
 	switch {

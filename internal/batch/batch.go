@@ -2,17 +2,18 @@
 // calls that arrive while round trips are in flight are queued and sent
 // together in the next one; a lone caller is sent at once. The round trip
 // each store makes of a batch is its own (a pipeline, a pgx.Batch): it is the
-// Batcher's Send.
+// Batcher's Send. The package knows nothing of the stores' errors: the error
+// of a closed Batcher is its caller's (Batcher.Closed), so that any package of
+// the module, the root one included, may batch with it.
 package batch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/gatewaykit/dedupe"
 )
 
 // MaxBatch bounds the calls sent in one round trip.
@@ -124,9 +125,13 @@ func (r *Round) leave() {
 // is empty. Close waits for every round trip in flight.
 type Batcher[R any] struct {
 	// Send sends calls in one round trip, with the round's context, and
-	// answers each. Set before the first call, as is Rounds.
+	// answers each. Set before the first call, as are Rounds and Closed.
 	Send   func(r *Round, calls []*Call[R])
 	Rounds int // round trips in flight at most
+	// Closed is the error of the calls made after Close, and of those still
+	// queued at Close: the store's own "closed" error, such as
+	// dedupe.ErrClosed. Nil gives errClosed.
+	Closed error
 
 	mu      sync.Mutex
 	queue   []*Call[R]
@@ -136,7 +141,7 @@ type Batcher[R any] struct {
 }
 
 // Do runs one call through b and returns its error: the error of the round
-// trip or of the operation, [dedupe.ErrClosed] if b was closed before the call
+// trip or of the operation, b.Closed if b was closed before the call
 // was sent, or the context's if it ended first. A call whose context ends
 // while it is queued is never sent; one that was sent already may still take
 // effect on the server, and its error says so. The caller reads the outcome
@@ -151,7 +156,7 @@ func (b *Batcher[R]) Do(ctx context.Context, key string, queue func(R) func() er
 	c.deadline, _ = ctx.Deadline()
 	alone, ok := b.add(c)
 	if !ok {
-		return dedupe.ErrClosed
+		return b.closedErr()
 	}
 	if alone {
 		c.own.ctx = ctx // no cancel: the round is its caller's, who waits for it
@@ -254,9 +259,9 @@ func (b *Batcher[R]) round(calls []*Call[R]) {
 	}
 }
 
-// Close refuses new calls, answers the calls still queued with
-// [dedupe.ErrClosed] (they were never sent), and waits for the round trips in
-// flight to finish. It is idempotent.
+// Close refuses new calls, answers the calls still queued with b.Closed (they
+// were never sent), and waits for the round trips in flight to finish. It is
+// idempotent.
 func (b *Batcher[R]) Close() {
 	b.mu.Lock()
 	b.closed = true
@@ -265,8 +270,19 @@ func (b *Batcher[R]) Close() {
 	b.mu.Unlock()
 	for _, c := range queued {
 		if c.state.CompareAndSwap(callQueued, callDone) {
-			c.done <- dedupe.ErrClosed
+			c.done <- b.closedErr()
 		}
 	}
 	b.wg.Wait()
+}
+
+// errClosed is the error of a closed Batcher whose Closed is nil.
+var errClosed = errors.New("batch: closed")
+
+// closedErr returns the error of a call refused because b is closed.
+func (b *Batcher[R]) closedErr() error {
+	if b.Closed != nil {
+		return b.Closed
+	}
+	return errClosed
 }

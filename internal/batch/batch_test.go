@@ -6,9 +6,11 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/gatewaykit/dedupe"
 )
+
+// errStoreClosed stands for a store's own "closed" error, which the batcher
+// is given and returns.
+var errStoreClosed = errors.New("store closed")
 
 // server is a fake round trip: it records the batches it is sent and holds
 // each until release is closed.
@@ -21,7 +23,7 @@ type server struct {
 
 func newBatcher(rounds int) (*Batcher[*[]string], *server) {
 	s := &server{entered: make(chan struct{}, 100), release: make(chan struct{})}
-	b := &Batcher[*[]string]{Rounds: rounds}
+	b := &Batcher[*[]string]{Rounds: rounds, Closed: errStoreClosed}
 	b.Send = func(r *Round, calls []*Call[*[]string]) {
 		var req []string
 		reads := make([]func() error, len(calls))
@@ -86,7 +88,7 @@ func TestLoneCallerInline(t *testing.T) {
 
 // TestAbandonedWhileQueued checks that a call whose context ends while it is
 // queued returns at once and is never sent, and that Close answers the calls
-// still queued with ErrClosed.
+// still queued with the error it was given for that.
 func TestAbandonedWhileQueued(t *testing.T) {
 	b, s := newBatcher(1)
 	go func() { _ = b.Do(context.Background(), "a", op("a")) }()
@@ -105,13 +107,13 @@ func TestAbandonedWhileQueued(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() { b.Close(); close(done) }()
-	if err := <-closed; !errors.Is(err, dedupe.ErrClosed) {
-		t.Fatalf("queued call at Close: %v; want ErrClosed", err)
+	if err := <-closed; !errors.Is(err, errStoreClosed) {
+		t.Fatalf("queued call at Close: %v; want errStoreClosed", err)
 	}
 	close(s.release)
 	<-done
-	if err := b.Do(context.Background(), "z", op("z")); !errors.Is(err, dedupe.ErrClosed) {
-		t.Fatalf("call after Close: %v; want ErrClosed", err)
+	if err := b.Do(context.Background(), "z", op("z")); !errors.Is(err, errStoreClosed) {
+		t.Fatalf("call after Close: %v; want errStoreClosed", err)
 	}
 	for _, batch := range s.batches {
 		for _, k := range batch {
@@ -119,5 +121,16 @@ func TestAbandonedWhileQueued(t *testing.T) {
 				t.Fatalf("batches %v: only a was to be sent", s.batches)
 			}
 		}
+	}
+}
+
+// TestClosedDefault checks that a batcher given no Closed error still refuses
+// calls after Close, with an error of its own.
+func TestClosedDefault(t *testing.T) {
+	b, _ := newBatcher(1)
+	b.Closed = nil
+	b.Close()
+	if err := b.Do(context.Background(), "a", op("a")); !errors.Is(err, errClosed) {
+		t.Fatalf("call after Close: %v; want errClosed", err)
 	}
 }

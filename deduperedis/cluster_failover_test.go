@@ -1,0 +1,170 @@
+package deduperedis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/deduperedis"
+)
+
+// failoverLoad is pairs of workers on two different stores (two gateway
+// instances), each pair working through its own sequence of messages the way
+// dedupe.Deduper does: claim, and if claimed, process (count) and mark,
+// retrying the mark until it lands; release a claim whose call failed; come
+// back to a message in flight. Every call has a 1 s deadline.
+type failoverLoad struct {
+	stores    []*deduperedis.Store
+	processed sync.Map // key string → *atomic.Int32
+	last      []atomic.Int64
+	errs      atomic.Int64
+	stop      atomic.Bool
+
+	mu     sync.Mutex
+	errAt  []time.Time // when each failed call returned
+	sample map[string]int
+}
+
+// run runs worker w of pair p on store st until stop.
+func (l *failoverLoad) run(p int, st *deduperedis.Store) {
+	for n := 0; !l.stop.Load(); n++ {
+		k := dedupe.Key{Channel: "failover", MessageID: fmt.Sprintf("%d-%d", p, n)}
+		for !l.stop.Load() && !l.one(st, k) {
+		}
+		if int64(n) > l.last[p].Load() {
+			l.last[p].Store(int64(n))
+		}
+	}
+}
+
+// one makes one attempt at k and reports whether k is done: marked by this
+// worker or found marked.
+func (l *failoverLoad) one(st *deduperedis.Store, k dedupe.Key) bool {
+	c := dedupe.NewClaim(k)
+	var s dedupe.Status
+	err := call(func(ctx context.Context) (err error) {
+		s, err = st.Claim(ctx, c, 30*time.Second)
+		return err
+	})
+	if err != nil {
+		l.fail(err)
+		for !l.stop.Load() {
+			err := call(func(ctx context.Context) error { return st.Release(ctx, c) })
+			if err == nil || errors.Is(err, dedupe.ErrNotOwner) {
+				break
+			}
+			l.fail(err)
+		}
+		return false
+	}
+	switch s {
+	case dedupe.Duplicate:
+		return true
+	case dedupe.InFlight:
+		time.Sleep(5 * time.Millisecond) // the other worker of the pair holds it: poll
+		return false
+	}
+	v, _ := l.processed.LoadOrStore(k.String(), new(atomic.Int32))
+	v.(*atomic.Int32).Add(1)
+	for {
+		err := call(func(ctx context.Context) error { return st.Mark(ctx, k, time.Hour) })
+		if err == nil {
+			return true
+		}
+		l.fail(err)
+	}
+}
+
+// call runs f with a context of 1 s.
+func call(f func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return f(ctx)
+}
+
+// fail counts a failed call.
+func (l *failoverLoad) fail(err error) {
+	l.errs.Add(1)
+	l.mu.Lock()
+	l.errAt = append(l.errAt, time.Now())
+	if len(l.sample) < 8 {
+		l.sample[err.Error()]++
+	}
+	l.mu.Unlock()
+}
+
+// TestClusterKillFailover kills a master with SIGKILL under load and checks
+// that once its replica is promoted every call succeeds again, within 2 ×
+// cluster-node-timeout + 2 s of the kill, and that no message was processed
+// twice and no mark was lost. It logs the errors
+// callers saw and the recovery time.
+func TestClusterKillFailover(t *testing.T) {
+	addrs := clusterAddrs(t)
+	const pairs = 8
+	prefix := "dedupe-test:" + randomID(t) + ":"
+	l := &failoverLoad{last: make([]atomic.Int64, pairs), sample: map[string]int{}}
+	for range 4 {
+		l.stores = append(l.stores, newStore(t, newClusterClient(t, addrs), deduperedis.Config{Prefix: prefix}))
+	}
+	master, _ := masterWithReplica(t, addrs)
+	var wg sync.WaitGroup
+	for p := range pairs {
+		for w := range 2 {
+			wg.Go(func() { l.run(p, l.stores[(p+w)%len(l.stores)]) })
+		}
+	}
+	time.Sleep(2 * time.Second) // load before the fault
+	signal(t, master, syscall.SIGKILL)
+	killedAt := time.Now()
+	t.Cleanup(func() { restartNode(t, master, addrs) })
+	time.Sleep(20 * time.Second) // the failover, then load after it: the length of the run, not a wait for a result
+	l.stop.Store(true)
+	wg.Wait()
+
+	recovery := time.Duration(0)
+	if n := len(l.errAt); n > 0 {
+		sort.Slice(l.errAt, func(i, j int) bool { return l.errAt[i].Before(l.errAt[j]) })
+		recovery = l.errAt[n-1].Sub(killedAt)
+	}
+	t.Logf("kill -9 of master %s: %d failed calls, the last %v after the kill; errors: %v",
+		master.addr, l.errs.Load(), recovery.Round(time.Millisecond), l.sample)
+	if limit := 2*5*time.Second + 2*time.Second; recovery > limit {
+		t.Errorf("calls failed until %v after the kill, want within %v", recovery, limit)
+	}
+	l.check(t, pairs)
+}
+
+// check counts, among every message a pair finished, those processed twice
+// and those no longer marked.
+func (l *failoverLoad) check(t *testing.T, pairs int) {
+	ctx := context.Background()
+	st := l.stores[0]
+	var doubles, lost, total int
+	for p := range pairs {
+		for n := int64(0); n < l.last[p].Load(); n++ {
+			k := dedupe.Key{Channel: "failover", MessageID: fmt.Sprintf("%d-%d", p, n)}
+			total++
+			if v, ok := l.processed.Load(k.String()); ok && v.(*atomic.Int32).Load() > 1 {
+				doubles++
+			}
+			marked, err := st.Exists(ctx, k)
+			if err != nil {
+				t.Fatalf("Exists(%s): %v", k, err)
+			}
+			if !marked {
+				lost++
+			}
+		}
+	}
+	t.Logf("%d messages finished: %d processed twice, %d marks lost", total, doubles, lost)
+	if doubles+lost != 0 {
+		t.Errorf("%d processed twice, %d marks lost", doubles, lost)
+	}
+}
