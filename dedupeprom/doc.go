@@ -1,5 +1,5 @@
-// Package prometheus exports the counters of a [dedupe.Deduper] as Prometheus
-// metrics.
+// Package dedupeprom exports the counters of a [dedupe.Deduper], of webhook
+// endpoints and of their queues as Prometheus metrics.
 //
 // [NewCollector] returns a [prometheus.Collector] that reads
 // [dedupe.Deduper.Stats] at every scrape, so it adds nothing to the Deduper's
@@ -9,7 +9,14 @@
 //	prometheus.MustRegister(dedupeprom.NewCollector(d))
 //	http.Handle("/metrics", promhttp.Handler())
 //
+// [NewHTTPCollector] and [NewQueueCollector] do the same for the endpoints
+// built by dedupehttp.New and dedupehttp.NewAsync.
+//
 // # Metrics
+//
+// The names follow the Prometheus conventions: base units (seconds),
+// durations named _duration_seconds, counters named _total. A test lints them
+// with promlint.
 //
 // dedupe_decisions_total{backend,verdict} is a counter of the Deduper's
 // verdicts: "processed" (the message was handled and marked), "duplicate",
@@ -19,9 +26,18 @@
 // [dedupe.WithFallback]) and "lease_lost" (a claim was taken over while its
 // message was processed).
 //
-// dedupe_store_seconds{backend,phase} is a histogram of the duration of the
-// Deduper's store calls by phase: "claim", "mark", "release" and "extend". Its
-// buckets are [dedupe.LatencyStats.Bounds] in seconds.
+// dedupe_waits_total{backend,outcome} is a counter of the waits of
+// [dedupe.WithWait] for the owner of a message in flight: "duplicate" (the
+// owner processed it), "claimed" (the owner failed or died, and the waiter
+// took the claim) and "timed_out".
+//
+// dedupe_store_faults_total{backend,event} is a counter of how the Deduper
+// met store faults: "ambiguous_claim", "mark_deferred", "mark_replayed" and
+// "dropped".
+//
+// dedupe_store_duration_seconds{backend,phase} is a histogram of the duration
+// of the Deduper's store calls by phase: "claim", "mark", "release" and
+// "extend". Its buckets are [dedupe.LatencyStats.Bounds] in seconds.
 //
 // dedupe_http_deliveries_total{platform,verdict} is a counter of what the
 // webhook endpoints built by dedupehttp.New decided before the Deduper:
@@ -30,6 +46,9 @@
 // without deduplication, or refused under
 // dedupehttp.WithRefuseUndeduplicated), "protocol" (handshakes, heartbeats)
 // and "malformed" (refused with 400). [NewHTTPCollector] exports it.
+//
+// [NewQueueCollector] exports the queue depth, the outcomes and the handler
+// durations of accepted messages by platform; its documentation lists them.
 //
 // backend is the primary store's [dedupe.Store.Backend]; calls served by a
 // fallback store are counted under it too. [WithNamespace] prefixes the metric
