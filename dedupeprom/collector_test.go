@@ -223,14 +223,6 @@ gw_dedupe_decisions_total{backend="memory",deduper="telegram",verdict="store_err
 	assert.ErrorAs(t, err, &already)
 }
 
-func TestCollectorLint(t *testing.T) {
-	d := dedupe.New(nil)
-	require.NoError(t, d.Do(t.Context(), key("1"), ok))
-	problems, err := testutil.CollectAndLint(dedupeprom.NewCollector(d))
-	require.NoError(t, err)
-	assert.Empty(t, problems)
-}
-
 // lostReplyStore takes each claim and then reports an error: the reply was
 // lost after the write.
 type lostReplyStore struct {
