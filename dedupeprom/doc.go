@@ -55,6 +55,17 @@
 // names and [WithConstLabels] adds labels, for example to tell several
 // Dedupers registered in one registry apart.
 //
+// # Dashboard
+//
+// dashboards/dedupe.json in this module's directory is a Grafana dashboard
+// (schema version 39, Grafana 10.4 or later) over these metrics: decisions by
+// verdict, the duplicates ratio, waits, store latency percentiles, store
+// faults, queue depth and processing by platform, and the webhook edge. Import
+// it and pick a Prometheus data source in its "datasource" variable. It
+// queries the names without a namespace: with [WithNamespace], prefix them in
+// the file. A test checks that every metric it queries is one the collectors
+// export.
+//
 // This package is a module of its own, github.com/gatewaykit/dedupe/dedupeprom,
 // so that importing the root package never downloads the Prometheus client.
 package dedupeprom
