@@ -69,7 +69,7 @@ func NewCollector(d *dedupe.Deduper, opts ...Option) *Collector {
 			"How the deduplicator met store faults: ambiguous_claim (a failed claim asked again or released by its token), mark_deferred (a mark queued for the primary store), mark_replayed (a queued mark written later) and dropped (queued work dropped).",
 			[]string{"backend", "event"}, cfg.labels),
 		store: prometheus.NewDesc(
-			prometheus.BuildFQName(cfg.namespace, "dedupe", "store_seconds"),
+			prometheus.BuildFQName(cfg.namespace, "dedupe", "store_duration_seconds"),
 			"Duration of the deduplicator's store calls, by phase.",
 			[]string{"backend", "phase"}, cfg.labels),
 		buckets: make([]float64, len(dedupe.LatencyStats{}.Bounds())),

@@ -1,5 +1,5 @@
-// Package prometheus exports the counters of a [dedupe.Deduper] as Prometheus
-// metrics.
+// Package dedupeprom exports the counters of a [dedupe.Deduper], of webhook
+// endpoints and of their queues as Prometheus metrics.
 //
 // [NewCollector] returns a [prometheus.Collector] that reads
 // [dedupe.Deduper.Stats] at every scrape, so it adds nothing to the Deduper's
@@ -9,7 +9,14 @@
 //	prometheus.MustRegister(dedupeprom.NewCollector(d))
 //	http.Handle("/metrics", promhttp.Handler())
 //
+// [NewHTTPCollector] and [NewQueueCollector] do the same for the endpoints
+// built by dedupehttp.New and dedupehttp.NewAsync.
+//
 // # Metrics
+//
+// The names follow the Prometheus conventions: base units (seconds),
+// durations named _duration_seconds, counters named _total. A test lints them
+// with promlint.
 //
 // dedupe_decisions_total{backend,verdict} is a counter of the Deduper's
 // verdicts: "processed" (the message was handled and marked), "duplicate",
@@ -19,9 +26,18 @@
 // [dedupe.WithFallback]) and "lease_lost" (a claim was taken over while its
 // message was processed).
 //
-// dedupe_store_seconds{backend,phase} is a histogram of the duration of the
-// Deduper's store calls by phase: "claim", "mark", "release" and "extend". Its
-// buckets are [dedupe.LatencyStats.Bounds] in seconds.
+// dedupe_waits_total{backend,outcome} is a counter of the waits of
+// [dedupe.WithWait] for the owner of a message in flight: "duplicate" (the
+// owner processed it), "claimed" (the owner failed or died, and the waiter
+// took the claim) and "timed_out".
+//
+// dedupe_store_faults_total{backend,event} is a counter of how the Deduper
+// met store faults: "ambiguous_claim", "mark_deferred", "mark_replayed" and
+// "dropped".
+//
+// dedupe_store_duration_seconds{backend,phase} is a histogram of the duration
+// of the Deduper's store calls by phase: "claim", "mark", "release" and
+// "extend". Its buckets are [dedupe.LatencyStats.Bounds] in seconds.
 //
 // dedupe_http_deliveries_total{platform,verdict} is a counter of what the
 // webhook endpoints built by dedupehttp.New decided before the Deduper:
@@ -31,10 +47,24 @@
 // dedupehttp.WithRefuseUndeduplicated), "protocol" (handshakes, heartbeats)
 // and "malformed" (refused with 400). [NewHTTPCollector] exports it.
 //
+// [NewQueueCollector] exports the queue depth, the outcomes and the handler
+// durations of accepted messages by platform; its documentation lists them.
+//
 // backend is the primary store's [dedupe.Store.Backend]; calls served by a
 // fallback store are counted under it too. [WithNamespace] prefixes the metric
 // names and [WithConstLabels] adds labels, for example to tell several
 // Dedupers registered in one registry apart.
+//
+// # Dashboard
+//
+// dashboards/dedupe.json in this module's directory is a Grafana dashboard
+// (schema version 39, Grafana 10.4 or later) over these metrics: decisions by
+// verdict, the duplicates ratio, waits, store latency percentiles, store
+// faults, queue depth and processing by platform, and the webhook edge. Import
+// it and pick a Prometheus data source in its "datasource" variable. It
+// queries the names without a namespace: with [WithNamespace], prefix them in
+// the file. A test checks that every metric it queries is one the collectors
+// export.
 //
 // This package is a module of its own, github.com/gatewaykit/dedupe/dedupeprom,
 // so that importing the root package never downloads the Prometheus client.

@@ -38,7 +38,7 @@ func ExampleNewCollector() {
 			}
 		}
 	}
-	fmt.Println(testutil.CollectAndCount(dedupeprom.NewCollector(d), "dedupe_store_seconds"), "store histograms")
+	fmt.Println(testutil.CollectAndCount(dedupeprom.NewCollector(d), "dedupe_store_duration_seconds"), "store histograms")
 	// Output:
 	// dedupe: duplicate message
 	// dedupe_decisions_total{backend=memory,verdict=duplicate} 1
