@@ -27,7 +27,8 @@ type shared struct {
 }
 
 // New returns a Deduper over store, which it does not close; a nil store gets
-// a new [MemoryStore].
+// a new [MemoryStore]. If store has a MinLease() time.Duration method (the
+// Redis store on a cluster has) and the lease is shorter, New logs a warning.
 func New(store Store, opts ...Option) *Deduper {
 	if store == nil {
 		store = NewMemoryStore(MemoryConfig{})
@@ -36,7 +37,17 @@ func New(store Store, opts ...Option) *Deduper {
 	d.apply(opts)
 	d.shared.backlog = newBacklog(d.settings, &d.shared.counters)
 	d.st = d.workStore()
+	d.checkLease()
 	return d
+}
+
+// checkLease warns when the lease is shorter than the store needs to ride
+// out a failover (a store with a MinLease method, such as a Redis Cluster's).
+func (d *Deduper) checkLease() {
+	if m, ok := d.shared.store.(interface{ MinLease() time.Duration }); ok && d.lease < m.MinLease() {
+		d.logger.Warn("dedupe: the lease is shorter than the store's failover: a claim can run out during one, and another instance run the message",
+			slog.Duration("lease", d.lease), slog.Duration("store_min_lease", m.MinLease()))
+	}
 }
 
 // With returns a Deduper sharing d's store, counters and backlog, with opts

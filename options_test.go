@@ -1,7 +1,9 @@
 package dedupe_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -31,4 +33,21 @@ func TestWithStoreTimeout(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Equal(t, 2*time.Second, time.Since(start))
 	})
+}
+
+// slowFailoverStore needs leases of at least a minute to ride out a failover.
+type slowFailoverStore struct{ dedupe.Store }
+
+func (slowFailoverStore) MinLease() time.Duration { return time.Minute }
+
+// New warns when the lease is shorter than the store's failover.
+func TestNewWarnsShortLease(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	st := slowFailoverStore{dedupe.NewMemoryStore(dedupe.MemoryConfig{})}
+	dedupe.New(st, dedupe.WithLogger(logger), dedupe.WithLease(30*time.Second))
+	assert.Contains(t, buf.String(), "lease is shorter than the store's failover")
+	buf.Reset()
+	dedupe.New(st, dedupe.WithLogger(logger), dedupe.WithLease(2*time.Minute))
+	assert.Empty(t, buf.String())
 }

@@ -349,6 +349,19 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
+// MinLease returns the shortest claim lease that outlasts a failover the
+// store rides out: on a [*redis.ClusterClient], its retry window
+// ([Config.ClusterRetry]), within which a dead master's replica takes over;
+// otherwise 0. [dedupe.New] warns when its lease is shorter: a claim could
+// then run out during a failover, and a mark queued across it would let
+// another instance claim the message before the mark lands.
+func (s *Store) MinLease() time.Duration {
+	if s.cluster == nil || s.retryFor <= 0 {
+		return 0
+	}
+	return s.retryFor
+}
+
 // Backend returns "redis".
 func (s *Store) Backend() string { return "redis" }
 
