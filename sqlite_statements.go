@@ -36,9 +36,8 @@ func (s *SQLiteStore) statements() []sqliteStatement {
 		{&st.savepoint, "SAVEPOINT dedupe_op"},
 		{&st.release, "RELEASE dedupe_op"},
 		{&st.rollbackTo, "ROLLBACK TO dedupe_op"},
-		{&st.markGet, "SELECT expires_at FROM " + s.marks + " WHERE dedupe_key = ?"},
-		{&st.markUpsert, "INSERT INTO " + s.marks + " (dedupe_key, channel_id, message_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?) " +
-			"ON CONFLICT(dedupe_key) DO UPDATE SET expires_at = excluded.expires_at"},
+		{&st.markGet, s.markGetSQL()},
+		{&st.markUpsert, s.markUpsertSQL()},
 		{&st.claimDelete, "DELETE FROM " + s.claims + " WHERE dedupe_key = ?"},
 		// Takes the key unless an unexpired claim with another token holds it:
 		// one row changed means Claimed.
@@ -55,6 +54,18 @@ func (s *SQLiteStore) statements() []sqliteStatement {
 			sqliteOwnFormat + " ORDER BY expires_at, rowid LIMIT ?4"},
 		{&st.cleanRow, "DELETE FROM " + s.marks + " WHERE rowid = ?"},
 	}
+}
+
+// markGetSQL reads a key's mark.
+func (s *SQLiteStore) markGetSQL() string {
+	return "SELECT expires_at FROM " + s.marks + " WHERE dedupe_key = ?"
+}
+
+// markUpsertSQL writes a key's mark: key, channel, message id, created and
+// expiry times.
+func (s *SQLiteStore) markUpsertSQL() string {
+	return "INSERT INTO " + s.marks + " (dedupe_key, channel_id, message_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?) " +
+		"ON CONFLICT(dedupe_key) DO UPDATE SET expires_at = excluded.expires_at"
 }
 
 // prepare prepares every statement of the table, once the tables exist.

@@ -26,7 +26,7 @@ const (
 )
 
 // Two processes deliver copies of the same messages, each handler writing one
-// effect row and then doing a millisecond of other work (sending the reply),
+// effect row and then doing 5 ms of other work (the reply) (sending the reply),
 // and both are SIGKILLed at random instants, round after round; a last process
 // delivers every message once more. With DoTx every message's effect is
 // applied exactly once; with the plain Do, whose mark commits after the
@@ -95,13 +95,13 @@ func TestTxKillChild(t *testing.T) {
 		if mode == "tx" {
 			return s.DoTx(ctx, k, func(ctx context.Context, tx pgx.Tx) error {
 				_, err := tx.Exec(ctx, insert, k.String())
-				time.Sleep(time.Millisecond) // the reply
+				time.Sleep(5 * time.Millisecond) // the reply
 				return err
 			})
 		}
 		return d.Do(ctx, k, func(ctx context.Context) error {
 			_, err := pool.Exec(ctx, insert, k.String())
-			time.Sleep(time.Millisecond)
+			time.Sleep(5 * time.Millisecond)
 			return err
 		})
 	}

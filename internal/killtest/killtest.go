@@ -70,7 +70,7 @@ func Finish(t *testing.T, cfg Config) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, "-test.run=^"+cfg.Test+"$", "-test.count=1")
-	cmd.Env = append(append(os.Environ(), cfg.Env...), "KILLTEST_ROUND=finish")
+	cmd.Env = append(append(environ(), cfg.Env...), "KILLTEST_ROUND=finish")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("finishing child: %v\n%s", err, out)
 	}
@@ -80,7 +80,7 @@ func Finish(t *testing.T, cfg Config) {
 func start(t *testing.T, exe string, cfg Config, round int) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(exe, "-test.run=^"+cfg.Test+"$", "-test.count=1")
-	cmd.Env = append(append(os.Environ(), cfg.Env...), fmt.Sprintf("KILLTEST_ROUND=%d", round))
+	cmd.Env = append(append(environ(), cfg.Env...), fmt.Sprintf("KILLTEST_ROUND=%d", round))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -103,4 +103,16 @@ func start(t *testing.T, exe string, cfg Config, round int) *exec.Cmd {
 	_ = cmd.Wait()
 	t.Fatalf("child of round %d ended before it was ready", round)
 	return nil
+}
+
+// environ is the parent's environment for a child, less GOCOVERDIR: a child
+// killed while it writes coverage data would leave a broken file.
+func environ() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GOCOVERDIR=") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }

@@ -1,0 +1,205 @@
+package dedupe_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/internal/killtest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// openEffects opens the database file at path beside a store, with a table
+// of effects, one row per run of a handler.
+func openEffects(t *testing.T, path string) *sql.DB {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	_, err = db.Exec("CREATE TABLE IF NOT EXISTS effects (key TEXT NOT NULL)")
+	require.NoError(t, err)
+	return db
+}
+
+func insertEffect(ctx context.Context, tx *sql.Tx, k dedupe.Key) error {
+	_, err := tx.ExecContext(ctx, "INSERT INTO effects (key) VALUES (?)", k.String())
+	return err
+}
+
+func effectsOf(t *testing.T, db *sql.DB, k dedupe.Key) int {
+	var n int
+	require.NoError(t, db.QueryRow("SELECT count(*) FROM effects WHERE key = ?", k.String()).Scan(&n))
+	return n
+}
+
+// DoTx commits fn's writes with the mark, rolls both back on failure, and
+// answers copies and Do's claims as Do does.
+func TestSQLiteDoTx(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tx.db")
+	s := openSQLite(t, path, dedupe.SQLiteConfig{})
+	effects := openEffects(t, path)
+	ctx := context.Background()
+	k := dedupe.Key{Channel: "tx", MessageID: "1"}
+
+	errFail := errors.New("handler failed")
+	err := s.DoTx(ctx, k, func(ctx context.Context, tx *sql.Tx) error {
+		require.NoError(t, insertEffect(ctx, tx, k))
+		return errFail
+	})
+	require.ErrorIs(t, err, errFail)
+	assert.Zero(t, effectsOf(t, effects, k), "a failed run left its effect")
+	assert.False(t, exists(t, s, k), "a failed run left the mark")
+
+	require.NoError(t, s.DoTx(ctx, k, func(ctx context.Context, tx *sql.Tx) error { return insertEffect(ctx, tx, k) }))
+	require.ErrorIs(t, s.DoTx(ctx, k, func(ctx context.Context, tx *sql.Tx) error { return insertEffect(ctx, tx, k) }), dedupe.ErrDuplicate)
+	assert.True(t, exists(t, s, k))
+	assert.Equal(t, 1, effectsOf(t, effects, k))
+	st, err := s.Claim(ctx, dedupe.NewClaim(k), 0)
+	require.NoError(t, err)
+	assert.Equal(t, dedupe.Duplicate, st)
+
+	k2 := dedupe.Key{Channel: "tx", MessageID: "2"}
+	c := dedupe.NewClaim(k2)
+	st, err = s.Claim(ctx, c, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, dedupe.Claimed, st)
+	require.ErrorIs(t, s.DoTx(ctx, k2, func(context.Context, *sql.Tx) error { return nil }), dedupe.ErrInFlight)
+	require.NoError(t, s.Release(ctx, c))
+	require.NoError(t, s.DoTx(ctx, k2, func(context.Context, *sql.Tx) error { return nil }))
+}
+
+// Of concurrent DoTx calls of one key, one runs fn.
+func TestSQLiteDoTxConcurrent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tx.db")
+	s := openSQLite(t, path, dedupe.SQLiteConfig{})
+	openEffects(t, path)
+	const keys, copies = 10, 6
+	var runs atomic.Int64
+	var wg sync.WaitGroup
+	for i := range keys {
+		k := dedupe.Key{Channel: "tx", MessageID: fmt.Sprint(i)}
+		for range copies {
+			wg.Go(func() {
+				err := s.DoTx(context.Background(), k, func(ctx context.Context, tx *sql.Tx) error {
+					runs.Add(1)
+					return insertEffect(ctx, tx, k)
+				})
+				if err != nil && !errors.Is(err, dedupe.ErrDuplicate) {
+					t.Errorf("DoTx: %v", err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	assert.Equal(t, int64(keys), runs.Load())
+}
+
+// Environment of the children of TestSQLiteTxKill.
+const (
+	sqliteTxMode   = "DEDUPE_SQLITE_TXKILL_MODE" // "tx" (DoTx) or "plain" (Deduper.Do)
+	sqliteTxPath   = "DEDUPE_SQLITE_TXKILL_PATH"
+	sqliteTxKeys   = "DEDUPE_SQLITE_TXKILL_KEYS"
+	sqliteTxRounds = "DEDUPE_SQLITE_TXKILL_ROUNDS" // rounds (default 40)
+)
+
+// Two processes deliver copies of the same messages to one SQLite file, each
+// handler writing one effect row and then doing 5 ms of other work (the reply),
+// and both are SIGKILLed at random instants, round after round; a last
+// process delivers every message once more. With DoTx every effect is
+// applied exactly once; with the plain Do a kill between the effect and the
+// mark applies it twice.
+func TestSQLiteTxKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test skipped in -short mode")
+	}
+	rounds := 40
+	if v, err := strconv.Atoi(os.Getenv(sqliteTxRounds)); err == nil && v > 0 {
+		rounds = v
+	}
+	for _, mode := range []string{"tx", "plain"} {
+		t.Run(mode, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "kill.db")
+			openSQLite(t, path, dedupe.SQLiteConfig{})
+			effects := openEffects(t, path)
+			keys := 2 * rounds
+			cfg := killtest.Config{
+				Test: "TestSQLiteTxKillChild", Rounds: rounds, MaxDelay: 20 * time.Millisecond,
+				Env: []string{sqliteTxMode + "=" + mode, sqliteTxPath + "=" + path, sqliteTxKeys + "=" + strconv.Itoa(keys)},
+			}
+			killtest.Run(t, cfg)
+			killtest.Finish(t, cfg)
+			var applied, extra int
+			require.NoError(t, effects.QueryRow("SELECT count(DISTINCT key), count(*) - count(DISTINCT key) FROM effects").Scan(&applied, &extra))
+			t.Logf("%s: %d rounds of 2 processes SIGKILLed, %d messages: %d extra effects, %d lost", mode, rounds, keys, extra, keys-applied)
+			assert.Equal(t, keys, applied, "messages lost")
+			if mode == "tx" {
+				assert.Zero(t, extra, "DoTx: effects applied more than once")
+			}
+		})
+	}
+}
+
+// TestSQLiteTxKillChild is a child of TestSQLiteTxKill: it delivers every
+// message, from an offset both children of a round share, until killed.
+func TestSQLiteTxKillChild(t *testing.T) {
+	mode := os.Getenv(sqliteTxMode)
+	if mode == "" {
+		t.Skip("a child process of TestSQLiteTxKill")
+	}
+	ctx := context.Background()
+	path := os.Getenv(sqliteTxPath)
+	s := openSQLite(t, path, dedupe.SQLiteConfig{BusyTimeout: 30 * time.Second})
+	effects := openEffects(t, path)
+	keys, _ := strconv.Atoi(os.Getenv(sqliteTxKeys))
+	round := os.Getenv("KILLTEST_ROUND")
+	h := fnv.New32a()
+	h.Write([]byte(round))
+	offset := int(h.Sum32() % uint32(keys))
+	d := dedupe.New(s, dedupe.WithLease(300*time.Millisecond))
+	defer d.Close()
+	deliver := func(k dedupe.Key) error {
+		if mode == "tx" {
+			return s.DoTx(ctx, k, func(ctx context.Context, tx *sql.Tx) error {
+				err := insertEffect(ctx, tx, k)
+				time.Sleep(5 * time.Millisecond) // the reply
+				return err
+			})
+		}
+		return d.Do(ctx, k, func(ctx context.Context) error {
+			_, err := effects.ExecContext(ctx, "INSERT INTO effects (key) VALUES (?)", k.String())
+			time.Sleep(5 * time.Millisecond)
+			return err
+		})
+	}
+	killtest.Ready()
+	for pass := 0; ; pass++ {
+		left := 0
+		for i := range keys {
+			k := dedupe.Key{Channel: "txkill", MessageID: fmt.Sprint((offset + i) % keys)}
+			err := deliver(k)
+			if errors.Is(err, dedupe.ErrInFlight) {
+				left++ // a killed process's claim: its lease runs out
+			} else if err != nil && !errors.Is(err, dedupe.ErrDuplicate) {
+				t.Fatalf("deliver %s: %v", k, err)
+			}
+		}
+		if round != "finish" {
+			continue // until killed
+		}
+		if left == 0 {
+			return
+		}
+		require.Less(t, pass, 100, "%d messages still in flight", left)
+		time.Sleep(100 * time.Millisecond)
+	}
+}
