@@ -104,7 +104,10 @@ func members(text []byte, names []string, vals [][]byte) error {
 	for ok && more {
 		var key, v []byte
 		var escaped bool
-		if key, escaped, ok = sc.Name(); ok {
+		if ok = sc.Peek() == '"'; ok {
+			key, escaped, ok = sc.Quoted()
+		}
+		if ok = ok && sc.Colon(); ok {
 			v, ok = sc.Skip(maxDepth - 1)
 		}
 		if !ok {
@@ -127,7 +130,7 @@ func members(text []byte, names []string, vals [][]byte) error {
 }
 
 // matchName returns the index in names of the member name key, as
-// [jsonscan.Scanner.Name] returns it, or -1.
+// [jsonscan.Scanner.Quoted] returns it, or -1.
 func matchName(key []byte, escaped bool, names []string) int {
 	if escaped {
 		var tmp [64]byte

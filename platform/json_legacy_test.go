@@ -261,4 +261,3 @@ func legacyHex4(h []byte) rune {
 	}
 	return r
 }
-

@@ -158,8 +158,11 @@ func (p *parser) object(buf []byte, depth int) ([]byte, bool) {
 	var stack [8]member
 	mems := stack[:0]
 	for {
-		key, escaped, ok := p.sc.Name()
-		if !ok {
+		if p.sc.Peek() != '"' {
+			return buf, false
+		}
+		key, escaped, ok := p.sc.Quoted()
+		if !ok || !p.sc.Colon() {
 			return buf, false
 		}
 		if escaped {

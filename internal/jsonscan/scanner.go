@@ -18,6 +18,11 @@
 // left to [AppendUnquote]. Member names are never folded or matched here:
 // the caller compares them byte for byte. What a repeated member name means
 // is the caller's policy too.
+//
+// Reading takes time linear in the text and allocates nothing, but for the
+// closing brackets of the containers open past 64 levels (one byte each, at
+// most the nesting bound). The size of the text is bounded by whoever reads
+// it from the network: dedupehttp reads at most DefaultMaxBodySize bytes.
 package jsonscan
 
 // Text is what a [Scanner] reads: a string or a byte slice, without copying
@@ -25,8 +30,9 @@ package jsonscan
 type Text interface{ ~string | ~[]byte }
 
 // A Scanner reads one JSON text from its start. Its methods other than
-// [Scanner.Peek] and [Scanner.AtEnd] read the token at the current offset,
-// where Peek left it, and on failure leave the offset anywhere. The zero
+// [Scanner.Peek], [Scanner.AtEnd], [Scanner.Colon], [Scanner.Next] and
+// [Scanner.Skip] read the token at the current offset, where Peek left it
+// (after whitespace); on failure every method leaves the offset anywhere. The zero
 // value reads an empty text. A Scanner is not safe for concurrent use.
 type Scanner[T Text] struct {
 	src T
@@ -38,9 +44,6 @@ func NewScanner[T Text](src T) Scanner[T] { return Scanner[T]{src: src} }
 
 // Reset makes s read src from its start.
 func (s *Scanner[T]) Reset(src T) { s.src, s.pos = src, 0 }
-
-// Offset returns the index in the text of the next byte to read.
-func (s *Scanner[T]) Offset() int { return s.pos }
 
 // Peek skips whitespace and returns the next byte, or 0 at the end of the
 // text (a NUL byte outside a string is never valid JSON either).
@@ -75,6 +78,9 @@ func SkipSpace[T Text](s T, i int) int {
 // Literal reads true, false or null.
 func (s *Scanner[T]) Literal() bool {
 	var lit string
+	if s.pos >= len(s.src) {
+		return false
+	}
 	switch s.src[s.pos] {
 	case 't':
 		lit = "true"

@@ -90,13 +90,15 @@ func TestSkip(t *testing.T) {
 	assert.True(t, s.AtEnd())
 }
 
-// TestObject walks an object with Open, Name and Next, as the callers do.
+// TestObject walks an object with Open, Quoted, Colon and Next, as the
+// callers do.
 func TestObject(t *testing.T) {
 	s := NewScanner([]byte(`{ "a\u0062" : 1 , "c":"x" }`))
 	require.Equal(t, byte('{'), s.Peek())
 	require.False(t, s.Open())
-	name, escaped, ok := s.Name()
-	require.True(t, ok)
+	require.Equal(t, byte('"'), s.Peek())
+	name, escaped, ok := s.Quoted()
+	require.True(t, ok && s.Colon())
 	assert.True(t, escaped)
 	assert.Equal(t, `a\u0062`, string(name))
 	got, flaw := AppendUnquote(nil, name)
@@ -107,8 +109,9 @@ func TestObject(t *testing.T) {
 	assert.Equal(t, "1", string(v))
 	more, ok := s.Next('}')
 	assert.True(t, more && ok)
-	name, escaped, ok = s.Name()
-	assert.True(t, ok && !escaped)
+	require.Equal(t, byte('"'), s.Peek())
+	name, escaped, ok = s.Quoted()
+	assert.True(t, ok && !escaped && s.Colon())
 	assert.Equal(t, "c", string(name))
 	v, _ = s.Skip(0)
 	assert.Equal(t, `"x"`, string(v))

@@ -32,19 +32,6 @@ func (s *Scanner[T]) Quoted() (inner T, escaped, ok bool) {
 	return inner, false, false
 }
 
-// Name reads the name of an object member and the ':' after it, and returns
-// the name as [Scanner.Quoted] does.
-func (s *Scanner[T]) Name() (inner T, escaped, ok bool) {
-	if s.Peek() != '"' {
-		return inner, false, false
-	}
-	if inner, escaped, ok = s.Quoted(); !ok || s.Peek() != ':' {
-		return inner, false, false
-	}
-	s.pos++
-	return inner, escaped, true
-}
-
 // escapeLen returns the length of the escape sequence at s[i], a backslash,
 // or 0 if it is not one JSON allows.
 func escapeLen[T Text](s T, i int) int {
@@ -67,11 +54,11 @@ func escapeLen[T Text](s T, i int) int {
 // U+FFFD in silence, which may map two different literals to one string.
 type Flaw uint8
 
-// The flaws of a string, beside NoFlaw.
+// The flaws [AppendUnquote] reports.
 const (
-	NoFlaw        Flaw = iota
-	InvalidUTF8        // a byte that is not part of a UTF-8 sequence, kept as it is
-	LoneSurrogate      // an escaped surrogate that is not half of a pair, decoded as U+FFFD
+	NoFlaw        Flaw = iota // the string is exactly the text its literal spells
+	InvalidUTF8               // a byte that is not part of a UTF-8 sequence, kept as it is
+	LoneSurrogate             // an escaped surrogate that is not half of a pair, decoded as U+FFFD
 )
 
 // AppendUnquote appends to dst the string whose escaped text, between its
@@ -83,37 +70,34 @@ const (
 func AppendUnquote[T Text](dst []byte, inner T) ([]byte, Flaw) {
 	flaw := NoFlaw
 	for i := 0; i < len(inner); {
-		c := inner[i]
-		if c < utf8.RuneSelf && c != '\\' {
-			dst = append(dst, c)
-			i++
-			continue
+		// A run of bytes without escapes is copied in one go and checked as
+		// UTF-8 if it is not ASCII; no UTF-8 sequence spans two runs.
+		start, high := i, byte(0)
+		for ; i < len(inner) && inner[i] != '\\'; i++ {
+			high |= inner[i]
 		}
-		n, f := 1, NoFlaw
-		if c == '\\' {
-			r, next := unescape(inner, i)
-			switch {
-			case r == badEscape:
-				dst, f = append(dst, c), InvalidUTF8
-			case r < 0:
-				dst, f = utf8.AppendRune(dst, utf8.RuneError), LoneSurrogate
-			default:
-				dst = utf8.AppendRune(dst, r)
-			}
-			n = max(next-i, 1)
-		} else {
-			var seq [utf8.UTFMax]byte
-			r, size := utf8.DecodeRune(seq[:copy(seq[:], inner[i:])])
-			if r == utf8.RuneError && size == 1 {
-				f = InvalidUTF8
-			}
-			n = size
-			dst = append(dst, inner[i:i+n]...)
+		n := len(dst)
+		dst = append(dst, inner[start:i]...)
+		if high >= utf8.RuneSelf && flaw == NoFlaw && !utf8.Valid(dst[n:]) {
+			flaw = InvalidUTF8
+		}
+		if i == len(inner) {
+			break
+		}
+		r, next := unescape(inner, i)
+		f := NoFlaw
+		switch {
+		case r == badEscape:
+			dst, f, next = append(dst, '\\'), InvalidUTF8, i+1
+		case r < 0:
+			dst, f = utf8.AppendRune(dst, utf8.RuneError), LoneSurrogate
+		default:
+			dst = utf8.AppendRune(dst, r)
 		}
 		if flaw == NoFlaw {
 			flaw = f
 		}
-		i += n
+		i = next
 	}
 	return dst, flaw
 }

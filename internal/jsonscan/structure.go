@@ -1,7 +1,7 @@
 package jsonscan
 
-// Open reads the '{' or '[' at the offset and reports whether the object or
-// array is empty, in which case its closing byte is read too.
+// Open reads the '{' or '[' that Peek returned and reports whether the
+// object or array is empty, in which case its closing byte is read too.
 func (s *Scanner[T]) Open() (empty bool) {
 	closer := s.src[s.pos] + 2 // '{'+2 is '}', '['+2 is ']'
 	s.pos++
@@ -10,6 +10,25 @@ func (s *Scanner[T]) Open() (empty bool) {
 		return true
 	}
 	return false
+}
+
+// Colon reads the ':' between a member's name, read by [Scanner.Quoted],
+// and its value.
+func (s *Scanner[T]) Colon() bool {
+	if s.Peek() != ':' {
+		return false
+	}
+	s.pos++
+	return true
+}
+
+// name reads a member's name and the ':' after it.
+func (s *Scanner[T]) name() bool {
+	if s.Peek() != '"' {
+		return false
+	}
+	_, _, ok := s.Quoted()
+	return ok && s.Colon()
 }
 
 // Next reads what follows a member or an element: a ',' (more is true) or
@@ -27,8 +46,11 @@ func (s *Scanner[T]) Next(closer byte) (more, ok bool) {
 	return false, false
 }
 
-// Scalar reads a string, a number or a literal.
-func (s *Scanner[T]) Scalar() bool {
+// scalar reads a string, a number or a literal.
+func (s *Scanner[T]) scalar() bool {
+	if s.pos >= len(s.src) {
+		return false
+	}
 	switch c := s.src[s.pos]; {
 	case c == '"':
 		_, _, ok := s.Quoted()
@@ -59,7 +81,7 @@ func (s *Scanner[T]) Skip(maxDepth int) (T, bool) {
 			}
 			closers = append(closers, c+2)
 			if c == '{' {
-				if _, _, ok := s.Name(); !ok {
+				if !s.name() {
 					return s.src[:0], false
 				}
 			}
@@ -67,7 +89,7 @@ func (s *Scanner[T]) Skip(maxDepth int) (T, bool) {
 		case 0:
 			return s.src[:0], false
 		default:
-			if !s.Scalar() {
+			if !s.scalar() {
 				return s.src[:0], false
 			}
 		}
@@ -86,7 +108,7 @@ func (s *Scanner[T]) Skip(maxDepth int) (T, bool) {
 				continue
 			}
 			if closer == '}' {
-				if _, _, ok := s.Name(); !ok {
+				if !s.name() {
 					return s.src[:0], false
 				}
 			}
