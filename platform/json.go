@@ -13,11 +13,11 @@ import (
 	"github.com/gatewaykit/dedupe/internal/jsonscan"
 )
 
-// The presets read a delivery with the scanner of this file rather than with
-// encoding/json's struct decoding, which matches member names without regard
-// to case ({"UPDATE_ID":5} fills a field tagged update_id) and replaces
-// invalid UTF-8 and lone surrogates with U+FFFD: either would map two raw ids
-// to one key. Here a member name matches only byte for byte (after JSON
+// The presets read a delivery with the module's one JSON scanner,
+// internal/jsonscan, rather than with encoding/json's struct decoding, which
+// matches member names without regard to case ({"UPDATE_ID":5} fills a field
+// tagged update_id) and replaces invalid UTF-8 and lone surrogates with
+// U+FFFD: either would map two raw ids to one key. Here a member name matches only byte for byte (after JSON
 // unescaping), a member the preset reads may appear once, and a string that
 // is not valid UTF-8, raw or escaped, is refused.
 
@@ -104,13 +104,7 @@ func members(text []byte, names []string, vals [][]byte) error {
 	for ok && more {
 		var key, v []byte
 		var escaped bool
-		if ok = sc.Peek() == '"'; ok {
-			key, escaped, ok = sc.Quoted()
-		}
-		if ok = ok && sc.Colon(); ok {
-			v, ok = sc.Skip(maxDepth - 1)
-		}
-		if !ok {
+		if key, escaped, v, ok = member(&sc); !ok {
 			break
 		}
 		if n := matchName(key, escaped, names); n >= 0 && dup == nil {
@@ -127,6 +121,19 @@ func members(text []byte, names []string, vals [][]byte) error {
 		return errNotJSON
 	}
 	return dup
+}
+
+// member reads an object member: its name, as [jsonscan.Scanner.Quoted]
+// returns it, and the text of its value.
+func member(sc *jsonscan.Scanner[[]byte]) (key []byte, escaped bool, v []byte, ok bool) {
+	if sc.Peek() != '"' {
+		return nil, false, nil, false
+	}
+	if key, escaped, ok = sc.Quoted(); !ok || !sc.Colon() {
+		return nil, false, nil, false
+	}
+	v, ok = sc.Skip(maxDepth - 1)
+	return key, escaped, v, ok
 }
 
 // matchName returns the index in names of the member name key, as

@@ -80,10 +80,8 @@ func (s *Scanner[T]) Skip(maxDepth int) (T, bool) {
 				break // an empty container is a whole value
 			}
 			closers = append(closers, c+2)
-			if c == '{' {
-				if !s.name() {
-					return s.src[:0], false
-				}
+			if c == '{' && !s.name() {
+				return s.src[:0], false
 			}
 			continue // to the first value inside
 		case 0:
@@ -107,10 +105,8 @@ func (s *Scanner[T]) Skip(maxDepth int) (T, bool) {
 				closers = closers[:len(closers)-1]
 				continue
 			}
-			if closer == '}' {
-				if !s.name() {
-					return s.src[:0], false
-				}
+			if closer == '}' && !s.name() {
+				return s.src[:0], false
 			}
 			break
 		}
