@@ -109,12 +109,17 @@ func (p *parser) value(buf []byte, depth int) ([]byte, bool) {
 	case c == '[':
 		return p.array(buf, depth)
 	case c == '"':
-		s, esc, ok := p.str()
-		if !ok {
+		// A string without escapes is written from the input, one with
+		// escapes decoded into p.esc. Lone surrogates decode to U+FFFD and
+		// bytes that are not UTF-8 are kept, as encoding/json's Valid
+		// accepts them.
+		s, escaped, ok := p.sc.Quoted()
+		switch {
+		case !ok:
 			return buf, false
-		}
-		if esc != nil {
-			return appendStringBytes(buf, esc), true
+		case escaped:
+			p.esc, _ = jsonscan.AppendUnquote(p.esc[:0], s)
+			return appendStringBytes(buf, p.esc), true
 		}
 		return appendString(buf, s), true
 	case c == 't' || c == 'f' || c == 'n':
@@ -183,17 +188,4 @@ func (p *parser) object(buf []byte, depth int) ([]byte, bool) {
 			return buf, true
 		}
 	}
-}
-
-// str reads a string. A string without escapes is returned as a substring of
-// the input, without allocating; one with escapes is decoded into esc, which
-// is valid until the next call. Lone surrogates decode to U+FFFD and bytes
-// that are not UTF-8 are kept, as encoding/json's Valid accepts them.
-func (p *parser) str() (s string, esc []byte, ok bool) {
-	s, escaped, ok := p.sc.Quoted()
-	if !ok || !escaped {
-		return s, nil, ok
-	}
-	p.esc, _ = jsonscan.AppendUnquote(p.esc[:0], s)
-	return "", p.esc, true
 }
