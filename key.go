@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gatewaykit/dedupe/internal/canon"
+	"github.com/gatewaykit/dedupe/internal/jsonscan"
 )
 
 // Limits on the parts of a [Key], in bytes. They keep rows and cache entries
@@ -153,7 +154,7 @@ func idString(v any) (id string, ok bool, err error) {
 			return "", false, nil
 		}
 		if _, err := strconv.ParseInt(s, 10, 64); err != nil {
-			if _, err := strconv.ParseUint(s, 10, 64); err != nil && !isDigits(s) {
+			if _, err := strconv.ParseUint(s, 10, 64); err != nil && !jsonscan.IsInteger(s) {
 				return "", false, fmt.Errorf("%w: message id %q is not an integer", ErrInvalidKey, s)
 			}
 		}
@@ -183,19 +184,4 @@ func floatID(f float64) (string, bool, error) {
 		return "", false, fmt.Errorf("%w: message id %.0f is beyond 2^53 in a float64 and may have lost digits; decode JSON with UseNumber", ErrInvalidKey, f)
 	}
 	return strconv.FormatInt(int64(f), 10), true, nil
-}
-
-func isDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	if s[0] == '-' {
-		s = s[1:]
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return s != ""
 }

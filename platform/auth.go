@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/internal/jsonscan"
 )
 
 // What the verifiers of this package share: how to refuse, how to compare,
@@ -50,7 +51,7 @@ func checkTimestamp(name, header, ts string, now time.Time, window time.Duration
 	if ts == "" {
 		return unauthenticated(name, "request has no "+header)
 	}
-	if len(ts) > maxTimestampDigits || !isDigits(ts) || ts[0] == '-' {
+	if len(ts) > maxTimestampDigits || !jsonscan.IsInteger(ts) || ts[0] == '-' {
 		return unauthenticated(name, header+" is not a Unix time")
 	}
 	n, _ := strconv.ParseInt(ts, 10, 64)

@@ -6,9 +6,10 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/json"
 	"net/http"
 	"time"
+
+	"github.com/gatewaykit/dedupe/internal/jsonscan"
 )
 
 // How a Feishu delivery is authenticated (Feishu Open Platform, "Receive
@@ -188,11 +189,11 @@ func (v *feishuVerifier) decrypt(encrypt string) ([]byte, bool) {
 	iv, ct := data[:aes.BlockSize], data[aes.BlockSize:]
 	cipher.NewCBCDecrypter(block, iv).CryptBlocks(ct, ct)
 	plain, padded := unpad(ct)
-	valid := json.Valid(plain) // run whatever the padding, for even timing
+	valid := jsonscan.Valid(plain, maxDepth) // run whatever the padding, for even timing
 	if !padded || !valid {
 		return nil, false
 	}
-	if b := trimSpace(plain); b[0] != '{' {
+	if !startsObject(plain) {
 		return nil, false
 	}
 	return plain, true

@@ -7,20 +7,23 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
-	"strings"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/internal/jsonscan"
 )
 
-// The presets read a delivery with the scanner of this file rather than with
-// encoding/json's struct decoding, which matches member names without regard
-// to case ({"UPDATE_ID":5} fills a field tagged update_id) and replaces
-// invalid UTF-8 and lone surrogates with U+FFFD: either would map two raw ids
-// to one key. Here a member name matches only byte for byte (after JSON
+// The presets read a delivery with the module's one JSON scanner,
+// internal/jsonscan, rather than with encoding/json's struct decoding, which
+// matches member names without regard to case ({"UPDATE_ID":5} fills a field
+// tagged update_id) and replaces invalid UTF-8 and lone surrogates with
+// U+FFFD: either would map two raw ids to one key. Here a member name matches only byte for byte (after JSON
 // unescaping), a member the preset reads may appear once, and a string that
 // is not valid UTF-8, raw or escaped, is refused.
+
+// maxDepth is how deep a body's objects and arrays may nest: encoding/json's
+// bound, so a body is valid JSON for a preset exactly when json.Valid says so.
+const maxDepth = 10000
 
 // objectType is the Go type named in the *json.UnmarshalTypeError of a value
 // that should have been an object.
@@ -29,25 +32,34 @@ var objectType = reflect.TypeFor[map[string]json.RawMessage]()
 // stringType is the Go type named when a value should have been a string.
 var stringType = reflect.TypeFor[string]()
 
+// errNotJSON and errNull are what members finds of a text that is not valid
+// JSON, and of the JSON text null.
+var (
+	errNotJSON = errors.New("not JSON")
+	errNull    = errors.New("null")
+)
+
 // decodeBody checks that body is one valid JSON value and an object, and
 // finds in it the members named names (see members). A body that is not
 // JSON, or JSON other than an object or null, is reported with an error
 // wrapping [dedupe.ErrNoMessageID] and a *json.SyntaxError or
 // *json.UnmarshalTypeError; a null body has no id.
 func decodeBody(name string, body []byte, names []string, vals [][]byte) error {
-	if !json.Valid(body) {
+	switch err := members(body, names, vals); err {
+	case nil:
+		return nil
+	case errNotJSON:
 		var raw json.RawMessage
-		err := json.Unmarshal(body, &raw) // the *json.SyntaxError, off the hot path
+		err = json.Unmarshal(body, &raw) // the *json.SyntaxError, off the hot path
+		if err == nil {
+			err = &json.SyntaxError{} // unreachable while the two agree, as FuzzMembersAsLegacy checks
+		}
 		return fmt.Errorf("%w: %s body is not the expected JSON: %w", dedupe.ErrNoMessageID, name, err)
-	}
-	v := trimSpace(body)
-	if isNull(v) {
+	case errNull:
 		return fmt.Errorf("%w: %s body is null", dedupe.ErrNoMessageID, name)
-	}
-	if err := members(v, names, vals); err != nil {
+	default:
 		return fmt.Errorf("%w: %s body is not the expected JSON: %w", dedupe.ErrNoMessageID, name, err)
 	}
-	return nil
 }
 
 // object finds the members named names in raw, the value of member field of
@@ -66,48 +78,77 @@ func object(name, field string, raw []byte, names []string, vals [][]byte) error
 	return nil
 }
 
-// members finds, in the JSON object obj (valid JSON, no surrounding space),
-// the values of the members named names: vals[i] is the raw value of
-// names[i], or nil when it is absent. A name matches exactly, byte for byte
-// after unescaping. A member the caller asked for that appears twice is
-// [dedupe.ErrInvalidKey]: which copy holds the id would be a guess. A value
-// other than an object is a *json.UnmarshalTypeError.
-func members(obj []byte, names []string, vals [][]byte) error {
-	if obj[0] != '{' {
-		return &json.UnmarshalTypeError{Value: kindName(obj[0]), Type: objectType}
+// members reads the JSON text text to its end with the module's one JSON
+// scanner and finds the values of the members named names in the object it
+// holds: vals[i] is the raw value of names[i], or nil when it is absent. A
+// name matches exactly, byte for byte after unescaping. A text that is not
+// one valid JSON value (whitespace around it allowed) is errNotJSON, and its
+// vals are all nil; null is errNull; another value than an object is a
+// *json.UnmarshalTypeError. A member the caller asked for that appears twice
+// is [dedupe.ErrInvalidKey]: which copy holds the id would be a guess; the
+// members after it are not recorded.
+func members(text []byte, names []string, vals [][]byte) error {
+	sc := jsonscan.NewScanner(text)
+	if c := sc.Peek(); c != '{' {
+		v, ok := sc.Skip(maxDepth)
+		switch {
+		case !ok || !sc.AtEnd():
+			return errNotJSON
+		case isNull(v):
+			return errNull
+		}
+		return &json.UnmarshalTypeError{Value: kindName(c), Type: objectType}
 	}
-	i := skipSpace(obj, 1)
-	for obj[i] != '}' {
-		kEnd := skipString(obj, i)
-		key := obj[i:kEnd]
-		i = skipSpace(obj, skipSpace(obj, kEnd)+1) // past ':'
-		vEnd := skipValue(obj, i)
-		if n := matchName(key, names); n >= 0 {
+	var dup error
+	more, ok := !sc.Open(), true
+	for ok && more {
+		var key, v []byte
+		var escaped bool
+		if key, escaped, v, ok = member(&sc); !ok {
+			break
+		}
+		if n := matchName(key, escaped, names); n >= 0 && dup == nil {
 			if vals[n] != nil {
-				return fmt.Errorf("%w: member %q appears twice", dedupe.ErrInvalidKey, names[n])
+				dup = fmt.Errorf("%w: member %q appears twice", dedupe.ErrInvalidKey, names[n])
+			} else {
+				vals[n] = v
 			}
-			vals[n] = obj[i:vEnd]
 		}
-		i = skipSpace(obj, vEnd)
-		if obj[i] == ',' {
-			i = skipSpace(obj, i+1)
-		}
+		more, ok = sc.Next('}')
 	}
-	return nil
+	if !ok || !sc.AtEnd() {
+		clear(vals)
+		return errNotJSON
+	}
+	return dup
 }
 
-// matchName returns the index in names of the raw JSON string key, or -1.
-func matchName(key []byte, names []string) int {
-	inner := key[1 : len(key)-1]
-	if bytes.IndexByte(inner, '\\') >= 0 {
-		s, err := unquote(key)
-		if err != nil {
+// member reads an object member: its name, as [jsonscan.Scanner.Quoted]
+// returns it, and the text of its value.
+func member(sc *jsonscan.Scanner[[]byte]) (key []byte, escaped bool, v []byte, ok bool) {
+	if sc.Peek() != '"' {
+		return nil, false, nil, false
+	}
+	if key, escaped, ok = sc.Quoted(); !ok || !sc.Colon() {
+		return nil, false, nil, false
+	}
+	v, ok = sc.Skip(maxDepth - 1)
+	return key, escaped, v, ok
+}
+
+// matchName returns the index in names of the member name key, as
+// [jsonscan.Scanner.Quoted] returns it, or -1.
+func matchName(key []byte, escaped bool, names []string) int {
+	if escaped {
+		var tmp [64]byte
+		s, flaw := jsonscan.AppendUnquote(tmp[:0], key)
+		if flaw != jsonscan.NoFlaw {
 			return -1 // a name that is not text matches no name
 		}
-		inner = []byte(s)
+		key = s
 	}
 	for n, name := range names {
-		if string(inner) == name {
+		if string(key) == name {
 			return n
 		}
 	}
@@ -132,147 +173,33 @@ func kindName(c byte) string {
 	return "number"
 }
 
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && isSpace(b[i]) {
-		i++
-	}
-	return i
-}
-
-func trimSpace(b []byte) []byte {
-	i, j := 0, len(b)
-	for i < j && isSpace(b[i]) {
-		i++
-	}
-	for j > i && isSpace(b[j-1]) {
-		j--
-	}
-	return b[i:j]
+// startsObject reports whether the first byte of b after whitespace is '{'.
+func startsObject(b []byte) bool {
+	i := jsonscan.SkipSpace(b, 0)
+	return i < len(b) && b[i] == '{'
 }
 
 func isNull(raw []byte) bool { return string(raw) == "null" }
 
-// skipString returns the index just past the JSON string that starts at i.
-func skipString(b []byte, i int) int {
-	for i++; b[i] != '"'; i++ {
-		if b[i] == '\\' {
-			i++
-		}
-	}
-	return i + 1
-}
-
-// skipValue returns the index just past the valid JSON value that starts at i.
-func skipValue(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for ; ; i++ {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-		}
-	}
-	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && !isSpace(b[i]) {
-		i++
-	}
-	return i
-}
-
-// unquote decodes the valid JSON string literal raw, refusing what
-// encoding/json would replace with U+FFFD: bytes that are not UTF-8 and
-// escaped surrogates that do not form a pair. The error wraps
+// unquote decodes the JSON string literal raw, which the scanner has read,
+// refusing what encoding/json would replace with U+FFFD: bytes that are not
+// UTF-8 and escaped surrogates that do not form a pair. The error wraps
 // [dedupe.ErrInvalidKey].
 func unquote(raw []byte) (string, error) {
 	inner := raw[1 : len(raw)-1]
-	if bytes.IndexByte(inner, '\\') < 0 {
-		if !utf8.Valid(inner) {
-			return "", fmt.Errorf("%w: string is not valid UTF-8", dedupe.ErrInvalidKey)
-		}
-		return string(inner), nil
+	flaw := jsonscan.NoFlaw
+	if bytes.IndexByte(inner, '\\') >= 0 {
+		inner, flaw = jsonscan.AppendUnquote(make([]byte, 0, len(inner)), inner)
+	} else if !utf8.Valid(inner) {
+		flaw = jsonscan.InvalidUTF8
 	}
-	out := make([]byte, 0, len(inner))
-	for i := 0; i < len(inner); {
-		c := inner[i]
-		switch {
-		case c == '\\':
-			var err error
-			if out, i, err = unescape(out, inner, i); err != nil {
-				return "", err
-			}
-		case c < utf8.RuneSelf:
-			out = append(out, c)
-			i++
-		default:
-			r, n := utf8.DecodeRune(inner[i:])
-			if r == utf8.RuneError && n == 1 {
-				return "", fmt.Errorf("%w: string is not valid UTF-8", dedupe.ErrInvalidKey)
-			}
-			out = append(out, inner[i:i+n]...)
-			i += n
-		}
+	switch flaw {
+	case jsonscan.InvalidUTF8:
+		return "", fmt.Errorf("%w: string is not valid UTF-8", dedupe.ErrInvalidKey)
+	case jsonscan.LoneSurrogate:
+		return "", fmt.Errorf("%w: string holds a lone surrogate", dedupe.ErrInvalidKey)
 	}
-	return string(out), nil
-}
-
-// unescape appends the character of the escape sequence at s[i] to out and
-// returns the index after it.
-func unescape(out, s []byte, i int) ([]byte, int, error) {
-	switch c := s[i+1]; c {
-	case 'b':
-		return append(out, '\b'), i + 2, nil
-	case 'f':
-		return append(out, '\f'), i + 2, nil
-	case 'n':
-		return append(out, '\n'), i + 2, nil
-	case 'r':
-		return append(out, '\r'), i + 2, nil
-	case 't':
-		return append(out, '\t'), i + 2, nil
-	case 'u':
-	default: // '"', '\\', '/'
-		return append(out, c), i + 2, nil
-	}
-	r := hex4(s[i+2 : i+6])
-	i += 6
-	if utf16.IsSurrogate(r) {
-		if r >= 0xdc00 || i+6 > len(s) || s[i] != '\\' || s[i+1] != 'u' {
-			return nil, 0, fmt.Errorf("%w: string holds a lone surrogate", dedupe.ErrInvalidKey)
-		}
-		if r = utf16.DecodeRune(r, hex4(s[i+2:i+6])); r == utf8.RuneError {
-			return nil, 0, fmt.Errorf("%w: string holds a lone surrogate", dedupe.ErrInvalidKey)
-		}
-		i += 6
-	}
-	return utf8.AppendRune(out, r), i, nil
-}
-
-// hex4 decodes four hex digits, valid by construction.
-func hex4(h []byte) rune {
-	var r rune
-	for _, c := range h {
-		switch {
-		case c <= '9':
-			c -= '0'
-		case c >= 'a':
-			c -= 'a' - 10
-		default:
-			c -= 'A' - 10
-		}
-		r = r<<4 | rune(c)
-	}
-	return r
+	return string(inner), nil
 }
 
 // stringField returns the string value raw of member field, "" when it is
@@ -374,20 +301,5 @@ func numberID(s string) (ok, integer bool) {
 	if f, err := strconv.ParseFloat(s, 64); err == nil && f == 0 {
 		return false, true
 	}
-	return true, isDigits(s)
-}
-
-// isDigits reports whether s is a decimal integer: digits with an optional
-// leading minus sign.
-func isDigits(s string) bool {
-	s = strings.TrimPrefix(s, "-")
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
+	return true, jsonscan.IsInteger(s)
 }

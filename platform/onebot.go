@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/internal/jsonscan"
 )
 
 // OneBot is the preset for OneBot v11 events, posted by reverse HTTP or sent over
@@ -118,7 +119,7 @@ func oneBotSelfID(raw []byte, h http.Header) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !isDigits(id) {
+	if !jsonscan.IsInteger(id) {
 		return "", fmt.Errorf("%w: onebot %s %q is not an integer", dedupe.ErrInvalidKey, field, id)
 	}
 	return id, nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/internal/jsonscan"
 )
 
 // QQ is the preset for the QQ official bot platform's webhook (HTTP callback).
@@ -83,7 +84,7 @@ func (v qqVerifier) verify(p *Preset, body []byte, h http.Header, now time.Time)
 			return body, nil // unsigned by QQ; Answer is safe to call on it
 		}
 	}
-	if b := trimSpace(body); len(b) == 0 || b[0] != '{' {
+	if !startsObject(body) {
 		return nil, unauthenticated("qq", "body is not a JSON object")
 	}
 	return verifyEd25519(p, "qq", v.pub, body, h, now)
@@ -125,7 +126,7 @@ func qqValidation(body []byte) (qqValidationRequest, bool) {
 		ts, err2 = string(d[1]), nil
 	}
 	ok := err1 == nil && err2 == nil && token != "" && len(token) <= 256 && len(ts) <= 20 &&
-		isDigits(ts) && ts[0] != '-' && !strings.ContainsAny(token, `{}[]"\`)
+		jsonscan.IsInteger(ts) && ts[0] != '-' && !strings.ContainsAny(token, `{}[]"\`)
 	for i := 0; ok && i < len(token); i++ {
 		ok = token[i] > ' ' && token[i] < 0x7f
 	}

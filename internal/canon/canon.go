@@ -4,14 +4,17 @@
 // and the identity of an image. Every function appends to a caller's buffer
 // and is safe for concurrent use.
 //
-// It imports nothing of the dedupe module, so the root package and its
-// subpackages can all use it.
+// It imports nothing of the dedupe module but internal/jsonscan, which
+// imports nothing of it either, so the root package and its subpackages can
+// all use it.
 package canon
 
 import (
 	"encoding/json"
 	"math"
 	"strconv"
+
+	"github.com/gatewaykit/dedupe/internal/jsonscan"
 )
 
 // AppendNetstring appends s as a netstring, "{len}:{s},". A sequence of
@@ -116,7 +119,7 @@ func AppendInteger(buf []byte, v any) ([]byte, bool) {
 // "-0" as "0"), other numbers through float64 as [appendFloat] writes them,
 // so 1.0, 1e0 and 1 are equal. Text that is not a number is appended as is.
 func appendNumber(buf []byte, text string) []byte {
-	if isJSONInteger(text) {
+	if jsonscan.IsInteger(text) {
 		if text == "-0" {
 			text = "0"
 		}
@@ -139,22 +142,6 @@ func appendFloat(buf []byte, f float64) []byte {
 		return strconv.AppendInt(buf, int64(f), 10)
 	}
 	return strconv.AppendFloat(buf, f, 'g', -1, 64)
-}
-
-// isJSONInteger reports whether s is an optional '-' followed by digits only.
-func isJSONInteger(s string) bool {
-	if s != "" && s[0] == '-' {
-		s = s[1:]
-	}
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // hexVal returns the value of a hex digit.

@@ -3,9 +3,9 @@ package canon
 import (
 	"cmp"
 	"slices"
-	"strings"
 	"sync"
-	"unicode/utf8"
+
+	"github.com/gatewaykit/dedupe/internal/jsonscan"
 )
 
 // The canonical form of a JSON value, used only as input to a digest. Every
@@ -77,19 +77,18 @@ var parserPool = sync.Pool{New: func() any { return &parser{scratch: make([]byte
 // or nests deeper than [MaxDepth].
 func AppendJSONText(buf []byte, s string) (_ []byte, ok bool) {
 	p := parserPool.Get().(*parser)
-	p.s, p.i = s, 0
+	p.sc.Reset(s)
 	buf, ok = p.parse(buf)
-	p.s = ""
+	p.sc.Reset("")
 	if cap(p.scratch) <= maxPooled && cap(p.esc) <= maxPooled {
 		parserPool.Put(p)
 	}
 	return buf, ok
 }
 
-// parser is a strict JSON parser that writes the canonical form as it goes.
+// parser writes the canonical form of the JSON text its scanner reads.
 type parser struct {
-	s       string
-	i       int
+	sc      jsonscan.Scanner[string]
 	scratch []byte // for reordering object members
 	esc     []byte // a decoded string that held escapes
 }
@@ -97,62 +96,36 @@ type parser struct {
 // parse parses the whole input as one value and appends its canonical form.
 func (p *parser) parse(buf []byte) (_ []byte, ok bool) {
 	buf, ok = p.value(buf, 0)
-	if !ok {
-		return buf, false
-	}
-	p.skipSpace()
-	return buf, p.i == len(p.s)
-}
-
-func (p *parser) skipSpace() {
-	for p.i < len(p.s) {
-		switch p.s[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
-
-func (p *parser) literal(lit string) bool {
-	if strings.HasPrefix(p.s[p.i:], lit) {
-		p.i += len(lit)
-		return true
-	}
-	return false
+	return buf, ok && p.sc.AtEnd()
 }
 
 func (p *parser) value(buf []byte, depth int) ([]byte, bool) {
 	if depth > MaxDepth {
 		return buf, false
 	}
-	p.skipSpace()
-	if p.i >= len(p.s) {
-		return buf, false
-	}
-	switch c := p.s[p.i]; {
+	switch c := p.sc.Peek(); {
 	case c == '{':
 		return p.object(buf, depth)
 	case c == '[':
 		return p.array(buf, depth)
 	case c == '"':
-		s, esc, ok := p.str()
-		if !ok {
+		// A string without escapes is written from the input, one with
+		// escapes decoded into p.esc. Lone surrogates decode to U+FFFD and
+		// bytes that are not UTF-8 are kept, as encoding/json's Valid
+		// accepts them.
+		s, escaped, ok := p.sc.Quoted()
+		switch {
+		case !ok:
 			return buf, false
-		}
-		if esc != nil {
-			return appendStringBytes(buf, esc), true
+		case escaped:
+			p.esc, _ = jsonscan.AppendUnquote(p.esc[:0], s)
+			return appendStringBytes(buf, p.esc), true
 		}
 		return appendString(buf, s), true
-	case c == 't':
-		return append(buf, 't'), p.literal("true")
-	case c == 'f':
-		return append(buf, 'f'), p.literal("false")
-	case c == 'n':
-		return append(buf, 'n'), p.literal("null")
+	case c == 't' || c == 'f' || c == 'n':
+		return append(buf, c), p.sc.Literal()
 	case c == '-' || (c >= '0' && c <= '9'):
-		text, ok := p.number()
+		text, ok := p.sc.Number()
 		if !ok {
 			return buf, false
 		}
@@ -163,11 +136,8 @@ func (p *parser) value(buf []byte, depth int) ([]byte, bool) {
 }
 
 func (p *parser) array(buf []byte, depth int) ([]byte, bool) {
-	p.i++ // '['
 	buf = append(buf, '[')
-	p.skipSpace()
-	if p.i < len(p.s) && p.s[p.i] == ']' {
-		p.i++
+	if p.sc.Open() {
 		return append(buf, ']'), true
 	}
 	for {
@@ -175,216 +145,47 @@ func (p *parser) array(buf []byte, depth int) ([]byte, bool) {
 		if buf, ok = p.value(buf, depth+1); !ok {
 			return buf, false
 		}
-		p.skipSpace()
-		if p.i >= len(p.s) {
+		more, ok := p.sc.Next(']')
+		switch {
+		case !ok:
 			return buf, false
-		}
-		switch p.s[p.i] {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
+		case !more:
 			return append(buf, ']'), true
-		default:
-			return buf, false
 		}
 	}
 }
 
 func (p *parser) object(buf []byte, depth int) ([]byte, bool) {
-	p.i++ // '{'
 	start := len(buf)
-	var stack [8]member
-	mems := stack[:0]
-	p.skipSpace()
-	if p.i < len(p.s) && p.s[p.i] == '}' {
-		p.i++
+	if p.sc.Open() {
 		return append(buf, '{', '}'), true
 	}
+	var stack [8]member
+	mems := stack[:0]
 	for {
-		p.skipSpace()
-		if p.i >= len(p.s) || p.s[p.i] != '"' {
+		if p.sc.Peek() != '"' {
 			return buf, false
 		}
-		key, esc, ok := p.str()
-		if !ok {
+		key, escaped, ok := p.sc.Quoted()
+		if !ok || !p.sc.Colon() {
 			return buf, false
 		}
-		if esc != nil {
-			key = string(esc)
+		if escaped {
+			p.esc, _ = jsonscan.AppendUnquote(p.esc[:0], key)
+			key = string(p.esc)
 		}
-		p.skipSpace()
-		if p.i >= len(p.s) || p.s[p.i] != ':' {
-			return buf, false
-		}
-		p.i++
 		lo := len(buf)
 		if buf, ok = p.value(buf, depth+1); !ok {
 			return buf, false
 		}
 		mems = append(mems, member{key: key, lo: lo, hi: len(buf)})
-		p.skipSpace()
-		if p.i >= len(p.s) {
+		more, ok := p.sc.Next('}')
+		switch {
+		case !ok:
 			return buf, false
-		}
-		switch p.s[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
+		case !more:
 			buf, p.scratch = appendObject(buf, start, mems, p.scratch)
 			return buf, true
-		default:
-			return buf, false
 		}
 	}
-}
-
-// number scans a JSON number at p.i and returns its text.
-func (p *parser) number() (string, bool) {
-	n, ok := scanNumber(p.s[p.i:])
-	if !ok {
-		return "", false
-	}
-	p.i += n
-	return p.s[p.i-n : p.i], true
-}
-
-// scanNumber returns the length of the JSON number at the start of s.
-func scanNumber(s string) (int, bool) {
-	i := 0
-	if i < len(s) && s[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(s) && s[i] == '0':
-		i++
-	case i < len(s) && s[i] >= '1' && s[i] <= '9':
-		i = skipDigits(s, i)
-	default:
-		return 0, false
-	}
-	if i < len(s) && s[i] == '.' {
-		d := i + 1
-		if i = skipDigits(s, d); i == d {
-			return 0, false
-		}
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		d := i
-		if i = skipDigits(s, d); i == d {
-			return 0, false
-		}
-	}
-	return i, true
-}
-
-func skipDigits(s string, i int) int {
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	return i
-}
-
-// str scans a JSON string at p.i. A string without escapes is returned as a
-// substring of the input, without allocating; one with escapes is decoded into
-// esc, which is valid until the next call. Lone surrogates decode to U+FFFD, as
-// in encoding/json.
-func (p *parser) str() (s string, esc []byte, ok bool) {
-	in := p.s
-	i := p.i + 1
-	start := i
-	for i < len(in) && in[i] != '"' && in[i] != '\\' {
-		if in[i] < 0x20 {
-			return "", nil, false
-		}
-		i++
-	}
-	if i >= len(in) {
-		return "", nil, false
-	}
-	if in[i] == '"' {
-		p.i = i + 1
-		return in[start:i], nil, true
-	}
-	out := append(p.esc[:0], in[start:i]...)
-	defer func() { p.esc = out[:0] }()
-	for i < len(in) {
-		c := in[i]
-		switch {
-		case c == '"':
-			p.i = i + 1
-			return "", out, true
-		case c < 0x20:
-			return "", nil, false
-		case c != '\\':
-			out = append(out, c)
-			i++
-			continue
-		}
-		if out, i, ok = appendEscape(out, in, i); !ok {
-			return "", nil, false
-		}
-	}
-	return "", nil, false
-}
-
-// appendEscape decodes the escape sequence at in[i], which is '\\', appends
-// it to out, and returns the index after it.
-func appendEscape(out []byte, in string, i int) (_ []byte, next int, ok bool) {
-	if i+1 >= len(in) {
-		return out, i, false
-	}
-	switch e := in[i+1]; e {
-	case '"', '\\', '/':
-		return append(out, e), i + 2, true
-	case 'b':
-		return append(out, '\b'), i + 2, true
-	case 'f':
-		return append(out, '\f'), i + 2, true
-	case 'n':
-		return append(out, '\n'), i + 2, true
-	case 'r':
-		return append(out, '\r'), i + 2, true
-	case 't':
-		return append(out, '\t'), i + 2, true
-	case 'u':
-		r, ok := hex4(in, i+2)
-		if !ok {
-			return out, i, false
-		}
-		i += 6
-		if r >= 0xD800 && r < 0xDC00 { // high surrogate: try to pair it
-			if lo, ok := hex4(in, i+2); ok && i+1 < len(in) && in[i] == '\\' && in[i+1] == 'u' && lo >= 0xDC00 && lo < 0xE000 {
-				r = 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00)
-				i += 6
-			} else {
-				r = 0xFFFD
-			}
-		} else if r >= 0xDC00 && r < 0xE000 {
-			r = 0xFFFD
-		}
-		return utf8.AppendRune(out, r), i, true
-	}
-	return out, i, false
-}
-
-// hex4 decodes the four hex digits at s[i:i+4].
-func hex4(s string, i int) (rune, bool) {
-	if i+4 > len(s) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range []byte(s[i : i+4]) {
-		d, ok := hexVal(c)
-		if !ok {
-			return 0, false
-		}
-		r = r<<4 | rune(d)
-	}
-	return r, true
 }

@@ -101,3 +101,27 @@ func FuzzJSONText(f *testing.F) {
 		}
 	})
 }
+
+// FuzzJSONTextAsLegacy checks that the parser built on internal/jsonscan
+// accepts what the former parser accepted and writes the same canonical
+// form, byte for byte, so no content signature changes.
+func FuzzJSONTextAsLegacy(f *testing.F) {
+	for _, s := range []string{
+		``, ` `, `{"a":1,"a":2}`, `{"\u0061":"\ud800x","b":"\ud83d\ude00\udc00"}`, "\"\xff\\u0031\"",
+		`[1, 2.50, -0, 1e3, 1E+400, -0.0e-1]`, `{"k":"\ud800\ud800\u12"}`, `"\u00e9\n\t\\\/\b\f\r\""`,
+		strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1), strings.Repeat("[", MaxDepth+1) + "1" + strings.Repeat("]", MaxDepth+1),
+		"{\"a\":[true,false,null],\"b\":{}} \t", `{"a" : 1 , "b":[ ] }x`, "\"a\x00\"", `nul`, `-`, `01`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := AppendJSONText(nil, s)
+		want, wantOK := legacyAppendJSONText(nil, s)
+		if ok != wantOK {
+			t.Fatalf("%q: accepted %v, formerly %v", s, ok, wantOK)
+		}
+		if ok && string(got) != string(want) {
+			t.Fatalf("%q: form %q, formerly %q", s, got, want)
+		}
+	})
+}

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+
+	"github.com/gatewaykit/dedupe/internal/jsonscan"
 )
 
 // MaxValues bounds the values [AppendJSONValue] reads from one Go value:
@@ -74,7 +76,7 @@ func (w *walker) value(buf []byte, v any, depth int) []byte {
 	case string:
 		return appendString(buf, v)
 	case json.Number:
-		if _, ok := scanNumber(string(v)); !ok {
+		if !jsonscan.IsNumber(v) {
 			return appendForeign(buf, "json.Number", string(v))
 		}
 		var tmp [32]byte
