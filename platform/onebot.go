@@ -157,7 +157,7 @@ type oneBotBots struct{ keys map[string][]byte }
 func newOneBotBots(secrets map[string]string) (verifier, error) {
 	keys := make(map[string][]byte, len(secrets))
 	for id, secret := range secrets {
-		if !isDigits(id) || id[0] == '-' {
+		if !jsonscan.IsInteger(id) || id[0] == '-' {
 			return nil, unauthenticated("onebot", fmt.Sprintf("bot id %q is not a self_id (digits)", id))
 		}
 		if secret == "" {
