@@ -387,12 +387,12 @@ func TestAsyncOptions(t *testing.T) {
 	})
 	for _, tc := range []struct {
 		name     string
-		opts     []dedupehttp.Option
+		opts     []dedupehttp.AsyncOption
 		accepted int // requests accepted before the next is refused
 	}{
-		{"default workers, no queue", []dedupehttp.Option{dedupehttp.WithWorkers(0), dedupehttp.WithQueueSize(0)}, dedupehttp.DefaultWorkers},
-		{"negative queue size", []dedupehttp.Option{dedupehttp.WithWorkers(2), dedupehttp.WithQueueSize(-5)}, 2},
-		{"workers and queue", []dedupehttp.Option{dedupehttp.WithWorkers(2), dedupehttp.WithQueueSize(3)}, 5},
+		{"default workers, no queue", []dedupehttp.AsyncOption{dedupehttp.WithWorkers(0), dedupehttp.WithQueueSize(0)}, dedupehttp.DefaultWorkers},
+		{"negative queue size", []dedupehttp.AsyncOption{dedupehttp.WithWorkers(2), dedupehttp.WithQueueSize(-5)}, 2},
+		{"workers and queue", []dedupehttp.AsyncOption{dedupehttp.WithWorkers(2), dedupehttp.WithQueueSize(3)}, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			gate := make(chan struct{})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/internal/wait"
+	"github.com/gatewaykit/dedupe/queue"
 )
 
 // DefaultMaxAttempts is how many takes of a message may run its handler
@@ -18,12 +19,12 @@ const DefaultMaxAttempts = 1
 // WithQueue makes an [Async] queue every message it accepts in q before it
 // answers 202 Accepted, and serve them with [WithWorkers] workers that take
 // them from q; see [Async] for what this changes. With a durable q
-// ([OpenSQLiteQueue], or the Redis and PostgreSQL queues of the redis and
+// ([queue.OpenSQLite], or the Redis and PostgreSQL queues of the redis and
 // postgres modules) a crash of the process loses no accepted message. The
 // Async does not own q: close q after [Async.Close]. [WithQueueSize] does not
 // bound q.
-func WithQueue(q Queue) Option {
-	return func(c *config) { c.queue, c.spill = q, false }
+func WithQueue(q queue.Queue) AsyncOption {
+	return asyncOption(func(c *config) { c.queue, c.spill = q, false })
 }
 
 // WithOverflow gives an [Async] two tiers, as the ClawBridge gateway has:
@@ -33,24 +34,24 @@ func WithQueue(q Queue) Option {
 // as [WithQueue] says. A crash loses the messages of the memory tier (at
 // most that depth), not those of q. Each tier has [WithWorkers] workers.
 // The Async does not own q: close q after [Async.Close].
-func WithOverflow(q Queue) Option {
-	return func(c *config) { c.queue, c.spill = q, true }
+func WithOverflow(q queue.Queue) AsyncOption {
+	return asyncOption(func(c *config) { c.queue, c.spill = q, true })
 }
 
 // WithMaxAttempts sets how many takes of a queued message may run a handler
 // that fails (default [DefaultMaxAttempts]: a failure is final, as in
-// memory). Before that the message is put back in its [Queue] and retried
+// memory). Before that the message is put back in its [queue.Queue] and retried
 // after 1 s, 2 s, 4 s… (at most the queue's visibility timeout); a failure
-// on a take whose [Delivery].Attempt is n or more is final: the message is
+// on a take whose [queue.Delivery].Attempt is n or more is final: the message is
 // failed and reported to the func of [WithDone]. Attempt counts every take,
 // including those after a worker died and those that found the message's key
 // in flight elsewhere. n <= 0 keeps the default. The memory tier ignores it.
-func WithMaxAttempts(n int) Option {
-	return func(c *config) {
+func WithMaxAttempts(n int) AsyncOption {
+	return asyncOption(func(c *config) {
 		if n > 0 {
 			c.maxAttempts = n
 		}
-	}
+	})
 }
 
 // accept queues the message of r, claimed by nobody yet, in a's queue, and
@@ -95,7 +96,7 @@ func (a *Async) work() {
 			a.process(dl)
 			continue
 		}
-		if a.taking.Err() != nil || errors.Is(err, ErrQueueClosed) {
+		if a.taking.Err() != nil || errors.Is(err, queue.ErrClosed) {
 			return
 		}
 		failures++
@@ -107,15 +108,15 @@ func (a *Async) work() {
 }
 
 // process runs the handler on one delivery under the Deduper and settles it.
-func (a *Async) process(dl Delivery) {
-	ctx, cancel := dl.handlerContext()
+func (a *Async) process(dl queue.Delivery) {
+	ctx, cancel := messageContext(&dl.Message)
 	defer cancel()
 	defer context.AfterFunc(a.abandon, cancel)()
-	r, err := dl.request(ctx)
+	r, err := messageRequest(&dl.Message, ctx)
 	if err != nil { // cannot be served anywhere
 		a.c.log(ctx, slog.LevelError, "dedupe: dedupehttp: queued message unusable", slog.Any("error", err))
 		a.stats.failed.Add(1)
-		a.settle(ctx, dl, StateFailed, 0)
+		a.settle(ctx, dl, queue.StateFailed, 0)
 		return
 	}
 	stop := a.keepVisible(dl)
@@ -138,45 +139,45 @@ func (a *Async) process(dl Delivery) {
 
 // conclude settles a delivery after Do returned err; ran tells whether the
 // handler ran, and herr is its outcome.
-func (a *Async) conclude(ctx context.Context, dl Delivery, ran bool, herr, err error) {
+func (a *Async) conclude(ctx context.Context, dl queue.Delivery, ran bool, herr, err error) {
 	attrs := []slog.Attr{slog.String("key", dl.Key.String()), slog.String("queue_id", dl.ID),
 		slog.Int("attempt", dl.Attempt)}
 	switch {
 	case ran && herr == nil: // processed; err is a failed mark, if any
 		a.stats.success.Add(1)
-		a.settle(ctx, dl, StateDone, 0)
+		a.settle(ctx, dl, queue.StateDone, 0)
 		a.finish(ctx, dl.Key, dl.ID, err)
 	case errors.Is(err, dedupe.ErrDuplicate): // processed before, maybe by a dead worker
 		a.stats.duplicate.Add(1)
 		a.c.debug(ctx, "dedupe: dedupehttp: queued message processed already", attrs...)
-		a.settle(ctx, dl, StateDone, 0)
+		a.settle(ctx, dl, queue.StateDone, 0)
 		if a.c.done != nil {
 			a.c.done(ctx, dl.Key, err)
 		}
 	case a.abandon.Err() != nil: // Close gave up: the handler was cancelled, or never ran
 		a.stats.retried.Add(1)
 		a.c.log(ctx, slog.LevelWarn, "dedupe: dedupehttp: queued message put back at close", attrs...)
-		a.settle(ctx, dl, StateQueued, 0)
+		a.settle(ctx, dl, queue.StateQueued, 0)
 	case ran && dl.Attempt < a.c.maxAttempts:
 		a.stats.retried.Add(1)
 		a.c.log(ctx, slog.LevelWarn, "dedupe: dedupehttp: queued handler failed, will retry",
 			append(attrs, slog.Any("error", herr))...)
-		a.settle(ctx, dl, StateQueued, retryDelay(dl))
+		a.settle(ctx, dl, queue.StateQueued, retryDelay(dl))
 	case ran:
 		a.stats.failed.Add(1)
-		a.settle(ctx, dl, StateFailed, 0)
+		a.settle(ctx, dl, queue.StateFailed, 0)
 		a.finish(ctx, dl.Key, dl.ID, herr)
 	default: // in flight elsewhere (a dead worker's lease runs out), or the store failed
 		a.stats.retried.Add(1)
 		a.c.debug(ctx, "dedupe: dedupehttp: queued message not claimed, put back",
 			append(attrs, slog.Any("error", err))...)
-		a.settle(ctx, dl, StateQueued, retryDelay(dl))
+		a.settle(ctx, dl, queue.StateQueued, retryDelay(dl))
 	}
 }
 
 // retryDelay is how long a message waits before its next take: 1 s doubled
 // at each attempt, at most the delivery's visibility timeout.
-func retryDelay(dl Delivery) time.Duration {
+func retryDelay(dl queue.Delivery) time.Duration {
 	return min(time.Second<<min(max(dl.Attempt-1, 0), 10), dl.Visibility)
 }
 
@@ -185,14 +186,14 @@ const settleTimeout = 10 * time.Second
 
 // settle moves dl on to s in the queue. If that fails the message becomes
 // visible again after its timeout, and the next worker settles it.
-func (a *Async) settle(ctx context.Context, dl Delivery, s State, after time.Duration) {
+func (a *Async) settle(ctx context.Context, dl queue.Delivery, s queue.State, after time.Duration) {
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	err := a.c.queue.Update(uctx, dl, s, after)
 	attrs := []slog.Attr{slog.String("queue_id", dl.ID), slog.String("state", s.String()), slog.Any("error", err)}
 	switch {
 	case err == nil:
-	case errors.Is(err, ErrStaleDelivery):
+	case errors.Is(err, queue.ErrStaleDelivery):
 		a.c.debug(ctx, "dedupe: dedupehttp: queued message taken again by another worker", attrs...)
 	default:
 		a.c.log(ctx, slog.LevelWarn, "dedupe: dedupehttp: cannot update the queue; the message will be taken again after its visibility timeout", attrs...)
@@ -201,7 +202,7 @@ func (a *Async) settle(ctx context.Context, dl Delivery, s State, after time.Dur
 
 // keepVisible renews the visibility timeout of dl every third of it until
 // the returned func is called; that func waits for the renewing goroutine.
-func (a *Async) keepVisible(dl Delivery) (stop func()) {
+func (a *Async) keepVisible(dl queue.Delivery) (stop func()) {
 	every := dl.Visibility / 3
 	if every <= 0 {
 		return func() {}
@@ -218,13 +219,13 @@ func (a *Async) keepVisible(dl Delivery) (stop func()) {
 			case <-t.C:
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), every)
-			err := a.c.queue.Update(ctx, dl, StateProcessing, 0)
+			err := a.c.queue.Update(ctx, dl, queue.StateProcessing, 0)
 			cancel()
 			if err != nil {
 				a.c.log(ctx, slog.LevelWarn, "dedupe: dedupehttp: cannot renew a queued message's visibility timeout",
 					slog.String("queue_id", dl.ID), slog.Any("error", err))
 			}
-			if errors.Is(err, ErrStaleDelivery) {
+			if errors.Is(err, queue.ErrStaleDelivery) {
 				return
 			}
 		}

@@ -14,6 +14,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/gatewaykit/dedupe/queue"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -36,7 +38,7 @@ func statusOf(t *testing.T, a *dedupehttp.Async, id string) (int, map[string]any
 
 func TestAsyncQueueAcceptsThenProcesses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := dedupehttp.NewMemoryQueue(dedupehttp.MemoryQueueConfig{})
+		q := queue.NewMemory(queue.MemoryConfig{})
 		defer q.Close()
 		d := dedupe.New(nil)
 		gate := make(chan struct{})
@@ -107,7 +109,7 @@ func TestAsyncQueueAcceptsThenProcesses(t *testing.T) {
 
 func TestAsyncQueueRetriesThenSucceeds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := dedupehttp.NewMemoryQueue(dedupehttp.MemoryQueueConfig{})
+		q := queue.NewMemory(queue.MemoryConfig{})
 		defer q.Close()
 		var calls atomic.Int32
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -135,7 +137,7 @@ func TestAsyncQueueRetriesThenSucceeds(t *testing.T) {
 
 func TestAsyncQueueFailureIsFinal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := dedupehttp.NewMemoryQueue(dedupehttp.MemoryQueueConfig{})
+		q := queue.NewMemory(queue.MemoryConfig{})
 		defer q.Close()
 		var calls atomic.Int32
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -166,7 +168,7 @@ func TestAsyncQueueFailureIsFinal(t *testing.T) {
 // once; a message whose key is marked is settled without the handler.
 func TestAsyncQueueDeadWorker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := dedupehttp.NewMemoryQueue(dedupehttp.MemoryQueueConfig{Visibility: 10 * time.Second})
+		q := queue.NewMemory(queue.MemoryConfig{Visibility: 10 * time.Second})
 		defer q.Close()
 		store := dedupe.NewMemoryStore(dedupe.MemoryConfig{})
 		defer store.Close()
@@ -177,7 +179,7 @@ func TestAsyncQueueDeadWorker(t *testing.T) {
 		require.Equal(t, dedupe.Claimed, st)
 		require.NoError(t, store.Mark(ctx, marked, 0))
 		for _, k := range []dedupe.Key{dead, marked} {
-			_, added, err := q.Push(ctx, dedupehttp.Message{ID: "q" + k.MessageID, Key: k, Method: http.MethodPost, Target: "/"})
+			_, added, err := q.Push(ctx, queue.Message{ID: "q" + k.MessageID, Key: k, Method: http.MethodPost, Target: "/"})
 			require.NoError(t, err)
 			require.True(t, added)
 		}
@@ -209,7 +211,7 @@ func TestAsyncQueueDeadWorker(t *testing.T) {
 			e, ok, err := q.Status(ctx, id)
 			require.NoError(t, err)
 			require.True(t, ok)
-			assert.Equal(t, dedupehttp.StateDone, e.State)
+			assert.Equal(t, queue.StateDone, e.State)
 		}
 	})
 }
@@ -218,7 +220,7 @@ func TestAsyncQueueDeadWorker(t *testing.T) {
 // its message back in the queue, for the next process, instead of losing it.
 func TestAsyncQueueCloseGivesBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := dedupehttp.NewMemoryQueue(dedupehttp.MemoryQueueConfig{})
+		q := queue.NewMemory(queue.MemoryConfig{})
 		defer q.Close()
 		store := dedupe.NewMemoryStore(dedupe.MemoryConfig{})
 		defer store.Close()
@@ -242,7 +244,7 @@ func TestAsyncQueueCloseGivesBack(t *testing.T) {
 		e, ok, err := q.Status(t.Context(), id)
 		require.NoError(t, err)
 		require.True(t, ok)
-		assert.Equal(t, dedupehttp.StateQueued, e.State)
+		assert.Equal(t, queue.StateQueued, e.State)
 		assert.EqualValues(t, 1, a.QueueStats().Retried)
 
 		// The next gateway on the queue processes it.
@@ -257,7 +259,7 @@ func TestAsyncQueueCloseGivesBack(t *testing.T) {
 
 func TestAsyncOverflow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := dedupehttp.NewMemoryQueue(dedupehttp.MemoryQueueConfig{})
+		q := queue.NewMemory(queue.MemoryConfig{})
 		defer q.Close()
 		gate := make(chan struct{})
 		var mu sync.Mutex
@@ -308,9 +310,9 @@ func TestAsyncOverflow(t *testing.T) {
 }
 
 // failingQueue is a queue whose Push fails.
-type failingQueue struct{ dedupehttp.Queue }
+type failingQueue struct{ queue.Queue }
 
-func (failingQueue) Push(context.Context, dedupehttp.Message) (string, bool, error) {
+func (failingQueue) Push(context.Context, queue.Message) (string, bool, error) {
 	return "", false, errors.New("connection refused")
 }
 
@@ -318,13 +320,13 @@ func TestAsyncQueueUnavailable(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		store dedupe.Store
-		queue dedupehttp.Queue
+		queue queue.Queue
 	}{
 		{"store down", failingStore{dedupe.NewMemoryStore(dedupe.MemoryConfig{})}, nil},
 		{"queue down", nil, failingQueue{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mem := dedupehttp.NewMemoryQueue(dedupehttp.MemoryQueueConfig{})
+			mem := queue.NewMemory(queue.MemoryConfig{})
 			defer mem.Close()
 			q := tc.queue
 			if q == nil {
@@ -390,7 +392,7 @@ func TestAsyncStatusHandler(t *testing.T) {
 
 func TestWithQueuedHeaders(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := dedupehttp.NewMemoryQueue(dedupehttp.MemoryQueueConfig{})
+		q := queue.NewMemory(queue.MemoryConfig{})
 		defer q.Close()
 		got := make(chan http.Header, 1)
 		a := dedupehttp.NewAsync(dedupe.New(nil), telegram,

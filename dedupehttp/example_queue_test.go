@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gatewaykit/dedupe/queue"
+
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
 	"github.com/gatewaykit/dedupe/platform"
@@ -30,7 +32,7 @@ func ExampleWithQueue() {
 		panic(err)
 	}
 	defer store.Close()
-	q, err := dedupehttp.OpenSQLiteQueue(path, dedupehttp.SQLiteQueueConfig{})
+	q, err := queue.OpenSQLite(path, queue.SQLiteConfig{})
 	if err != nil {
 		panic(err)
 	}

@@ -42,10 +42,6 @@ var (
 	// ErrHandlerFailed reports a handler that answered with a failure status
 	// (see [WithFailureStatus]) or panicked. The message's claim was released.
 	ErrHandlerFailed = errors.New("dedupe: dedupehttp: handler failed")
-	// ErrQueueFull reports a request that [Async] refused with 503 because its
-	// queue was full. The message's claim was released, so the platform's
-	// retry is processed.
-	ErrQueueFull = errors.New("dedupe: dedupehttp: queue full")
 	// ErrAbandoned reports a request queued by [Async] that [Async.Close] gave
 	// up on before it was processed. Its claim was released.
 	ErrAbandoned = errors.New("dedupe: dedupehttp: abandoned at close")

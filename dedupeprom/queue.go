@@ -29,7 +29,7 @@ type QueueCollector struct {
 // [dedupehttp.WithVerify] preset; Asyncs with one name are summed):
 //   - dedupe_queue_depth{platform}, a gauge of [dedupehttp.Async.Depth]: the
 //     messages accepted and not yet settled, those of the memory tier of this
-//     process and those of the Async's [dedupehttp.Queue], whichever process
+//     process and those of the Async's [queue.Queue], whichever process
 //     queued them. A queue that does not answer within a second leaves its
 //     platform's sample out of the scrape;
 //   - dedupe_queue_processed_total{platform,outcome}, a counter of

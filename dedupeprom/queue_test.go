@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatewaykit/dedupe/queue"
+
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
 	"github.com/gatewaykit/dedupe/dedupeprom"
@@ -29,7 +31,7 @@ func TestQueueCollector(t *testing.T) {
 	})
 	gate := make(chan struct{})
 	blocked := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-gate })
-	q := dedupehttp.NewMemoryQueue(dedupehttp.MemoryQueueConfig{})
+	q := queue.NewMemory(queue.MemoryConfig{})
 	defer q.Close()
 	mem := dedupehttp.NewAsync(dedupe.New(nil), dedupehttp.FromPreset(tg), fail, dedupehttp.WithVerify(tg), onDone, quiet)
 	durable := dedupehttp.NewAsync(dedupe.New(nil), dedupehttp.FromPreset(tg), blocked, dedupehttp.WithVerify(tg),

@@ -5,9 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewaykit/dedupe/queue"
+
 	"github.com/gatewaykit/dedupe"
-	"github.com/gatewaykit/dedupe/dedupehttp"
-	"github.com/gatewaykit/dedupe/dedupehttp/queuetest"
+	"github.com/gatewaykit/dedupe/queue/queuetest"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/gatewaykit/dedupe/deduperedis"
@@ -41,7 +42,7 @@ func dropKeys(client *redis.Client, pattern string) {
 func TestQueueConformance(t *testing.T) {
 	client := newClient(t, redisAddr(t), nil)
 	queuetest.Run(t, queuetest.Config{
-		New: func(t *testing.T, o queuetest.Options) dedupehttp.Queue {
+		New: func(t *testing.T, o queuetest.Options) queue.Queue {
 			return newQueue(t, client, deduperedis.QueueConfig{
 				Name: "dedupe-test:queue:" + randomID(t), Visibility: o.Visibility, Retention: o.Retention,
 				PollInterval: 20 * time.Millisecond,
@@ -56,7 +57,7 @@ func TestQueueConformance(t *testing.T) {
 func TestQueueKill(t *testing.T) {
 	addr := redisAddr(t)
 	queuetest.Kill(t, queuetest.KillConfig{
-		Open: func(t *testing.T, name, _ string) (dedupehttp.Queue, dedupe.Store) {
+		Open: func(t *testing.T, name, _ string) (queue.Queue, dedupe.Store) {
 			client := newClient(t, addr, nil)
 			q, err := deduperedis.NewQueue(client, deduperedis.QueueConfig{
 				Name: "dedupe-test:" + name, Visibility: time.Second, PollInterval: 100 * time.Millisecond,
@@ -87,7 +88,7 @@ func TestQueueLostKeys(t *testing.T) {
 	q := newQueue(t, client, deduperedis.QueueConfig{Name: name, PollInterval: 20 * time.Millisecond})
 	defer q.Close()
 	ctx := t.Context()
-	m := dedupehttp.Message{ID: "m1", Key: dedupe.Key{Channel: "t", MessageID: randomID(t)}, Method: "POST", Target: "/"}
+	m := queue.Message{ID: "m1", Key: dedupe.Key{Channel: "t", MessageID: randomID(t)}, Method: "POST", Target: "/"}
 	if _, _, err := q.Push(ctx, m); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func TestQueueLostKeys(t *testing.T) {
 	if err := client.Del(ctx, "{"+name+"}:s:m1").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.Update(ctx, d, dedupehttp.StateDone, 0); err != nil {
+	if err := q.Update(ctx, d, queue.StateDone, 0); err != nil {
 		t.Fatalf("done without a state: %v", err)
 	}
 	if n, err := q.Len(ctx); err != nil || n != 0 {

@@ -7,16 +7,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatewaykit/dedupe/queue"
+
 	"github.com/gatewaykit/dedupe"
-	"github.com/gatewaykit/dedupe/dedupehttp"
 	"github.com/redis/go-redis/v9"
 )
 
-// Update moves d on to state s; see [dedupehttp.Queue]. A pending entry is
+// Update moves d on to state s; see [queue.Queue]. A pending entry is
 // hidden by its idle time: to keep it hidden for after, or to make it
 // visible after after, the script sets its idle time to the visibility
 // timeout minus after, so after is capped at the visibility timeout.
-func (q *Queue) Update(ctx context.Context, d dedupehttp.Delivery, s dedupehttp.State, after time.Duration) error {
+func (q *Queue) Update(ctx context.Context, d queue.Delivery, s queue.State, after time.Duration) error {
 	if err := q.check(ctx); err != nil {
 		return err
 	}
@@ -24,16 +25,16 @@ func (q *Queue) Update(ctx context.Context, d dedupehttp.Delivery, s dedupehttp.
 	var op string
 	var hidden time.Duration // how long the entry stays hidden from now
 	switch s {
-	case dedupehttp.StateProcessing:
+	case queue.StateProcessing:
 		op, hidden = "extend", vis
 		if after > 0 {
 			hidden = min(after, vis)
 		}
-	case dedupehttp.StateQueued:
+	case queue.StateQueued:
 		op, hidden = "requeue", min(max(after, 0), vis)
-	case dedupehttp.StateFailed:
+	case queue.StateFailed:
 		op = "fail"
-	case dedupehttp.StateDone:
+	case queue.StateDone:
 		op = "done"
 	default:
 		return fmt.Errorf("dedupe: redis queue: update to state %d", s)
@@ -45,33 +46,33 @@ func (q *Queue) Update(ctx context.Context, d dedupehttp.Delivery, s dedupehttp.
 	switch {
 	case err != nil:
 		return queueErr("update", err)
-	case n == 0 && s != dedupehttp.StateDone:
-		return fmt.Errorf("%w: %s", dedupehttp.ErrStaleDelivery, d.ID)
+	case n == 0 && s != queue.StateDone:
+		return fmt.Errorf("%w: %s", queue.ErrStaleDelivery, d.ID)
 	}
 	return nil
 }
 
-// Status returns the state of the message with id; see [dedupehttp.Queue].
-func (q *Queue) Status(ctx context.Context, id string) (dedupehttp.Entry, bool, error) {
+// Status returns the state of the message with id; see [queue.Queue].
+func (q *Queue) Status(ctx context.Context, id string) (queue.Entry, bool, error) {
 	if err := q.check(ctx); err != nil {
-		return dedupehttp.Entry{}, false, err
+		return queue.Entry{}, false, err
 	}
 	v, err := q.client.HMGet(ctx, q.statusKey(id), "key", "state", "attempts", "accepted", "updated").Result()
 	if err != nil {
-		return dedupehttp.Entry{}, false, queueErr("status", err)
+		return queue.Entry{}, false, queueErr("status", err)
 	}
 	if v[0] == nil {
-		return dedupehttp.Entry{}, false, nil
+		return queue.Entry{}, false, nil
 	}
 	k, err := dedupe.ParseKey(fmt.Sprint(v[0]))
 	if err != nil {
-		return dedupehttp.Entry{}, false, queueErr("status", err)
+		return queue.Entry{}, false, queueErr("status", err)
 	}
 	num := func(x any) int64 {
 		n, _ := strconv.ParseInt(fmt.Sprint(x), 10, 64)
 		return n
 	}
-	return dedupehttp.Entry{ID: id, Key: k, State: dedupehttp.State(num(v[1])), Attempts: int(num(v[2])),
+	return queue.Entry{ID: id, Key: k, State: queue.State(num(v[1])), Attempts: int(num(v[2])),
 		Accepted: time.UnixMilli(num(v[3])), Updated: time.UnixMilli(num(v[4]))}, true, nil
 }
 
@@ -88,7 +89,7 @@ func (q *Queue) Len(ctx context.Context) (int, error) {
 	return int(n), nil
 }
 
-// Close makes every later call fail with [dedupehttp.ErrQueueClosed]; a
+// Close makes every later call fail with [queue.ErrClosed]; a
 // Take waiting in XREADGROUP sees it within the poll interval. It removes
 // this process's consumer from the group if no entry is pending for it
 // (entries pending for a consumer that is gone are taken over by the others
@@ -105,7 +106,7 @@ func (q *Queue) Close() error {
 }
 
 // Lua scripts of the queue. Times are the server's, in milliseconds; states
-// are the numbers of [dedupehttp.State] (1 queued, 2 processing, 3 done, 4
+// are the numbers of [queue.State] (1 queued, 2 processing, 3 done, 4
 // failed).
 var (
 	// pushScript adds a message unless KEYS[2] names a live one: it returns

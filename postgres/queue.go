@@ -7,10 +7,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatewaykit/dedupe/queue"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/gatewaykit/dedupe/dedupehttp"
 )
 
 // DefaultQueueTable is the table a [Queue] uses when [QueueConfig.Table] is
@@ -20,24 +20,24 @@ const DefaultQueueTable = "dedupe_queue"
 // QueueConfig configures a [Queue]. The zero value gives the defaults.
 type QueueConfig struct {
 	// Table is the queue's table, named as [Config.Table] is; give each
-	// [dedupehttp.Async] (each handler) a table of its own. Default
+	// Async of dedupehttp (each handler) a table of its own. Default
 	// [DefaultQueueTable].
 	Table string
 	// Visibility is how long a take hides a message. Default
-	// [dedupehttp.DefaultVisibility].
+	// [queue.DefaultVisibility].
 	Visibility time.Duration
 	// Retention is how long the state of a done or failed message is kept;
 	// Take deletes older rows, at most once a minute and 1000 at a time.
-	// Default [dedupehttp.DefaultRetention].
+	// Default [queue.DefaultRetention].
 	Retention time.Duration
 	// PollInterval is how often Take looks for a message pushed by another
 	// process, or whose visibility timeout ran out. Default
-	// [dedupehttp.DefaultPollInterval].
+	// [queue.DefaultPollInterval].
 	PollInterval time.Duration
 }
 
-// Queue is a [dedupehttp.Queue] in a PostgreSQL table, shared by every
-// gateway process connected to the database: [dedupehttp.WithQueue] makes an
+// Queue is a [queue.Queue] in a PostgreSQL table, shared by every
+// gateway process connected to the database: dedupehttp.WithQueue makes an
 // Async answer 202 only once its message is committed. Take locks the first
 // visible row with FOR UPDATE SKIP LOCKED, so concurrent takers never wait
 // for each other nor take one row twice, and hides it for the visibility
@@ -59,7 +59,7 @@ type Queue struct {
 	lastSweep time.Time
 }
 
-var _ dedupehttp.Queue = (*Queue)(nil)
+var _ queue.Queue = (*Queue)(nil)
 
 // NewQueue returns a queue in cfg.Table on pool, creating the table and its
 // indexes if they are missing (under an advisory lock, so that processes
@@ -80,9 +80,9 @@ func NewQueue(ctx context.Context, pool *pgxpool.Pool, cfg QueueConfig) (*Queue,
 	if err != nil {
 		return nil, err
 	}
-	cfg.Visibility = positiveOr(cfg.Visibility, dedupehttp.DefaultVisibility)
-	cfg.Retention = positiveOr(cfg.Retention, dedupehttp.DefaultRetention)
-	cfg.PollInterval = positiveOr(cfg.PollInterval, dedupehttp.DefaultPollInterval)
+	cfg.Visibility = positiveOr(cfg.Visibility, queue.DefaultVisibility)
+	cfg.Retention = positiveOr(cfg.Retention, queue.DefaultRetention)
+	cfg.PollInterval = positiveOr(cfg.PollInterval, queue.DefaultPollInterval)
 	q := &Queue{pool: pool, cfg: cfg, sql: newQueueStatements(ident), wake: make(chan struct{}), done: make(chan struct{})}
 	if err := q.createTable(ctx); err != nil {
 		return nil, fmt.Errorf("dedupe: postgres queue: create %s: %w", cfg.Table, err)
@@ -165,23 +165,23 @@ func (q *Queue) check(ctx context.Context) error {
 	closed := q.closed
 	q.mu.Unlock()
 	if closed {
-		return dedupehttp.ErrQueueClosed
+		return queue.ErrClosed
 	}
 	return ctx.Err()
 }
 
 // queueErr wraps err from operation op, but the sentinels and context errors.
 func queueErr(op string, err error) error {
-	if errors.Is(err, dedupehttp.ErrQueueClosed) || errors.Is(err, dedupehttp.ErrStaleDelivery) ||
+	if errors.Is(err, queue.ErrClosed) || errors.Is(err, queue.ErrStaleDelivery) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	return fmt.Errorf("dedupe: postgres queue: %s: %w", op, err)
 }
 
-// Push inserts m unless a live message has its key; see [dedupehttp.Queue].
+// Push inserts m unless a live message has its key; see [queue.Queue].
 // The row is committed when Push returns.
-func (q *Queue) Push(ctx context.Context, m dedupehttp.Message) (string, bool, error) {
+func (q *Queue) Push(ctx context.Context, m queue.Message) (string, bool, error) {
 	if err := q.check(ctx); err != nil {
 		return "", false, err
 	}

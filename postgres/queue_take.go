@@ -6,16 +6,17 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gatewaykit/dedupe/queue"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gatewaykit/dedupe"
-	"github.com/gatewaykit/dedupe/dedupehttp"
 )
 
-// Take waits for a visible row and hides it; see [dedupehttp.Queue]. It
+// Take waits for a visible row and hides it; see [queue.Queue]. It
 // looks again every [QueueConfig.PollInterval], and at once when this
 // process pushes or puts a message back.
-func (q *Queue) Take(ctx context.Context) (dedupehttp.Delivery, error) {
+func (q *Queue) Take(ctx context.Context) (queue.Delivery, error) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
@@ -25,7 +26,7 @@ func (q *Queue) Take(ctx context.Context) (dedupehttp.Delivery, error) {
 		q.mu.Unlock()
 		d, ok, err := q.tryTake(ctx)
 		if err != nil && q.check(context.Background()) != nil {
-			return dedupehttp.Delivery{}, dedupehttp.ErrQueueClosed // closed mid-call
+			return queue.Delivery{}, queue.ErrClosed // closed mid-call
 		}
 		if err != nil || ok {
 			return d, err
@@ -38,32 +39,32 @@ func (q *Queue) Take(ctx context.Context) (dedupehttp.Delivery, error) {
 			}
 		case <-timer.C:
 		case <-q.done:
-			return dedupehttp.Delivery{}, dedupehttp.ErrQueueClosed
+			return queue.Delivery{}, queue.ErrClosed
 		case <-ctx.Done():
-			return dedupehttp.Delivery{}, ctx.Err()
+			return queue.Delivery{}, ctx.Err()
 		}
 	}
 }
 
 // tryTake takes the first visible row, if there is one.
-func (q *Queue) tryTake(ctx context.Context) (dedupehttp.Delivery, bool, error) {
+func (q *Queue) tryTake(ctx context.Context) (queue.Delivery, bool, error) {
 	if err := q.check(ctx); err != nil {
-		return dedupehttp.Delivery{}, false, err
+		return queue.Delivery{}, false, err
 	}
 	q.sweep(ctx)
-	receipt := dedupehttp.NewReceipt()
+	receipt := queue.NewReceipt()
 	var data []byte
 	var attempts int
 	err := q.pool.QueryRow(ctx, q.sql.take, receipt, q.cfg.Visibility.Microseconds()).Scan(&data, &attempts)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return dedupehttp.Delivery{}, false, nil
+		return queue.Delivery{}, false, nil
 	}
 	if err != nil {
-		return dedupehttp.Delivery{}, false, queueErr("take", err)
+		return queue.Delivery{}, false, queueErr("take", err)
 	}
-	d := dedupehttp.Delivery{Attempt: attempts, Receipt: receipt, Visibility: q.cfg.Visibility}
+	d := queue.Delivery{Attempt: attempts, Receipt: receipt, Visibility: q.cfg.Visibility}
 	if err := d.Message.UnmarshalBinary(data); err != nil {
-		return dedupehttp.Delivery{}, false, queueErr("take", err)
+		return queue.Delivery{}, false, queueErr("take", err)
 	}
 	return d, true, nil
 }
@@ -85,8 +86,8 @@ func (q *Queue) sweep(ctx context.Context) {
 	}
 }
 
-// Update moves d on to state s; see [dedupehttp.Queue].
-func (q *Queue) Update(ctx context.Context, d dedupehttp.Delivery, s dedupehttp.State, after time.Duration) error {
+// Update moves d on to state s; see [queue.Queue].
+func (q *Queue) Update(ctx context.Context, d queue.Delivery, s queue.State, after time.Duration) error {
 	if err := q.check(ctx); err != nil {
 		return err
 	}
@@ -94,17 +95,17 @@ func (q *Queue) Update(ctx context.Context, d dedupehttp.Delivery, s dedupehttp.
 	var stmt string
 	args := []any{d.ID, d.Receipt}
 	switch s {
-	case dedupehttp.StateProcessing:
+	case queue.StateProcessing:
 		hidden := vis
 		if after > 0 {
 			hidden = min(after, vis)
 		}
 		stmt, args = q.sql.extend, append(args, hidden.Microseconds())
-	case dedupehttp.StateQueued:
+	case queue.StateQueued:
 		stmt, args = q.sql.requeue, append(args, min(max(after, 0), vis).Microseconds())
-	case dedupehttp.StateFailed:
+	case queue.StateFailed:
 		stmt = q.sql.fail
-	case dedupehttp.StateDone:
+	case queue.StateDone:
 		stmt, args = q.sql.done, args[:1]
 	default:
 		return fmt.Errorf("dedupe: postgres queue: update to state %d", s)
@@ -113,19 +114,19 @@ func (q *Queue) Update(ctx context.Context, d dedupehttp.Delivery, s dedupehttp.
 	switch {
 	case err != nil:
 		return queueErr("update", err)
-	case tag.RowsAffected() == 0 && s != dedupehttp.StateDone:
-		return fmt.Errorf("%w: %s", dedupehttp.ErrStaleDelivery, d.ID)
+	case tag.RowsAffected() == 0 && s != queue.StateDone:
+		return fmt.Errorf("%w: %s", queue.ErrStaleDelivery, d.ID)
 	}
-	if s == dedupehttp.StateQueued {
+	if s == queue.StateQueued {
 		q.wakeTakers()
 	}
 	return nil
 }
 
-// Status returns the state of the message with id; see [dedupehttp.Queue].
-func (q *Queue) Status(ctx context.Context, id string) (dedupehttp.Entry, bool, error) {
+// Status returns the state of the message with id; see [queue.Queue].
+func (q *Queue) Status(ctx context.Context, id string) (queue.Entry, bool, error) {
 	if err := q.check(ctx); err != nil {
-		return dedupehttp.Entry{}, false, err
+		return queue.Entry{}, false, err
 	}
 	var key string
 	var state int16
@@ -134,16 +135,16 @@ func (q *Queue) Status(ctx context.Context, id string) (dedupehttp.Entry, bool, 
 	err := q.pool.QueryRow(ctx, q.sql.status, id, q.cfg.Retention.Microseconds()).
 		Scan(&key, &state, &attempts, &accepted, &updated)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return dedupehttp.Entry{}, false, nil
+		return queue.Entry{}, false, nil
 	}
 	if err != nil {
-		return dedupehttp.Entry{}, false, queueErr("status", err)
+		return queue.Entry{}, false, queueErr("status", err)
 	}
 	k, err := dedupe.ParseKey(key)
 	if err != nil {
-		return dedupehttp.Entry{}, false, queueErr("status", err)
+		return queue.Entry{}, false, queueErr("status", err)
 	}
-	return dedupehttp.Entry{ID: id, Key: k, State: dedupehttp.State(state), Attempts: attempts,
+	return queue.Entry{ID: id, Key: k, State: queue.State(state), Attempts: attempts,
 		Accepted: accepted, Updated: updated}, true, nil
 }
 
@@ -159,7 +160,7 @@ func (q *Queue) Len(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// Close wakes every Take with [dedupehttp.ErrQueueClosed] and makes every
+// Close wakes every Take with [queue.ErrClosed] and makes every
 // later call fail with it. The rows stay; the pool stays open. It may be
 // called more than once.
 func (q *Queue) Close() error {

@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewaykit/dedupe/queue"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatewaykit/dedupe"
-	"github.com/gatewaykit/dedupe/dedupehttp"
-	"github.com/gatewaykit/dedupe/dedupehttp/queuetest"
 	"github.com/gatewaykit/dedupe/postgres"
+	"github.com/gatewaykit/dedupe/queue/queuetest"
 )
 
 // queuePool returns a pool on the server of DEDUPE_POSTGRES_DSN, closed at
@@ -45,7 +46,7 @@ func dropAtEnd(t *testing.T, pool *pgxpool.Pool, table string) {
 func TestQueueConformance(t *testing.T) {
 	pool := queuePool(t)
 	queuetest.Run(t, queuetest.Config{
-		New: func(t *testing.T, o queuetest.Options) dedupehttp.Queue {
+		New: func(t *testing.T, o queuetest.Options) queue.Queue {
 			table := "dedupe_test_queue_" + strings.ToLower(rand.Text()[:10])
 			q, err := postgres.NewQueue(t.Context(), pool, postgres.QueueConfig{
 				Table: table, Visibility: o.Visibility, Retention: o.Retention, PollInterval: 20 * time.Millisecond,
@@ -65,7 +66,7 @@ func TestQueueConformance(t *testing.T) {
 func TestQueueKill(t *testing.T) {
 	queuePool(t) // skips without a server
 	queuetest.Kill(t, queuetest.KillConfig{
-		Open: func(t *testing.T, name, _ string) (dedupehttp.Queue, dedupe.Store) {
+		Open: func(t *testing.T, name, _ string) (queue.Queue, dedupe.Store) {
 			pool := queuePool(t)
 			q, err := postgres.NewQueue(context.Background(), pool, postgres.QueueConfig{
 				Table: name + "_queue", Visibility: time.Second, PollInterval: 50 * time.Millisecond,

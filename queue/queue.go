@@ -1,4 +1,4 @@
-package dedupehttp
+package queue
 
 import (
 	"context"
@@ -16,8 +16,7 @@ const (
 	// leaves it zero. A worker renews it while it processes the message.
 	DefaultVisibility = 30 * time.Second
 	// DefaultRetention is how long a queue of this module keeps the state of
-	// a message that is done or failed, for [Async.Status], when its config
-	// leaves it zero.
+	// a message that is done or failed, when its config leaves it zero.
 	DefaultRetention = time.Hour
 	// DefaultPollInterval is how often a queue of this module that cannot be
 	// woken by another process (SQLite, PostgreSQL) or blocks on the server
@@ -29,21 +28,26 @@ const (
 
 // Errors of the queues. Match them with [errors.Is].
 var (
-	// ErrQueueClosed reports a call on a closed [Queue], and a Take that was
+	// ErrClosed reports a call on a closed [Queue], and a Take that was
 	// waiting when the queue was closed.
-	ErrQueueClosed = errors.New("dedupe: dedupehttp: queue closed")
+	ErrClosed = errors.New("dedupe: queue: closed")
 	// ErrStaleDelivery reports an update of a [Delivery] that its taker no
 	// longer holds: its visibility timeout ran out and it was taken again,
 	// or it was settled already.
-	ErrStaleDelivery = errors.New("dedupe: dedupehttp: delivery no longer held")
+	ErrStaleDelivery = errors.New("dedupe: queue: delivery no longer held")
+	// ErrFull reports a Push refused because the queue holds as many live
+	// messages as its depth bound allows. Nothing was stored; the message
+	// may be pushed again once the queue has drained.
+	ErrFull = errors.New("dedupe: queue: full")
 )
 
-// Queue holds the messages an [Async] accepted until a worker has processed
-// them: [WithQueue] and [WithOverflow] give it one. The 202 Accepted is sent
-// only after Push returned, so a queue that keeps its entries in a file or a
-// server ([OpenSQLiteQueue], and the Redis Streams and PostgreSQL queues of
-// the redis and postgres modules) loses no accepted message when the
-// process dies; [MemoryQueue] keeps them in memory and loses them.
+// Queue holds accepted webhook deliveries until a worker has processed them:
+// the Async of package dedupehttp, given one with its WithQueue or
+// WithOverflow option, answers 202 Accepted only after Push returned, so a
+// queue that keeps its entries in a file or a server ([OpenSQLite], and the
+// Redis Streams and PostgreSQL queues of the deduperedis and postgres
+// modules) loses no accepted message when the process dies; [Memory] keeps
+// them in memory and loses them.
 //
 // A message is queued, then taken by one worker (processing), then done or
 // failed. A taken message is hidden from other takers for its visibility
@@ -51,7 +55,7 @@ var (
 // dies, the message becomes visible again when the timeout runs out and
 // another worker, in this process or another, takes it. A queue holds at most
 // one live (queued or processing) message per [dedupe.Key]; that is how
-// [Async] answers a copy of a message still in the queue without queuing it
+// an Async answers a copy of a message still in the queue without queuing it
 // twice. Exactly-once processing does not rest on the queue, which may hand a
 // message out again: the worker claims the key with the [dedupe.Deduper]
 // before it runs the handler, and a message whose key is marked already is
@@ -60,7 +64,7 @@ var (
 // One queue (one file, stream or table) serves one Async and its replicas in
 // other processes: every taker runs the same handler. Implementations are
 // safe for concurrent use. The conformance suite in package
-// dedupehttp/queuetest states this contract as tests.
+// queue/queuetest states this contract as tests.
 type Queue interface {
 	// Push stores m as queued, visible at once, unless a live message with
 	// m.Key is in the queue: it then returns that message's id and added
@@ -70,7 +74,7 @@ type Queue interface {
 
 	// Take waits until a message is visible, hides it for the visibility
 	// timeout and returns it as processing. It returns ctx's error when ctx
-	// is done and [ErrQueueClosed] when the queue is closed first.
+	// is done and [ErrClosed] when the queue is closed first.
 	Take(ctx context.Context) (Delivery, error)
 
 	// Update moves a taken delivery on to state s:
@@ -94,7 +98,7 @@ type Queue interface {
 	Len(ctx context.Context) (int, error)
 
 	// Close releases the queue's resources and wakes every Take with
-	// [ErrQueueClosed]; it may be called more than once. Entries stay where
+	// [ErrClosed]; it may be called more than once. Entries stay where
 	// a durable queue keeps them.
 	Close() error
 }
@@ -110,8 +114,8 @@ const (
 	StateProcessing
 	// StateDone: processed and marked, or found processed already.
 	StateDone
-	// StateFailed: the handler failed on the last attempt allowed (see
-	// [WithMaxAttempts]); the message was not marked.
+	// StateFailed: the handler failed on the last attempt allowed, or its
+	// worker died on it as often; the message was not marked.
 	StateFailed
 )
 
@@ -144,15 +148,15 @@ type Message struct {
 	// Method, Target (the request target: path and query) and Host are the
 	// request's.
 	Method, Target, Host string
-	// Header holds the request headers that [Async] queues (see
-	// [WithQueuedHeaders]).
+	// Header holds the request headers that were queued with it (see
+	// dedupehttp's WithQueuedHeaders).
 	Header http.Header
-	// Body is the body the handler reads: after [WithVerify], the
+	// Body is the body the handler reads: once authenticated, the
 	// authenticated one (for an encrypted Feishu delivery, the plaintext).
 	Body []byte
 	// TraceID is the request's [dedupe.TraceID], or "".
 	TraceID string
-	// Accepted is when [Async] accepted the request.
+	// Accepted is when the request was accepted.
 	Accepted time.Time
 }
 

@@ -1,11 +1,11 @@
 // Package queuetest is the conformance suite for implementations of
-// [dedupehttp.Queue], and the crash test that every durable queue of this
+// [queue.Queue], and the crash test that every durable queue of this
 // module passes. Every queue in this module runs them; a third-party queue
 // should too:
 //
 //	func TestQueueConformance(t *testing.T) {
 //		queuetest.Run(t, queuetest.Config{
-//			New: func(t *testing.T, o queuetest.Options) dedupehttp.Queue {
+//			New: func(t *testing.T, o queuetest.Options) queue.Queue {
 //				return myqueue.New(myqueue.Config{Visibility: o.Visibility, Retention: o.Retention})
 //			},
 //		})
@@ -30,7 +30,7 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
-	"github.com/gatewaykit/dedupe/dedupehttp"
+	"github.com/gatewaykit/dedupe/queue"
 )
 
 // Options are the settings Run asks of each queue it creates.
@@ -46,12 +46,12 @@ type Config struct {
 	// New returns a new, empty queue configured by o. Run closes it (Close is
 	// part of the contract being tested, so New should not register its own
 	// Close); New may register the removal of what the queue left behind.
-	New func(t *testing.T, o Options) dedupehttp.Queue
+	New func(t *testing.T, o Options) queue.Queue
 
 	// Bubble runs each test, New included, in a testing/synctest bubble, so
 	// that its timeouts pass in no time: for a queue whose clock is the time
 	// package's and that talks to no server, such as
-	// [dedupehttp.MemoryQueue].
+	// [queue.Memory].
 	Bubble bool
 
 	// Unit scales the durations of the tests: the visibility timeout is 4
@@ -61,7 +61,7 @@ type Config struct {
 
 // suite is one test's queue and settings.
 type suite struct {
-	q    dedupehttp.Queue
+	q    queue.Queue
 	unit time.Duration
 	vis  time.Duration
 	ret  time.Duration
@@ -114,10 +114,10 @@ func Run(t *testing.T, cfg Config) {
 }
 
 // message returns a new message with a key of its own.
-func (s *suite) message() dedupehttp.Message {
+func (s *suite) message() queue.Message {
 	s.seq++
 	n := strconv.Itoa(s.seq)
-	return dedupehttp.Message{
+	return queue.Message{
 		ID:       s.run + "-" + n,
 		Key:      dedupe.Key{Channel: "queuetest", MessageID: s.run + "-" + n},
 		Method:   http.MethodPost,
@@ -137,7 +137,7 @@ func (s *suite) ctx(t *testing.T) context.Context {
 }
 
 // push pushes m and fails unless it was added.
-func (s *suite) push(t *testing.T, m dedupehttp.Message) {
+func (s *suite) push(t *testing.T, m queue.Message) {
 	t.Helper()
 	id, added, err := s.q.Push(s.ctx(t), m)
 	if err != nil || !added || id != m.ID {
@@ -146,7 +146,7 @@ func (s *suite) push(t *testing.T, m dedupehttp.Message) {
 }
 
 // take takes a message, waiting at most within.
-func (s *suite) take(t *testing.T, within time.Duration) dedupehttp.Delivery {
+func (s *suite) take(t *testing.T, within time.Duration) queue.Delivery {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
@@ -172,7 +172,7 @@ func (s *suite) none(t *testing.T, d time.Duration, why string) {
 }
 
 // update updates d and fails on an error.
-func (s *suite) update(t *testing.T, d dedupehttp.Delivery, st dedupehttp.State, after time.Duration) {
+func (s *suite) update(t *testing.T, d queue.Delivery, st queue.State, after time.Duration) {
 	t.Helper()
 	if err := s.q.Update(s.ctx(t), d, st, after); err != nil {
 		t.Fatalf("Update(%s, %s, %v): %v", d.ID, st, after, err)
@@ -180,15 +180,15 @@ func (s *suite) update(t *testing.T, d dedupehttp.Delivery, st dedupehttp.State,
 }
 
 // stale checks that updating d to st is refused with ErrStaleDelivery.
-func (s *suite) stale(t *testing.T, d dedupehttp.Delivery, st dedupehttp.State) {
+func (s *suite) stale(t *testing.T, d queue.Delivery, st queue.State) {
 	t.Helper()
-	if err := s.q.Update(s.ctx(t), d, st, 0); !errors.Is(err, dedupehttp.ErrStaleDelivery) {
+	if err := s.q.Update(s.ctx(t), d, st, 0); !errors.Is(err, queue.ErrStaleDelivery) {
 		t.Fatalf("Update(%s, %s) by a stale delivery: %v, want ErrStaleDelivery", d.ID, st, err)
 	}
 }
 
 // status returns the entry of id and fails unless it is known.
-func (s *suite) status(t *testing.T, id string) dedupehttp.Entry {
+func (s *suite) status(t *testing.T, id string) queue.Entry {
 	t.Helper()
 	e, ok, err := s.q.Status(s.ctx(t), id)
 	if err != nil || !ok {
@@ -198,7 +198,7 @@ func (s *suite) status(t *testing.T, id string) dedupehttp.Entry {
 }
 
 // wantState checks the state and attempts of id.
-func (s *suite) wantState(t *testing.T, id string, st dedupehttp.State, attempts int) {
+func (s *suite) wantState(t *testing.T, id string, st queue.State, attempts int) {
 	t.Helper()
 	e := s.status(t, id)
 	if e.State != st || e.Attempts != attempts {
@@ -216,7 +216,7 @@ func (s *suite) wantLen(t *testing.T, want int) {
 }
 
 // sameMessage checks that got carries want intact.
-func sameMessage(t *testing.T, got, want dedupehttp.Message) {
+func sameMessage(t *testing.T, got, want queue.Message) {
 	t.Helper()
 	if got.ID != want.ID || got.Key != want.Key || got.Method != want.Method || got.Target != want.Target ||
 		got.Host != want.Host || got.TraceID != want.TraceID || !bytes.Equal(got.Body, want.Body) ||

@@ -1,4 +1,4 @@
-package dedupehttp
+package queue
 
 import (
 	"context"
@@ -15,21 +15,21 @@ import (
 	_ "modernc.org/sqlite" // the "sqlite" driver
 )
 
-// Defaults of [SQLiteQueueConfig].
+// Defaults of [SQLiteConfig].
 const (
-	// DefaultSQLiteQueueTable is the default [SQLiteQueueConfig.Table].
-	DefaultSQLiteQueueTable = "dedupe_queue"
-	// DefaultSQLiteQueueBusyTimeout is the default
-	// [SQLiteQueueConfig.BusyTimeout].
-	DefaultSQLiteQueueBusyTimeout = 5 * time.Second
+	// DefaultSQLiteTable is the default [SQLiteConfig.Table].
+	DefaultSQLiteTable = "dedupe_queue"
+	// DefaultSQLiteBusyTimeout is the default
+	// [SQLiteConfig.BusyTimeout].
+	DefaultSQLiteBusyTimeout = 5 * time.Second
 )
 
-// SQLiteQueueConfig configures a [SQLiteQueue]. The zero value gives the
+// SQLiteConfig configures a [SQLite]. The zero value gives the
 // defaults.
-type SQLiteQueueConfig struct {
+type SQLiteConfig struct {
 	// Table is the queue's table, created if missing. The name must match
 	// [A-Za-z_][A-Za-z0-9_]*, be at most 64 bytes and not start with
-	// "sqlite_". Default [DefaultSQLiteQueueTable].
+	// "sqlite_". Default [DefaultSQLiteTable].
 	Table string
 	// Visibility is how long a take hides a message. Default
 	// [DefaultVisibility].
@@ -43,22 +43,22 @@ type SQLiteQueueConfig struct {
 	// [DefaultPollInterval].
 	PollInterval time.Duration
 	// BusyTimeout bounds how long a write waits for another process holding
-	// the database's write lock. Default [DefaultSQLiteQueueBusyTimeout].
+	// the database's write lock. Default [DefaultSQLiteBusyTimeout].
 	BusyTimeout time.Duration
 	// Now is the queue's clock. Default time.Now. Every process sharing the
 	// file must have the same time.
 	Now func() time.Time
 }
 
-// SQLiteQueue is a [Queue] in a SQLite database file, for the processes of
+// SQLite is a [Queue] in a SQLite database file, for the processes of
 // one host: a message is committed with synchronous=FULL in WAL mode before
 // Push returns, so neither a crash of the process nor a power loss loses an
 // accepted message. Processes on one host may share the file, each with its
-// own [Async]; a network file system will not do. It runs on
-// modernc.org/sqlite (no cgo). A SQLiteQueue is safe for concurrent use.
-type SQLiteQueue struct {
+// own Async; a network file system will not do. It runs on
+// modernc.org/sqlite (no cgo). A SQLite is safe for concurrent use.
+type SQLite struct {
 	db  *sql.DB
-	cfg SQLiteQueueConfig
+	cfg SQLiteConfig
 	sql sqliteQueueStatements
 
 	mu        sync.Mutex
@@ -68,15 +68,15 @@ type SQLiteQueue struct {
 	lastSweep time.Time
 }
 
-var _ Queue = (*SQLiteQueue)(nil)
+var _ Queue = (*SQLite)(nil)
 
 var sqliteQueueTableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 
-// OpenSQLiteQueue opens (creating it if needed) the SQLite database at path,
+// OpenSQLite opens (creating it if needed) the SQLite database at path,
 // puts it in WAL mode, creates the queue's table if it is missing, and
 // returns the queue. The queue owns the database: Close closes it. The file
 // may be the one of a [dedupe.SQLiteStore]; the table names differ.
-func OpenSQLiteQueue(path string, cfg SQLiteQueueConfig) (*SQLiteQueue, error) {
+func OpenSQLite(path string, cfg SQLiteConfig) (*SQLite, error) {
 	if err := cfg.normalize(); err != nil {
 		return nil, err
 	}
@@ -91,7 +91,7 @@ func OpenSQLiteQueue(path string, cfg SQLiteQueueConfig) (*SQLiteQueue, error) {
 		return nil, fmt.Errorf("dedupe: sqlite queue: open %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(1) // one writer per process; processes share by locks
-	q := &SQLiteQueue{db: db, cfg: cfg, sql: newSQLiteQueueStatements(`"` + cfg.Table + `"`),
+	q := &SQLite{db: db, cfg: cfg, sql: newSQLiteQueueStatements(`"` + cfg.Table + `"`),
 		wake: make(chan struct{}), done: make(chan struct{})}
 	if err := q.createTable(); err != nil {
 		_ = db.Close()
@@ -100,9 +100,9 @@ func OpenSQLiteQueue(path string, cfg SQLiteQueueConfig) (*SQLiteQueue, error) {
 	return q, nil
 }
 
-func (cfg *SQLiteQueueConfig) normalize() error {
+func (cfg *SQLiteConfig) normalize() error {
 	if cfg.Table == "" {
-		cfg.Table = DefaultSQLiteQueueTable
+		cfg.Table = DefaultSQLiteTable
 	}
 	if !sqliteQueueTableName.MatchString(cfg.Table) || strings.HasPrefix(strings.ToLower(cfg.Table), "sqlite_") {
 		return fmt.Errorf("dedupe: sqlite queue: invalid table name %q", cfg.Table)
@@ -115,7 +115,7 @@ func (cfg *SQLiteQueueConfig) normalize() error {
 	cfg.Visibility = orDefault(cfg.Visibility, DefaultVisibility)
 	cfg.Retention = orDefault(cfg.Retention, DefaultRetention)
 	cfg.PollInterval = orDefault(cfg.PollInterval, DefaultPollInterval)
-	cfg.BusyTimeout = orDefault(cfg.BusyTimeout, DefaultSQLiteQueueBusyTimeout)
+	cfg.BusyTimeout = orDefault(cfg.BusyTimeout, DefaultSQLiteBusyTimeout)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -130,7 +130,7 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
-// sqliteQueueStatements are the SQL texts of a SQLiteQueue, built once for
+// sqliteQueueStatements are the SQL texts of a SQLite, built once for
 // its table. Times are Unix nanoseconds by the queue's clock.
 type sqliteQueueStatements struct {
 	schema                      []string
@@ -167,7 +167,7 @@ RETURNING data, attempts`,
 	}
 }
 
-func (q *SQLiteQueue) createTable() error {
+func (q *SQLite) createTable() error {
 	ctx, cancel := context.WithTimeout(context.Background(), q.cfg.BusyTimeout+time.Second)
 	defer cancel()
 	return q.write(ctx, func(tx *sql.Tx) error {
@@ -181,7 +181,7 @@ func (q *SQLiteQueue) createTable() error {
 }
 
 // write runs f in a transaction that holds the write lock from its start.
-func (q *SQLiteQueue) write(ctx context.Context, f func(*sql.Tx) error) error {
+func (q *SQLite) write(ctx context.Context, f func(*sql.Tx) error) error {
 	tx, err := q.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE (_txlock)
 	if err != nil {
 		return err
@@ -194,18 +194,18 @@ func (q *SQLiteQueue) write(ctx context.Context, f func(*sql.Tx) error) error {
 }
 
 // check returns the error a call fails with before it does anything.
-func (q *SQLiteQueue) check(ctx context.Context) error {
+func (q *SQLite) check(ctx context.Context) error {
 	q.mu.Lock()
 	closed := q.closed
 	q.mu.Unlock()
 	if closed {
-		return ErrQueueClosed
+		return ErrClosed
 	}
 	return ctx.Err()
 }
 
 func sqliteQueueErr(op string, err error) error {
-	if errors.Is(err, ErrQueueClosed) || errors.Is(err, ErrStaleDelivery) || errors.Is(err, ErrQueueFull) ||
+	if errors.Is(err, ErrClosed) || errors.Is(err, ErrStaleDelivery) || errors.Is(err, ErrFull) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
@@ -214,7 +214,7 @@ func sqliteQueueErr(op string, err error) error {
 
 // Push queues m unless a live message has its key; see [Queue]. The message
 // is committed when Push returns.
-func (q *SQLiteQueue) Push(ctx context.Context, m Message) (string, bool, error) {
+func (q *SQLite) Push(ctx context.Context, m Message) (string, bool, error) {
 	if err := q.check(ctx); err != nil {
 		return "", false, err
 	}
@@ -246,7 +246,7 @@ func (q *SQLiteQueue) Push(ctx context.Context, m Message) (string, bool, error)
 }
 
 // wakeTakers wakes the Takes of this process waiting, to look again.
-func (q *SQLiteQueue) wakeTakers() {
+func (q *SQLite) wakeTakers() {
 	q.mu.Lock()
 	close(q.wake)
 	q.wake = make(chan struct{})
@@ -254,9 +254,9 @@ func (q *SQLiteQueue) wakeTakers() {
 }
 
 // Take waits for a visible message and hides it; see [Queue]. It looks again
-// every [SQLiteQueueConfig.PollInterval], and at once when this process
+// every [SQLiteConfig.PollInterval], and at once when this process
 // pushes or puts a message back.
-func (q *SQLiteQueue) Take(ctx context.Context) (Delivery, error) {
+func (q *SQLite) Take(ctx context.Context) (Delivery, error) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
@@ -266,7 +266,7 @@ func (q *SQLiteQueue) Take(ctx context.Context) (Delivery, error) {
 		q.mu.Unlock()
 		d, ok, err := q.tryTake(ctx)
 		if err != nil && q.check(context.Background()) != nil {
-			return Delivery{}, ErrQueueClosed // closed mid-call
+			return Delivery{}, ErrClosed // closed mid-call
 		}
 		if err != nil || ok {
 			return d, err
@@ -279,7 +279,7 @@ func (q *SQLiteQueue) Take(ctx context.Context) (Delivery, error) {
 			}
 		case <-timer.C:
 		case <-q.done:
-			return Delivery{}, ErrQueueClosed
+			return Delivery{}, ErrClosed
 		case <-ctx.Done():
 			return Delivery{}, ctx.Err()
 		}
@@ -287,7 +287,7 @@ func (q *SQLiteQueue) Take(ctx context.Context) (Delivery, error) {
 }
 
 // tryTake takes the first visible message, if there is one.
-func (q *SQLiteQueue) tryTake(ctx context.Context) (Delivery, bool, error) {
+func (q *SQLite) tryTake(ctx context.Context) (Delivery, bool, error) {
 	if err := q.check(ctx); err != nil {
 		return Delivery{}, false, err
 	}
@@ -318,7 +318,7 @@ const sqliteSweepEvery = time.Minute
 
 // sweep deletes settled rows past the retention, at most once a minute.
 // Its errors are left to the next sweep: the rows are invisible anyway.
-func (q *SQLiteQueue) sweep(ctx context.Context, now time.Time) {
+func (q *SQLite) sweep(ctx context.Context, now time.Time) {
 	q.mu.Lock()
 	due := now.Sub(q.lastSweep) >= sqliteSweepEvery
 	if due {
@@ -334,7 +334,7 @@ func (q *SQLiteQueue) sweep(ctx context.Context, now time.Time) {
 }
 
 // Update moves d on to state s; see [Queue].
-func (q *SQLiteQueue) Update(ctx context.Context, d Delivery, s State, after time.Duration) error {
+func (q *SQLite) Update(ctx context.Context, d Delivery, s State, after time.Duration) error {
 	if err := q.check(ctx); err != nil {
 		return err
 	}
@@ -374,7 +374,7 @@ func (q *SQLiteQueue) Update(ctx context.Context, d Delivery, s State, after tim
 }
 
 // Status returns the state of the message with id; see [Queue].
-func (q *SQLiteQueue) Status(ctx context.Context, id string) (Entry, bool, error) {
+func (q *SQLite) Status(ctx context.Context, id string) (Entry, bool, error) {
 	if err := q.check(ctx); err != nil {
 		return Entry{}, false, err
 	}
@@ -398,7 +398,7 @@ func (q *SQLiteQueue) Status(ctx context.Context, id string) (Entry, bool, error
 }
 
 // Len returns the number of live messages.
-func (q *SQLiteQueue) Len(ctx context.Context) (int, error) {
+func (q *SQLite) Len(ctx context.Context) (int, error) {
 	if err := q.check(ctx); err != nil {
 		return 0, err
 	}
@@ -409,9 +409,9 @@ func (q *SQLiteQueue) Len(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// Close wakes every Take with [ErrQueueClosed] and closes the database. The
+// Close wakes every Take with [ErrClosed] and closes the database. The
 // messages stay in the file. It may be called more than once.
-func (q *SQLiteQueue) Close() error {
+func (q *SQLite) Close() error {
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()

@@ -1,4 +1,4 @@
-package dedupehttp_test
+package queue_test
 
 import (
 	"path/filepath"
@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
-	"github.com/gatewaykit/dedupe/dedupehttp"
-	"github.com/gatewaykit/dedupe/dedupehttp/queuetest"
+	"github.com/gatewaykit/dedupe/queue"
+	"github.com/gatewaykit/dedupe/queue/queuetest"
 )
 
 // TestSQLiteQueueKill kills a gateway whose Async queues in SQLite while
@@ -15,9 +15,9 @@ import (
 // message processed exactly once. The marks live in the same file.
 func TestSQLiteQueueKill(t *testing.T) {
 	queuetest.Kill(t, queuetest.KillConfig{
-		Open: func(t *testing.T, name, dir string) (dedupehttp.Queue, dedupe.Store) {
+		Open: func(t *testing.T, name, dir string) (queue.Queue, dedupe.Store) {
 			path := filepath.Join(dir, "gateway.db")
-			q, err := dedupehttp.OpenSQLiteQueue(path, dedupehttp.SQLiteQueueConfig{
+			q, err := queue.OpenSQLite(path, queue.SQLiteConfig{
 				Visibility: time.Second, PollInterval: 50 * time.Millisecond,
 			})
 			if err != nil {

@@ -31,7 +31,7 @@ type QueueLatency struct {
 type QueueStats struct {
 	// Success counts messages whose handler succeeded (they were marked).
 	Success uint64
-	// Retried counts deliveries put back in the [Queue] to be taken again:
+	// Retried counts deliveries put back in the [queue.Queue] to be taken again:
 	// the handler failed with attempts left ([WithMaxAttempts]), the key was
 	// in flight elsewhere (a dead worker's lease had not run out), the store
 	// failed, or [Async.Close] gave up waiting for the handler.
@@ -89,7 +89,7 @@ func (a *Async) QueueStats() QueueStats {
 
 // Depth returns how many accepted messages are waiting or being processed:
 // those of the memory tier in this process, plus the live messages of the
-// [Queue] of [WithQueue] or [WithOverflow], whichever process queued them.
+// [queue.Queue] of [WithQueue] or [WithOverflow], whichever process queued them.
 func (a *Async) Depth(ctx context.Context) (int, error) {
 	n := len(a.slots)
 	if a.c.queue == nil {

@@ -1,4 +1,4 @@
-package dedupehttp
+package queue
 
 import (
 	"container/heap"
@@ -10,15 +10,15 @@ import (
 	"github.com/gatewaykit/dedupe"
 )
 
-// DefaultMaxSettled is how many done or failed messages a [MemoryQueue]
+// DefaultMaxSettled is how many done or failed messages a [Memory]
 // keeps the state of at most, by default.
 const DefaultMaxSettled = 10_000
 
-// MemoryQueueConfig configures a [MemoryQueue]. The zero value gives the
+// MemoryConfig configures a [Memory]. The zero value gives the
 // defaults.
-type MemoryQueueConfig struct {
+type MemoryConfig struct {
 	// Capacity bounds the live (queued or processing) messages: Push refuses
-	// more with [ErrQueueFull]. Zero or less: no bound.
+	// more with [ErrFull]. Zero or less: no bound.
 	Capacity int
 	// Visibility is how long a take hides a message. Default
 	// [DefaultVisibility].
@@ -31,15 +31,16 @@ type MemoryQueueConfig struct {
 	MaxSettled int
 }
 
-// MemoryQueue is a [Queue] in the process's memory. It has every behaviour
+// Memory is a [Queue] in the process's memory. It has every behaviour
 // of a durable queue (visibility timeouts, one live message per key, states)
 // but a crash of the process loses every message in it, including those
 // already answered 202 Accepted. Use it in tests, and where a lost message is
-// acceptable; [Async] without [WithQueue] keeps its messages in memory too.
+// acceptable; dedupehttp's Async without a queue keeps its messages in
+// memory too.
 // Its clock is the time package's, so tests can run it under
-// testing/synctest. A MemoryQueue is safe for concurrent use.
-type MemoryQueue struct {
-	cfg MemoryQueueConfig
+// testing/synctest. A Memory is safe for concurrent use.
+type Memory struct {
+	cfg MemoryConfig
 
 	mu      sync.Mutex
 	byID    map[string]*memEntry
@@ -52,9 +53,9 @@ type MemoryQueue struct {
 	done    chan struct{} // closed by Close
 }
 
-var _ Queue = (*MemoryQueue)(nil)
+var _ Queue = (*Memory)(nil)
 
-// memEntry is one message of a MemoryQueue.
+// memEntry is one message of a Memory.
 type memEntry struct {
 	msg               Message
 	state             State
@@ -66,8 +67,8 @@ type memEntry struct {
 	index             int    // in ready, or -1
 }
 
-// NewMemoryQueue returns an empty [MemoryQueue].
-func NewMemoryQueue(cfg MemoryQueueConfig) *MemoryQueue {
+// NewMemory returns an empty [Memory].
+func NewMemory(cfg MemoryConfig) *Memory {
 	if cfg.Visibility <= 0 {
 		cfg.Visibility = DefaultVisibility
 	}
@@ -77,7 +78,7 @@ func NewMemoryQueue(cfg MemoryQueueConfig) *MemoryQueue {
 	if cfg.MaxSettled <= 0 {
 		cfg.MaxSettled = DefaultMaxSettled
 	}
-	return &MemoryQueue{
+	return &Memory{
 		cfg:  cfg,
 		byID: make(map[string]*memEntry),
 		live: make(map[dedupe.Key]*memEntry),
@@ -87,15 +88,15 @@ func NewMemoryQueue(cfg MemoryQueueConfig) *MemoryQueue {
 }
 
 // check returns the error a call fails with before it does anything.
-func (q *MemoryQueue) check(ctx context.Context) error {
+func (q *Memory) check(ctx context.Context) error {
 	if q.closed {
-		return ErrQueueClosed
+		return ErrClosed
 	}
 	return ctx.Err()
 }
 
 // Push queues m unless a live message has its key; see [Queue].
-func (q *MemoryQueue) Push(ctx context.Context, m Message) (string, bool, error) {
+func (q *Memory) Push(ctx context.Context, m Message) (string, bool, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err := q.check(ctx); err != nil {
@@ -108,7 +109,7 @@ func (q *MemoryQueue) Push(ctx context.Context, m Message) (string, bool, error)
 		return "", false, fmt.Errorf("dedupe: memory queue: push: id %q is not new", m.ID)
 	}
 	if q.cfg.Capacity > 0 && len(q.live) >= q.cfg.Capacity {
-		return "", false, ErrQueueFull
+		return "", false, ErrFull
 	}
 	now := time.Now()
 	q.seq++
@@ -122,13 +123,13 @@ func (q *MemoryQueue) Push(ctx context.Context, m Message) (string, bool, error)
 }
 
 // wakeTakers wakes every Take waiting, to look again.
-func (q *MemoryQueue) wakeTakers() {
+func (q *Memory) wakeTakers() {
 	close(q.wake)
 	q.wake = make(chan struct{})
 }
 
 // Take waits for a visible message and hides it; see [Queue].
-func (q *MemoryQueue) Take(ctx context.Context) (Delivery, error) {
+func (q *Memory) Take(ctx context.Context) (Delivery, error) {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -161,7 +162,7 @@ func (q *MemoryQueue) Take(ctx context.Context) (Delivery, error) {
 // tryTake takes the first visible message. If there is none it returns how
 // long until the next becomes visible (-1: none is live) and a channel
 // closed when that may change.
-func (q *MemoryQueue) tryTake(ctx context.Context) (Delivery, time.Duration, <-chan struct{}, error) {
+func (q *Memory) tryTake(ctx context.Context) (Delivery, time.Duration, <-chan struct{}, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err := q.check(ctx); err != nil {
@@ -187,7 +188,7 @@ func (q *MemoryQueue) tryTake(ctx context.Context) (Delivery, time.Duration, <-c
 }
 
 // Update moves d on to state s; see [Queue].
-func (q *MemoryQueue) Update(ctx context.Context, d Delivery, s State, after time.Duration) error {
+func (q *Memory) Update(ctx context.Context, d Delivery, s State, after time.Duration) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err := q.check(ctx); err != nil {
@@ -231,7 +232,7 @@ func capAfter(after, def, limit time.Duration) time.Duration {
 
 // settle makes e done or failed: it leaves the live messages, drops its
 // request, and its state is kept for the retention.
-func (q *MemoryQueue) settle(e *memEntry, s State) {
+func (q *Memory) settle(e *memEntry, s State) {
 	now := time.Now()
 	if e.state.Live() {
 		heap.Remove(&q.ready, e.index)
@@ -244,7 +245,7 @@ func (q *MemoryQueue) settle(e *memEntry, s State) {
 }
 
 // forget drops the settled entries past the retention or the bound.
-func (q *MemoryQueue) forget(now time.Time) {
+func (q *Memory) forget(now time.Time) {
 	n := 0
 	for n < len(q.settled) {
 		e := q.settled[n]
@@ -259,7 +260,7 @@ func (q *MemoryQueue) forget(now time.Time) {
 }
 
 // Status returns the state of the message with id; see [Queue].
-func (q *MemoryQueue) Status(ctx context.Context, id string) (Entry, bool, error) {
+func (q *Memory) Status(ctx context.Context, id string) (Entry, bool, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err := q.check(ctx); err != nil {
@@ -275,7 +276,7 @@ func (q *MemoryQueue) Status(ctx context.Context, id string) (Entry, bool, error
 }
 
 // Len returns the number of live messages.
-func (q *MemoryQueue) Len(ctx context.Context) (int, error) {
+func (q *Memory) Len(ctx context.Context) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err := q.check(ctx); err != nil {
@@ -284,9 +285,9 @@ func (q *MemoryQueue) Len(ctx context.Context) (int, error) {
 	return len(q.live), nil
 }
 
-// Close empties nothing, wakes every Take with [ErrQueueClosed] and makes
+// Close empties nothing, wakes every Take with [ErrClosed] and makes
 // every later call fail with it. It may be called more than once.
-func (q *MemoryQueue) Close() error {
+func (q *Memory) Close() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if !q.closed {
