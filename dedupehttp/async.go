@@ -281,6 +281,7 @@ func (a *Async) full(w http.ResponseWriter, r *http.Request, d *delivery) {
 		a.c.answer(w, r, d, a.next, err)
 		return
 	}
+	a.stats.full.Add(1)
 	a.c.log(r.Context(), slog.LevelWarn, "dedupe: dedupehttp: queue full, asked the platform to retry",
 		slog.String("key", d.key.String()))
 	a.c.unavailable(w, "queue full")
@@ -362,6 +363,9 @@ func (a *Async) serve(ctx context.Context, key dedupe.Key, id string, r *http.Re
 	}
 	a.next.ServeHTTP(w, r)
 	if w.status == 0 {
+		if cause := context.Cause(ctx); errors.Is(cause, ErrHandlerTimeout) { // cut off, said nothing
+			return fmt.Errorf("%w: %w", ErrHandlerFailed, cause)
+		}
 		w.status = http.StatusOK
 	}
 	if a.c.failed(w.status) {

@@ -118,8 +118,8 @@ func TestAsyncQueueRetriesThenSucceeds(t *testing.T) {
 			}
 		})
 		done := make(chan ended, 1)
-		a := dedupehttp.NewAsync(dedupe.New(nil), telegram, h, dedupehttp.WithQueue(q),
-			dedupehttp.WithMaxAttempts(3), dedupehttp.WithDone(doneTo(done)), dedupehttp.WithLogger(quiet))
+		a := dedupehttp.NewAsync(dedupe.New(nil), telegram, h, dedupehttp.WithQueue(q), // DefaultMaxAttempts: 3
+			dedupehttp.WithDone(doneTo(done)), dedupehttp.WithLogger(quiet))
 		start := time.Now()
 		w := record(a, t.Context(), update(1))
 		require.Equal(t, http.StatusAccepted, w.Code)
@@ -147,13 +147,14 @@ func TestAsyncQueueFailureIsFinal(t *testing.T) {
 		})
 		done := make(chan ended, 2)
 		a := dedupehttp.NewAsync(dedupe.New(nil), telegram, h, dedupehttp.WithQueue(q),
-			dedupehttp.WithDone(doneTo(done)), dedupehttp.WithLogger(quiet))
+			dedupehttp.WithMaxAttempts(1), dedupehttp.WithDone(doneTo(done)), dedupehttp.WithLogger(quiet))
 		w := record(a, t.Context(), update(1))
 		require.Equal(t, http.StatusAccepted, w.Code)
 		assert.ErrorIs(t, (<-done).err, dedupehttp.ErrHandlerFailed)
 		synctest.Wait()
 		_, st := statusOf(t, a, w.Header().Get(dedupehttp.HeaderQueueID))
 		assert.Equal(t, "failed", st["state"])
+		assert.Equal(t, "dedupe: dedupehttp: handler failed: panic: handler bug", st["reason"])
 		// Not marked: a redelivery is accepted and processed.
 		require.Equal(t, http.StatusAccepted, record(a, t.Context(), update(1)).Code)
 		assert.NoError(t, (<-done).err)
@@ -282,9 +283,9 @@ func TestAsyncOverflow(t *testing.T) {
 			ids = append(ids, w.Header().Get(dedupehttp.HeaderQueueID))
 		}
 		synctest.Wait()
-		n, err := q.Len(t.Context())
+		c, err := q.Count(t.Context())
 		require.NoError(t, err)
-		assert.Equal(t, 4, n, "past the memory tier's depth of 2, the rest spilled")
+		assert.Equal(t, 4, c.Live, "past the memory tier's depth of 2, the rest spilled")
 		depth, err := a.Depth(t.Context())
 		require.NoError(t, err)
 		assert.Equal(t, 6, depth)
@@ -346,9 +347,9 @@ func TestAsyncQueueUnavailable(t *testing.T) {
 			assert.Equal(t, http.StatusServiceUnavailable, w.Code)
 			assert.Equal(t, "unavailable", w.Header().Get(dedupehttp.HeaderVerdict))
 			assert.NotEmpty(t, w.Header().Get("Retry-After"))
-			n, err := mem.Len(t.Context())
+			c, err := mem.Count(t.Context())
 			require.NoError(t, err)
-			assert.Zero(t, n, "nothing queued")
+			assert.Zero(t, c.Live, "nothing queued")
 			require.NoError(t, a.Close(t.Context()))
 		})
 	}

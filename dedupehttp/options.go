@@ -59,6 +59,7 @@ type config struct {
 	queue          queue.Queue
 	spill          bool // WithOverflow: the queue takes what the memory tier cannot
 	maxAttempts    int
+	handlerTimeout time.Duration   // 0: from the visibility timeout
 	queuedHeaders  map[string]bool // nil: all but hopHeaders
 }
 

@@ -93,6 +93,7 @@ type statusJSON struct {
 	Attempts int       `json:"attempts,omitempty"`
 	Accepted time.Time `json:"accepted_at,omitzero"`
 	Updated  time.Time `json:"updated_at,omitzero"`
+	Reason   string    `json:"reason,omitempty"`
 	Error    string    `json:"error,omitempty"`
 }
 
@@ -101,7 +102,8 @@ type statusJSON struct {
 //
 //	{"id":"…","state":"processing","attempts":1,"accepted_at":"…","updated_at":"…"}
 //
-// state is "queued", "processing", "done" or "failed". An id it does not
+// state is "queued", "processing", "done" or "failed"; a failed message has
+// a "reason" too. An id it does not
 // know (never queued, or forgotten after the retention) is answered 404, a
 // queue that fails 503, other methods 405. The id is the path value "id" of
 // the pattern it is mounted on, or else the last element of the path:
@@ -131,7 +133,7 @@ func (a *Async) StatusHandler() http.Handler {
 			writeStatus(w, http.StatusNotFound, statusJSON{ID: id, Error: "unknown queue id"})
 		default:
 			writeStatus(w, http.StatusOK, statusJSON{ID: id, State: e.State.String(), Attempts: e.Attempts,
-				Accepted: e.Accepted.UTC(), Updated: e.Updated.UTC()})
+				Accepted: e.Accepted.UTC(), Updated: e.Updated.UTC(), Reason: e.Reason})
 		}
 	})
 }

@@ -64,6 +64,16 @@ gw_dedupe_queue_processed_total{outcome="success",platform="telegram"} 1
 `
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want),
 		"gw_dedupe_queue_depth", "gw_dedupe_queue_processed_total"))
+	dead := `
+# HELP gw_dedupe_queue_failed Failed messages kept by the durable queue (dead letters), which can be requeued by id.
+# TYPE gw_dedupe_queue_failed gauge
+gw_dedupe_queue_failed{platform="telegram"} 0
+# HELP gw_dedupe_queue_full_total Requests refused with 503 and Retry-After because the queue was full.
+# TYPE gw_dedupe_queue_full_total counter
+gw_dedupe_queue_full_total{platform="telegram"} 0
+`
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(dead),
+		"gw_dedupe_queue_failed", "gw_dedupe_queue_full_total"))
 	reg := prometheus.NewRegistry()
 	require.NoError(t, reg.Register(c))
 	families, err := reg.Gather()

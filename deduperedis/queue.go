@@ -28,7 +28,8 @@ const (
 type QueueConfig struct {
 	// Name names the queue. Its stream is the key "{Name}"; the id of the
 	// live message of each [dedupe.Key] is kept under "{Name}:live:<key>"
-	// and the state of each message under "{Name}:s:<id>". The braces make
+	// and the state of each message under "{Name}:s:<id>"; the failed
+	// messages are indexed under "{Name}:failed". The braces make
 	// every key of a queue one hash slot, so its scripts work on Redis
 	// Cluster. Give each Async of dedupehttp (each handler) a queue of its own.
 	// Default [DefaultQueueName].
@@ -51,6 +52,10 @@ type QueueConfig struct {
 	// it also bounds how long Take takes to see that its context is done or
 	// the queue closed. Default [queue.DefaultPollInterval].
 	PollInterval time.Duration
+	// MaxDepth bounds the live (queued or processing) messages, the
+	// entries of the stream: Push refuses more with [queue.ErrFull], exactly,
+	// whichever process pushes. Zero or less: no bound.
+	MaxDepth int
 }
 
 // Queue is a [queue.Queue] on a Redis stream with a consumer group, for
@@ -124,6 +129,7 @@ func positiveOr(d, def time.Duration) time.Duration {
 
 func (q *Queue) liveKey(k dedupe.Key) string { return q.stream + ":live:" + k.String() }
 func (q *Queue) statusKey(id string) string  { return q.stream + ":s:" + id }
+func (q *Queue) failedKey() string           { return q.stream + ":failed" }
 
 // check returns the error a call fails with before it does anything.
 func (q *Queue) check(ctx context.Context) error {
@@ -137,7 +143,7 @@ func (q *Queue) check(ctx context.Context) error {
 
 // queueErr wraps err from operation op, but the sentinels and context errors.
 func queueErr(op string, err error) error {
-	if errors.Is(err, queue.ErrClosed) || errors.Is(err, queue.ErrStaleDelivery) ||
+	if errors.Is(err, queue.ErrClosed) || errors.Is(err, queue.ErrStaleDelivery) || errors.Is(err, queue.ErrFull) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
@@ -155,7 +161,10 @@ func (q *Queue) Push(ctx context.Context, m queue.Message) (string, bool, error)
 		return "", false, queueErr("push", err)
 	}
 	res, err := pushScript.Run(ctx, q.client, []string{q.stream, q.liveKey(m.Key), q.statusKey(m.ID)},
-		m.ID, m.Key.String(), data).Slice()
+		m.ID, m.Key.String(), data, max(q.cfg.MaxDepth, 0)).Slice()
+	if err != nil && strings.Contains(err.Error(), "DEDUPE_FULL") {
+		return "", false, queue.ErrFull
+	}
 	if err != nil {
 		return "", false, queueErr("push", err)
 	}

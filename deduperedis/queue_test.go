@@ -44,7 +44,7 @@ func TestQueueConformance(t *testing.T) {
 	queuetest.Run(t, queuetest.Config{
 		New: func(t *testing.T, o queuetest.Options) queue.Queue {
 			return newQueue(t, client, deduperedis.QueueConfig{
-				Name: "dedupe-test:queue:" + randomID(t), Visibility: o.Visibility, Retention: o.Retention,
+				Name: "dedupe-test:queue:" + randomID(t), Visibility: o.Visibility, Retention: o.Retention, MaxDepth: o.MaxDepth,
 				PollInterval: 20 * time.Millisecond,
 			})
 		},
@@ -56,7 +56,19 @@ func TestQueueConformance(t *testing.T) {
 // exactly once. The marks are in Redis too.
 func TestQueueKill(t *testing.T) {
 	addr := redisAddr(t)
-	queuetest.Kill(t, queuetest.KillConfig{
+	queuetest.Kill(t, redisKillConfig(addr))
+}
+
+// TestQueuePoison sends a gateway that queues there a message whose handler
+// kills its process: the message is failed after its three attempts, three
+// processes killed, and the gateway lives on.
+func TestQueuePoison(t *testing.T) {
+	queuetest.Poison(t, redisKillConfig(redisAddr(t)))
+}
+
+// redisKillConfig is the deployment that Kill and Poison crash.
+func redisKillConfig(addr string) queuetest.KillConfig {
+	return queuetest.KillConfig{
 		Open: func(t *testing.T, name, _ string) (queue.Queue, dedupe.Store) {
 			client := newClient(t, addr, nil)
 			q, err := deduperedis.NewQueue(client, deduperedis.QueueConfig{
@@ -76,7 +88,7 @@ func TestQueueKill(t *testing.T) {
 			dropQueueKeys(client, "dedupe-test:"+name)
 			dropKeys(client, "dedupe-test:"+name+":*")
 		},
-	})
+	}
 }
 
 // TestQueueLostKeys: a queue whose keys vanish under it (a flush, a server
@@ -99,11 +111,11 @@ func TestQueueLostKeys(t *testing.T) {
 	if err := client.Del(ctx, "{"+name+"}:s:m1").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.Update(ctx, d, queue.StateDone, 0); err != nil {
+	if err := q.Update(ctx, d, queue.Change{State: queue.StateDone}); err != nil {
 		t.Fatalf("done without a state: %v", err)
 	}
-	if n, err := q.Len(ctx); err != nil || n != 0 {
-		t.Fatalf("Len = %d, %v; want the entry acknowledged and deleted", n, err)
+	if c, err := q.Count(ctx); err != nil || c.Live != 0 {
+		t.Fatalf("Count = %+v, %v; want the entry acknowledged and deleted", c, err)
 	}
 	dropQueueKeys(client, name) // the stream and its group are gone
 	m.ID = "m2"

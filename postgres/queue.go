@@ -34,6 +34,12 @@ type QueueConfig struct {
 	// process, or whose visibility timeout ran out. Default
 	// [queue.DefaultPollInterval].
 	PollInterval time.Duration
+	// MaxDepth bounds the live (queued or processing) rows: Push refuses
+	// more with [queue.ErrFull]. The bound is exact: with it, pushes take
+	// an advisory lock on the table one at a time and count the live rows
+	// (a count that grows with the depth). Requeue is not bounded. Zero or
+	// less: no bound, and no lock.
+	MaxDepth int
 }
 
 // Queue is a [queue.Queue] in a PostgreSQL table, shared by every
@@ -100,21 +106,29 @@ func positiveOr(d, def time.Duration) time.Duration {
 // queueStatements are the SQL texts of a Queue, built once for its table.
 // Durations travel as whole microseconds.
 type queueStatements struct {
-	lockKey, schema                  string
-	push, take, extend, requeue      string
-	fail, done, status, count, sweep string
+	lockKey, schema               string
+	table, hasReason, addReason   string
+	push, depth, take             string
+	extend, requeue, fail, done   string
+	status, count, failed, revive string
+	sweep                         string
 }
 
 func newQueueStatements(ident pgx.Identifier) queueStatements {
 	t := ident.Sanitize()
 	index := func(suffix string) string { return pgx.Identifier{ident[len(ident)-1] + suffix}.Sanitize() }
 	const after = `now() + %s::bigint * interval '1 microsecond'`
+	const retained = `now() - %s::bigint * interval '1 microsecond'`
+	const entry = `id, key, state, attempts, accepted_at, updated_at, coalesce(reason, '')`
 	return queueStatements{
-		lockKey: "dedupe_queue:" + t,
+		lockKey:   "dedupe_queue:" + t,
+		table:     t,
+		hasReason: `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'reason' AND NOT attisdropped)`,
+		addReason: `ALTER TABLE ` + t + ` ADD COLUMN IF NOT EXISTS reason text`,
 		schema: `CREATE TABLE IF NOT EXISTS ` + t + ` (
 	id text PRIMARY KEY, key text NOT NULL, state smallint NOT NULL,
 	attempts integer NOT NULL DEFAULT 0, receipt text, visible_at timestamptz NOT NULL,
-	accepted_at timestamptz NOT NULL, updated_at timestamptz NOT NULL, data bytea);
+	accepted_at timestamptz NOT NULL, updated_at timestamptz NOT NULL, data bytea, reason text);
 CREATE UNIQUE INDEX IF NOT EXISTS ` + index("_live_idx") + ` ON ` + t + ` (key) WHERE state < 3;
 CREATE INDEX IF NOT EXISTS ` + index("_visible_idx") + ` ON ` + t + ` (visible_at) WHERE state < 3;
 CREATE INDEX IF NOT EXISTS ` + index("_settled_idx") + ` ON ` + t + ` (updated_at) WHERE state >= 3`,
@@ -135,13 +149,21 @@ SELECT id, false FROM ` + t + ` WHERE key = $2 AND state < 3 AND NOT EXISTS (SEL
 WHERE id = (SELECT id FROM ` + t + ` WHERE state < 3 AND visible_at <= now()
 	ORDER BY visible_at LIMIT 1 FOR UPDATE SKIP LOCKED)
 RETURNING data, attempts`,
-		extend:  `UPDATE ` + t + ` SET visible_at = ` + fmt.Sprintf(after, "$3") + ` WHERE id = $1 AND receipt = $2 AND state = 2`,
-		requeue: `UPDATE ` + t + ` SET state = 1, receipt = NULL, visible_at = ` + fmt.Sprintf(after, "$3") + `, updated_at = now() WHERE id = $1 AND receipt = $2 AND state = 2`,
-		fail:    `UPDATE ` + t + ` SET state = 4, receipt = NULL, data = NULL, updated_at = now() WHERE id = $1 AND receipt = $2 AND state = 2`,
-		done:    `UPDATE ` + t + ` SET state = 3, receipt = NULL, data = NULL, updated_at = now() WHERE id = $1 AND state <> 3`,
-		status: `SELECT key, state, attempts, accepted_at, updated_at FROM ` + t + `
-WHERE id = $1 AND (state < 3 OR updated_at > now() - $2::bigint * interval '1 microsecond')`,
-		count: `SELECT count(*) FROM ` + t + ` WHERE state < 3`,
+		extend: `UPDATE ` + t + ` SET visible_at = ` + fmt.Sprintf(after, "$3") + ` WHERE id = $1 AND receipt = $2 AND state = 2`,
+		requeue: `UPDATE ` + t + ` SET state = 1, receipt = NULL, visible_at = ` + fmt.Sprintf(after, "$3") + `, updated_at = now(),
+	attempts = attempts - $4 WHERE id = $1 AND receipt = $2 AND state = 2`,
+		fail: `UPDATE ` + t + ` SET state = 4, receipt = NULL, reason = $3, updated_at = now() WHERE id = $1 AND receipt = $2 AND state = 2`,
+		done: `UPDATE ` + t + ` SET state = 3, receipt = NULL, data = NULL, reason = NULL, updated_at = now() WHERE id = $1 AND state <> 3`,
+		status: `SELECT ` + entry + ` FROM ` + t + `
+WHERE id = $1 AND (state < 3 OR updated_at > ` + fmt.Sprintf(retained, "$2") + `)`,
+		depth: `SELECT count(*), count(*) FILTER (WHERE key = $1) FROM ` + t + ` WHERE state < 3`,
+		count: `SELECT count(*) FILTER (WHERE state < 3), count(*) FILTER (WHERE state = 4 AND updated_at > ` + fmt.Sprintf(retained, "$1") + `)
+FROM ` + t + ` WHERE state <> 3`,
+		failed: `SELECT ` + entry + ` FROM ` + t + ` WHERE state = 4 AND updated_at > ` + fmt.Sprintf(retained, "$1") + `
+ORDER BY updated_at DESC LIMIT $2`,
+		revive: `UPDATE ` + t + ` AS m SET state = 1, attempts = 0, reason = NULL, receipt = NULL, visible_at = now(), updated_at = now()
+WHERE id = $1 AND state = 4 AND updated_at > ` + fmt.Sprintf(retained, "$2") + ` AND data IS NOT NULL
+	AND NOT EXISTS (SELECT 1 FROM ` + t + ` AS l WHERE l.key = m.key AND l.state < 3)`,
 		sweep: `DELETE FROM ` + t + ` WHERE id IN (SELECT id FROM ` + t + `
 	WHERE state >= 3 AND updated_at <= now() - $1::bigint * interval '1 microsecond' LIMIT 1000)`,
 	}
@@ -154,7 +176,14 @@ func (q *Queue) createTable(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, q.sql.lockKey); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, q.sql.schema)
+		if _, err := tx.Exec(ctx, q.sql.schema); err != nil {
+			return err
+		}
+		var has bool // a table of an earlier version has no reason
+		if err := tx.QueryRow(ctx, q.sql.hasReason, q.sql.table).Scan(&has); err != nil || has {
+			return err
+		}
+		_, err := tx.Exec(ctx, q.sql.addReason)
 		return err
 	})
 }
@@ -172,7 +201,7 @@ func (q *Queue) check(ctx context.Context) error {
 
 // queueErr wraps err from operation op, but the sentinels and context errors.
 func queueErr(op string, err error) error {
-	if errors.Is(err, queue.ErrClosed) || errors.Is(err, queue.ErrStaleDelivery) ||
+	if errors.Is(err, queue.ErrClosed) || errors.Is(err, queue.ErrStaleDelivery) || errors.Is(err, queue.ErrFull) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
@@ -188,6 +217,9 @@ func (q *Queue) Push(ctx context.Context, m queue.Message) (string, bool, error)
 	data, err := m.MarshalBinary()
 	if err != nil {
 		return "", false, queueErr("push", err)
+	}
+	if q.cfg.MaxDepth > 0 {
+		return q.pushBounded(ctx, m, data)
 	}
 	for range 5 {
 		var id string

@@ -86,38 +86,42 @@ func (q *Queue) sweep(ctx context.Context) {
 	}
 }
 
-// Update moves d on to state s; see [queue.Queue].
-func (q *Queue) Update(ctx context.Context, d queue.Delivery, s queue.State, after time.Duration) error {
+// Update moves d on as c says; see [queue.Queue].
+func (q *Queue) Update(ctx context.Context, d queue.Delivery, c queue.Change) error {
 	if err := q.check(ctx); err != nil {
 		return err
 	}
 	vis := q.cfg.Visibility
 	var stmt string
 	args := []any{d.ID, d.Receipt}
-	switch s {
+	switch c.State {
 	case queue.StateProcessing:
 		hidden := vis
-		if after > 0 {
-			hidden = min(after, vis)
+		if c.After > 0 {
+			hidden = min(c.After, vis)
 		}
 		stmt, args = q.sql.extend, append(args, hidden.Microseconds())
 	case queue.StateQueued:
-		stmt, args = q.sql.requeue, append(args, min(max(after, 0), vis).Microseconds())
+		uncount := 0
+		if c.NotRun {
+			uncount = 1
+		}
+		stmt, args = q.sql.requeue, append(args, min(max(c.After, 0), vis).Microseconds(), uncount)
 	case queue.StateFailed:
-		stmt = q.sql.fail
+		stmt, args = q.sql.fail, append(args, c.Reason)
 	case queue.StateDone:
 		stmt, args = q.sql.done, args[:1]
 	default:
-		return fmt.Errorf("dedupe: postgres queue: update to state %d", s)
+		return fmt.Errorf("dedupe: postgres queue: update to state %d", c.State)
 	}
 	tag, err := q.pool.Exec(ctx, stmt, args...)
 	switch {
 	case err != nil:
 		return queueErr("update", err)
-	case tag.RowsAffected() == 0 && s != queue.StateDone:
+	case tag.RowsAffected() == 0 && c.State != queue.StateDone:
 		return fmt.Errorf("%w: %s", queue.ErrStaleDelivery, d.ID)
 	}
-	if s == queue.StateQueued {
+	if c.State == queue.StateQueued {
 		q.wakeTakers()
 	}
 	return nil
@@ -128,36 +132,31 @@ func (q *Queue) Status(ctx context.Context, id string) (queue.Entry, bool, error
 	if err := q.check(ctx); err != nil {
 		return queue.Entry{}, false, err
 	}
-	var key string
-	var state int16
-	var attempts int
-	var accepted, updated time.Time
-	err := q.pool.QueryRow(ctx, q.sql.status, id, q.cfg.Retention.Microseconds()).
-		Scan(&key, &state, &attempts, &accepted, &updated)
+	e, err := scanEntry(q.pool.QueryRow(ctx, q.sql.status, id, q.cfg.Retention.Microseconds()))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return queue.Entry{}, false, nil
 	}
 	if err != nil {
 		return queue.Entry{}, false, queueErr("status", err)
 	}
-	k, err := dedupe.ParseKey(key)
-	if err != nil {
-		return queue.Entry{}, false, queueErr("status", err)
-	}
-	return queue.Entry{ID: id, Key: k, State: queue.State(state), Attempts: attempts,
-		Accepted: accepted, Updated: updated}, true, nil
+	return e, true, nil
 }
 
-// Len returns the number of live rows.
-func (q *Queue) Len(ctx context.Context) (int, error) {
-	if err := q.check(ctx); err != nil {
-		return 0, err
+// scanEntry reads an entry from a row of the statements' entry columns.
+func scanEntry(row pgx.Row) (queue.Entry, error) {
+	var id, key, reason string
+	var state int16
+	var attempts int
+	var accepted, updated time.Time
+	if err := row.Scan(&id, &key, &state, &attempts, &accepted, &updated, &reason); err != nil {
+		return queue.Entry{}, err
 	}
-	var n int
-	if err := q.pool.QueryRow(ctx, q.sql.count).Scan(&n); err != nil {
-		return 0, queueErr("len", err)
+	k, err := dedupe.ParseKey(key)
+	if err != nil {
+		return queue.Entry{}, err
 	}
-	return n, nil
+	return queue.Entry{ID: id, Key: k, State: queue.State(state), Attempts: attempts,
+		Accepted: accepted, Updated: updated, Reason: reason}, nil
 }
 
 // Close wakes every Take with [queue.ErrClosed] and makes every

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,9 +18,9 @@ const DefaultMaxSettled = 10_000
 // MemoryConfig configures a [Memory]. The zero value gives the
 // defaults.
 type MemoryConfig struct {
-	// Capacity bounds the live (queued or processing) messages: Push refuses
+	// MaxDepth bounds the live (queued or processing) messages: Push refuses
 	// more with [ErrFull]. Zero or less: no bound.
-	Capacity int
+	MaxDepth int
 	// Visibility is how long a take hides a message. Default
 	// [DefaultVisibility].
 	Visibility time.Duration
@@ -63,6 +64,7 @@ type memEntry struct {
 	receipt           string
 	visible           time.Time
 	accepted, updated time.Time
+	reason            string // why it failed
 	seq               uint64 // push order, for ties in ready
 	index             int    // in ready, or -1
 }
@@ -108,7 +110,7 @@ func (q *Memory) Push(ctx context.Context, m Message) (string, bool, error) {
 	if _, ok := q.byID[m.ID]; ok || m.ID == "" {
 		return "", false, fmt.Errorf("dedupe: memory queue: push: id %q is not new", m.ID)
 	}
-	if q.cfg.Capacity > 0 && len(q.live) >= q.cfg.Capacity {
+	if q.cfg.MaxDepth > 0 && len(q.live) >= q.cfg.MaxDepth {
 		return "", false, ErrFull
 	}
 	now := time.Now()
@@ -187,17 +189,17 @@ func (q *Memory) tryTake(ctx context.Context) (Delivery, time.Duration, <-chan s
 	return Delivery{Message: m, Attempt: e.attempts, Receipt: e.receipt, Visibility: q.cfg.Visibility}, 0, nil, nil
 }
 
-// Update moves d on to state s; see [Queue].
-func (q *Memory) Update(ctx context.Context, d Delivery, s State, after time.Duration) error {
+// Update moves d on as c says; see [Queue].
+func (q *Memory) Update(ctx context.Context, d Delivery, c Change) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err := q.check(ctx); err != nil {
 		return err
 	}
 	e, ok := q.byID[d.ID]
-	if s == StateDone {
+	if c.State == StateDone {
 		if ok && e.state != StateDone {
-			q.settle(e, StateDone)
+			q.settle(e, StateDone, "")
 		}
 		return nil
 	}
@@ -205,42 +207,40 @@ func (q *Memory) Update(ctx context.Context, d Delivery, s State, after time.Dur
 		return fmt.Errorf("%w: %s", ErrStaleDelivery, d.ID)
 	}
 	now := time.Now()
-	switch s {
+	switch c.State {
 	case StateProcessing:
-		e.visible = now.Add(capAfter(after, q.cfg.Visibility, q.cfg.Visibility))
+		e.visible = now.Add(capAfter(c.After, q.cfg.Visibility, q.cfg.Visibility))
 	case StateQueued:
 		e.state, e.receipt, e.updated = StateQueued, "", now
-		e.visible = now.Add(capAfter(after, 0, q.cfg.Visibility))
+		e.visible = now.Add(capAfter(c.After, 0, q.cfg.Visibility))
+		if c.NotRun {
+			e.attempts--
+		}
 		q.wakeTakers()
 	case StateFailed:
-		q.settle(e, StateFailed)
+		q.settle(e, StateFailed, c.Reason)
 		return nil
 	default:
-		return fmt.Errorf("dedupe: memory queue: update to state %d", s)
+		return fmt.Errorf("dedupe: memory queue: update to state %d", c.State)
 	}
 	heap.Fix(&q.ready, e.index)
 	return nil
 }
 
-// capAfter returns after, or def if after <= 0, at most limit.
-func capAfter(after, def, limit time.Duration) time.Duration {
-	if after <= 0 {
-		after = def
-	}
-	return min(after, limit)
-}
-
-// settle makes e done or failed: it leaves the live messages, drops its
-// request, and its state is kept for the retention.
-func (q *Memory) settle(e *memEntry, s State) {
+// settle makes e done or failed: it leaves the live messages and its state
+// is kept for the retention; a done message drops its request, a failed one
+// keeps it for Requeue.
+func (q *Memory) settle(e *memEntry, s State, reason string) {
 	now := time.Now()
 	if e.state.Live() {
 		heap.Remove(&q.ready, e.index)
 		delete(q.live, e.msg.Key)
 		q.settled = append(q.settled, e)
 	}
-	e.state, e.receipt, e.updated = s, "", now
-	e.msg.Header, e.msg.Body = nil, nil
+	e.state, e.receipt, e.updated, e.reason = s, "", now, reason
+	if s == StateDone {
+		e.msg.Header, e.msg.Body = nil, nil
+	}
 	q.forget(now)
 }
 
@@ -271,18 +271,75 @@ func (q *Memory) Status(ctx context.Context, id string) (Entry, bool, error) {
 	if !ok {
 		return Entry{}, false, nil
 	}
-	return Entry{ID: id, Key: e.msg.Key, State: e.state, Attempts: e.attempts,
-		Accepted: e.accepted, Updated: e.updated}, true, nil
+	return e.entry(), true, nil
 }
 
-// Len returns the number of live messages.
-func (q *Memory) Len(ctx context.Context) (int, error) {
+// entry returns what Status tells of e.
+func (e *memEntry) entry() Entry {
+	return Entry{ID: e.msg.ID, Key: e.msg.Key, State: e.state, Attempts: e.attempts,
+		Accepted: e.accepted, Updated: e.updated, Reason: e.reason}
+}
+
+// Count counts the live messages and the failed ones kept.
+func (q *Memory) Count(ctx context.Context) (Counts, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err := q.check(ctx); err != nil {
-		return 0, err
+		return Counts{}, err
 	}
-	return len(q.live), nil
+	q.forget(time.Now())
+	c := Counts{Live: len(q.live)}
+	for _, e := range q.settled {
+		if e.state == StateFailed {
+			c.Failed++
+		}
+	}
+	return c, nil
+}
+
+// Failed returns the latest failed messages; see [Queue].
+func (q *Memory) Failed(ctx context.Context, limit int) ([]Entry, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.check(ctx); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		limit = DefaultFailedLimit
+	}
+	q.forget(time.Now())
+	var out []Entry
+	for i := len(q.settled) - 1; i >= 0 && len(out) < limit; i-- {
+		if e := q.settled[i]; e.state == StateFailed {
+			out = append(out, e.entry())
+		}
+	}
+	return out, nil
+}
+
+// Requeue puts the failed message with id back; see [Queue].
+func (q *Memory) Requeue(ctx context.Context, id string) (bool, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.check(ctx); err != nil {
+		return false, err
+	}
+	now := time.Now()
+	q.forget(now)
+	e, ok := q.byID[id]
+	if !ok || e.state != StateFailed {
+		return false, nil
+	}
+	if _, live := q.live[e.msg.Key]; live {
+		return false, nil
+	}
+	q.settled = slices.DeleteFunc(q.settled, func(x *memEntry) bool { return x == e })
+	q.seq++
+	e.state, e.attempts, e.reason, e.visible, e.updated, e.seq = StateQueued, 0, "", now, now, q.seq
+	q.live[e.msg.Key] = e
+	heap.Push(&q.ready, e)
+	q.wakeTakers()
+	return true, nil
 }
 
 // Close empties nothing, wakes every Take with [ErrClosed] and makes

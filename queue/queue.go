@@ -50,7 +50,7 @@ var (
 // them in memory and loses them.
 //
 // A message is queued, then taken by one worker (processing), then done or
-// failed. A taken message is hidden from other takers for its visibility
+// failed; a failed message may be requeued by hand. A taken message is hidden from other takers for its visibility
 // timeout, which the taker renews with Update while it works: if the taker
 // dies, the message becomes visible again when the timeout runs out and
 // another worker, in this process or another, takes it. A queue holds at most
@@ -68,8 +68,10 @@ var (
 type Queue interface {
 	// Push stores m as queued, visible at once, unless a live message with
 	// m.Key is in the queue: it then returns that message's id and added
-	// false, and stores nothing. When Push returns nil the message is as
-	// durable as the queue makes it. m.ID must be unique.
+	// false, and stores nothing. A queue given a depth bound refuses a new
+	// message with [ErrFull] when it holds that many live messages. When
+	// Push returns nil the message is as durable as the queue makes it. m.ID
+	// must be unique.
 	Push(ctx context.Context, m Message) (id string, added bool, err error)
 
 	// Take waits until a message is visible, hides it for the visibility
@@ -77,25 +79,33 @@ type Queue interface {
 	// is done and [ErrClosed] when the queue is closed first.
 	Take(ctx context.Context) (Delivery, error)
 
-	// Update moves a taken delivery on to state s:
-	//   - [StateProcessing]: still being processed; hidden for after more
-	//     (after <= 0: the visibility timeout).
-	//   - [StateQueued]: put back, visible again after after (<= 0: at once).
-	//   - [StateFailed]: settled as failed.
-	//   - [StateDone]: settled as done.
-	// An implementation may cap after at its visibility timeout. Every
-	// state but done requires that d is still the message's latest take, and
-	// otherwise returns [ErrStaleDelivery] and changes nothing; done settles
-	// the message whoever took it last, since it was processed.
-	Update(ctx context.Context, d Delivery, s State, after time.Duration) error
+	// Update moves a taken delivery on as c says (see [Change]). Every
+	// change but to [StateDone] requires that d is still the message's
+	// latest take, and otherwise returns [ErrStaleDelivery] and changes
+	// nothing; done settles the message whoever took it last, since it was
+	// processed.
+	Update(ctx context.Context, d Delivery, c Change) error
 
 	// Status returns the state of the message with id. A done or failed
 	// message is kept for the queue's retention, then forgotten: ok is then
 	// false, as for an id the queue never held.
 	Status(ctx context.Context, id string) (e Entry, ok bool, err error)
 
-	// Len returns the number of live (queued or processing) messages.
-	Len(ctx context.Context) (int, error)
+	// Count returns how many messages are live (queued or processing) and
+	// how many failed within the retention.
+	Count(ctx context.Context) (Counts, error)
+
+	// Failed returns up to limit of the messages that failed within the
+	// retention (the dead letters), the latest first, each with its
+	// [Entry].Reason. limit <= 0 means 100.
+	Failed(ctx context.Context, limit int) ([]Entry, error)
+
+	// Requeue moves the failed message with id back to queued, visible at
+	// once, with its attempts set to zero: for a dead letter whose cause was
+	// fixed. It returns false, and changes nothing, if id is not a failed
+	// message the queue still keeps, or if a live message with its key is in
+	// the queue (that one will be processed).
+	Requeue(ctx context.Context, id string) (bool, error)
 
 	// Close releases the queue's resources and wakes every Take with
 	// [ErrClosed]; it may be called more than once. Entries stay where
@@ -115,7 +125,8 @@ const (
 	// StateDone: processed and marked, or found processed already.
 	StateDone
 	// StateFailed: the handler failed on the last attempt allowed, or its
-	// worker died on it as often; the message was not marked.
+	// workers died on it as often (a dead letter); the message was not
+	// marked. [Queue.Failed] lists these, [Queue.Requeue] puts one back.
 	StateFailed
 )
 
@@ -163,14 +174,39 @@ type Message struct {
 // Delivery is a message handed out by [Queue.Take].
 type Delivery struct {
 	Message
-	// Attempt is 1 at the first take; each later take (after an Update back
-	// to queued, or after a visibility timeout ran out) adds one.
+	// Attempt is the message's attempts, this take included: 1 at the first
+	// take; each later take adds one, but for the takes given back with
+	// [Change].NotRun. A take counts when it is made, before any handler
+	// runs, so a message whose worker dies on it (killed, out of memory)
+	// reaches its worker's limit of attempts all the same.
 	Attempt int
 	// Receipt identifies this take; the queue compares it in Update.
 	Receipt string
 	// Visibility is how long the take hides the message, and each
-	// Update to [StateProcessing] with after <= 0.
+	// Update to [StateProcessing] with After <= 0.
 	Visibility time.Duration
+}
+
+// Change is what [Queue.Update] does to a taken delivery. An implementation
+// may cap After at its visibility timeout.
+type Change struct {
+	// State is the state the message moves to:
+	//   - [StateProcessing]: still being processed; hidden for After more
+	//     (After <= 0: the visibility timeout).
+	//   - [StateQueued]: put back, visible again after After (<= 0: at once).
+	//   - [StateFailed]: settled as failed, for Reason. A failed message
+	//     keeps its request, for [Queue.Requeue], for the retention.
+	//   - [StateDone]: settled as done.
+	State State
+	// After is how long the message stays hidden (see State).
+	After time.Duration
+	// NotRun, with [StateQueued], gives the take back: no handler ran on it
+	// (the key was in flight elsewhere, the store failed, the worker was
+	// stopping), so it does not count in the message's attempts.
+	NotRun bool
+	// Reason, with [StateFailed], tells why the message failed, for
+	// [Entry].Reason.
+	Reason string
 }
 
 // Entry is what [Queue.Status] knows of a message.
@@ -180,9 +216,31 @@ type Entry struct {
 	Key dedupe.Key
 	// State is where the message is.
 	State State
-	// Attempts is how many times it was taken.
+	// Attempts is how many takes counted (see [Delivery].Attempt).
 	Attempts int
 	// Accepted is when it was pushed, Updated when its state last changed,
 	// each by the queue's clock.
 	Accepted, Updated time.Time
+	// Reason is why a failed message failed, or "".
+	Reason string
+}
+
+// Counts is what [Queue.Count] counts.
+type Counts struct {
+	// Live counts the queued and processing messages: the queue's depth.
+	Live int
+	// Failed counts the messages that failed within the retention.
+	Failed int
+}
+
+// DefaultFailedLimit is how many entries [Queue.Failed] returns when its
+// limit is zero or less.
+const DefaultFailedLimit = 100
+
+// capAfter returns after, or def if after <= 0, at most limit.
+func capAfter(after, def, limit time.Duration) time.Duration {
+	if after <= 0 {
+		after = def
+	}
+	return min(after, limit)
 }

@@ -45,6 +45,10 @@ type SQLiteConfig struct {
 	// BusyTimeout bounds how long a write waits for another process holding
 	// the database's write lock. Default [DefaultSQLiteBusyTimeout].
 	BusyTimeout time.Duration
+	// MaxDepth bounds the live (queued or processing) messages of the table:
+	// Push refuses more with [ErrFull], exactly, whichever process pushes.
+	// Zero or less: no bound.
+	MaxDepth int
 	// Now is the queue's clock. Default time.Now. Every process sharing the
 	// file must have the same time.
 	Now func() time.Time
@@ -130,40 +134,51 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
-// sqliteQueueStatements are the SQL texts of a SQLite, built once for
+// sqliteQueueStatements are the SQL texts of a SQLite queue, built once for
 // its table. Times are Unix nanoseconds by the queue's clock.
 type sqliteQueueStatements struct {
 	schema                      []string
-	push, live, take            string
+	hasReason, addReason        string
+	push, live, depth, take     string
 	extend, requeue, fail, done string
-	status, count, sweep        string
+	status, count, failed       string
+	revive, sweep               string
 }
 
 func newSQLiteQueueStatements(t string) sqliteQueueStatements {
 	idx := func(suffix string) string { return `"` + strings.Trim(t, `"`) + suffix + `"` }
+	const entry = `id, key, state, attempts, accepted_at, updated_at, coalesce(reason, '')`
 	return sqliteQueueStatements{
 		schema: []string{
 			`CREATE TABLE IF NOT EXISTS ` + t + ` (
 	id TEXT PRIMARY KEY, key TEXT NOT NULL, state INTEGER NOT NULL,
 	attempts INTEGER NOT NULL DEFAULT 0, receipt TEXT, visible_at INTEGER NOT NULL,
-	accepted_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, data BLOB)`,
+	accepted_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, data BLOB, reason TEXT)`,
 			`CREATE UNIQUE INDEX IF NOT EXISTS ` + idx("_live") + ` ON ` + t + ` (key) WHERE state < 3`,
 			`CREATE INDEX IF NOT EXISTS ` + idx("_visible") + ` ON ` + t + ` (visible_at) WHERE state < 3`,
 			`CREATE INDEX IF NOT EXISTS ` + idx("_settled") + ` ON ` + t + ` (updated_at) WHERE state >= 3`,
 		},
+		hasReason: `SELECT count(*) > 0 FROM pragma_table_info('` + strings.Trim(t, `"`) + `') WHERE name = 'reason'`,
+		addReason: `ALTER TABLE ` + t + ` ADD COLUMN reason TEXT`,
 		push: `INSERT INTO ` + t + ` (id, key, state, visible_at, accepted_at, updated_at, data)
 VALUES (?1, ?2, 1, ?3, ?3, ?3, ?4) ON CONFLICT (key) WHERE state < 3 DO NOTHING`,
-		live: `SELECT id FROM ` + t + ` WHERE key = ? AND state < 3`,
+		live:  `SELECT id FROM ` + t + ` WHERE key = ? AND state < 3`,
+		depth: `SELECT count(*), coalesce(sum(key = ?1), 0) FROM ` + t + ` WHERE state < 3`,
 		take: `UPDATE ` + t + ` SET state = 2, attempts = attempts + 1, receipt = ?1, visible_at = ?2, updated_at = ?3
 WHERE id = (SELECT id FROM ` + t + ` WHERE state < 3 AND visible_at <= ?3 ORDER BY visible_at, rowid LIMIT 1)
 RETURNING data, attempts`,
-		extend:  `UPDATE ` + t + ` SET visible_at = ?1 WHERE id = ?2 AND receipt = ?3 AND state = 2`,
-		requeue: `UPDATE ` + t + ` SET state = 1, receipt = NULL, visible_at = ?1, updated_at = ?4 WHERE id = ?2 AND receipt = ?3 AND state = 2`,
-		fail:    `UPDATE ` + t + ` SET state = 4, receipt = NULL, data = NULL, updated_at = ?1 WHERE id = ?2 AND receipt = ?3 AND state = 2`,
-		done:    `UPDATE ` + t + ` SET state = 3, receipt = NULL, data = NULL, updated_at = ?1 WHERE id = ?2 AND state <> 3`,
-		status:  `SELECT key, state, attempts, accepted_at, updated_at FROM ` + t + ` WHERE id = ?1 AND (state < 3 OR updated_at > ?2)`,
-		count:   `SELECT count(*) FROM ` + t + ` WHERE state < 3`,
-		sweep:   `DELETE FROM ` + t + ` WHERE rowid IN (SELECT rowid FROM ` + t + ` WHERE state >= 3 AND updated_at <= ? LIMIT 1000)`,
+		extend: `UPDATE ` + t + ` SET visible_at = ?1 WHERE id = ?2 AND receipt = ?3 AND state = 2`,
+		requeue: `UPDATE ` + t + ` SET state = 1, receipt = NULL, visible_at = ?1, updated_at = ?4, attempts = attempts - ?5
+WHERE id = ?2 AND receipt = ?3 AND state = 2`,
+		fail:   `UPDATE ` + t + ` SET state = 4, receipt = NULL, reason = ?4, updated_at = ?1 WHERE id = ?2 AND receipt = ?3 AND state = 2`,
+		done:   `UPDATE ` + t + ` SET state = 3, receipt = NULL, data = NULL, reason = NULL, updated_at = ?1 WHERE id = ?2 AND state <> 3`,
+		status: `SELECT ` + entry + ` FROM ` + t + ` WHERE id = ?1 AND (state < 3 OR updated_at > ?2)`,
+		count:  `SELECT coalesce(sum(state < 3), 0), coalesce(sum(state = 4 AND updated_at > ?1), 0) FROM ` + t + ` WHERE state <> 3`,
+		failed: `SELECT ` + entry + ` FROM ` + t + ` WHERE state = 4 AND updated_at > ?1 ORDER BY updated_at DESC LIMIT ?2`,
+		revive: `UPDATE ` + t + ` SET state = 1, attempts = 0, reason = NULL, visible_at = ?2, updated_at = ?2
+WHERE id = ?1 AND state = 4 AND updated_at > ?3 AND data IS NOT NULL
+	AND NOT EXISTS (SELECT 1 FROM ` + t + ` AS l WHERE l.key = ` + t + `.key AND l.state < 3)`,
+		sweep: `DELETE FROM ` + t + ` WHERE rowid IN (SELECT rowid FROM ` + t + ` WHERE state >= 3 AND updated_at <= ? LIMIT 1000)`,
 	}
 }
 
@@ -176,7 +191,12 @@ func (q *SQLite) createTable() error {
 				return err
 			}
 		}
-		return nil
+		var hasReason bool // a table of an earlier version has no reason
+		if err := tx.QueryRowContext(ctx, q.sql.hasReason).Scan(&hasReason); err != nil || hasReason {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, q.sql.addReason)
+		return err
 	})
 }
 
@@ -225,6 +245,9 @@ func (q *SQLite) Push(ctx context.Context, m Message) (string, bool, error) {
 	var id string
 	added := false
 	err = q.write(ctx, func(tx *sql.Tx) error {
+		if err := q.checkDepth(ctx, tx, m.Key); err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, q.sql.push, m.ID, m.Key.String(), q.cfg.Now().UnixNano(), data)
 		if err != nil {
 			return err
@@ -243,6 +266,23 @@ func (q *SQLite) Push(ctx context.Context, m Message) (string, bool, error) {
 		q.wakeTakers()
 	}
 	return id, added, nil
+}
+
+// checkDepth returns [ErrFull] if the queue has a depth bound, holds that
+// many live messages, and none of them has key (a push of a copy adds
+// nothing). It runs under the write lock, so the bound is exact.
+func (q *SQLite) checkDepth(ctx context.Context, tx *sql.Tx, key dedupe.Key) error {
+	if q.cfg.MaxDepth <= 0 {
+		return nil
+	}
+	var live, mine int
+	if err := tx.QueryRowContext(ctx, q.sql.depth, key.String()).Scan(&live, &mine); err != nil {
+		return err
+	}
+	if mine == 0 && live >= q.cfg.MaxDepth {
+		return ErrFull
+	}
+	return nil
 }
 
 // wakeTakers wakes the Takes of this process waiting, to look again.
@@ -333,26 +373,47 @@ func (q *SQLite) sweep(ctx context.Context, now time.Time) {
 	}
 }
 
-// Update moves d on to state s; see [Queue].
-func (q *SQLite) Update(ctx context.Context, d Delivery, s State, after time.Duration) error {
+// Update moves d on as c says; see [Queue].
+func (q *SQLite) Update(ctx context.Context, d Delivery, c Change) error {
 	if err := q.check(ctx); err != nil {
 		return err
 	}
 	now := q.cfg.Now()
 	var stmt string
 	var args []any
-	switch s {
+	switch c.State {
 	case StateProcessing:
-		stmt, args = q.sql.extend, []any{now.Add(capAfter(after, q.cfg.Visibility, q.cfg.Visibility)).UnixNano(), d.ID, d.Receipt}
+		stmt, args = q.sql.extend, []any{now.Add(capAfter(c.After, q.cfg.Visibility, q.cfg.Visibility)).UnixNano(), d.ID, d.Receipt}
 	case StateQueued:
-		stmt, args = q.sql.requeue, []any{now.Add(capAfter(after, 0, q.cfg.Visibility)).UnixNano(), d.ID, d.Receipt, now.UnixNano()}
+		uncount := 0
+		if c.NotRun {
+			uncount = 1
+		}
+		stmt, args = q.sql.requeue, []any{now.Add(capAfter(c.After, 0, q.cfg.Visibility)).UnixNano(), d.ID, d.Receipt,
+			now.UnixNano(), uncount}
 	case StateFailed:
-		stmt, args = q.sql.fail, []any{now.UnixNano(), d.ID, d.Receipt}
+		stmt, args = q.sql.fail, []any{now.UnixNano(), d.ID, d.Receipt, c.Reason}
 	case StateDone:
 		stmt, args = q.sql.done, []any{now.UnixNano(), d.ID}
 	default:
-		return fmt.Errorf("dedupe: sqlite queue: update to state %d", s)
+		return fmt.Errorf("dedupe: sqlite queue: update to state %d", c.State)
 	}
+	n, err := q.exec(ctx, stmt, args...)
+	switch {
+	case err != nil:
+		return sqliteQueueErr("update", err)
+	case n == 0 && c.State != StateDone:
+		return fmt.Errorf("%w: %s", ErrStaleDelivery, d.ID)
+	}
+	if c.State == StateQueued {
+		q.wakeTakers()
+	}
+	return nil
+}
+
+// exec runs one statement in a write transaction and returns the number of
+// rows it changed.
+func (q *SQLite) exec(ctx context.Context, stmt string, args ...any) (int64, error) {
 	var n int64
 	err := q.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, stmt, args...)
@@ -361,16 +422,7 @@ func (q *SQLite) Update(ctx context.Context, d Delivery, s State, after time.Dur
 		}
 		return err
 	})
-	switch {
-	case err != nil:
-		return sqliteQueueErr("update", err)
-	case n == 0 && s != StateDone:
-		return fmt.Errorf("%w: %s", ErrStaleDelivery, d.ID)
-	}
-	if s == StateQueued {
-		q.wakeTakers()
-	}
-	return nil
+	return n, err
 }
 
 // Status returns the state of the message with id; see [Queue].
@@ -378,35 +430,87 @@ func (q *SQLite) Status(ctx context.Context, id string) (Entry, bool, error) {
 	if err := q.check(ctx); err != nil {
 		return Entry{}, false, err
 	}
-	var key string
-	var state, attempts int
-	var accepted, updated int64
-	err := q.db.QueryRowContext(ctx, q.sql.status, id, q.cfg.Now().Add(-q.cfg.Retention).UnixNano()).
-		Scan(&key, &state, &attempts, &accepted, &updated)
+	e, err := scanSQLiteEntry(q.db.QueryRowContext(ctx, q.sql.status, id, q.retained()))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Entry{}, false, nil
 	}
 	if err != nil {
 		return Entry{}, false, sqliteQueueErr("status", err)
 	}
-	k, err := dedupe.ParseKey(key)
-	if err != nil {
-		return Entry{}, false, sqliteQueueErr("status", err)
-	}
-	return Entry{ID: id, Key: k, State: State(state), Attempts: attempts,
-		Accepted: time.Unix(0, accepted), Updated: time.Unix(0, updated)}, true, nil
+	return e, true, nil
 }
 
-// Len returns the number of live messages.
-func (q *SQLite) Len(ctx context.Context) (int, error) {
+// retained is the time before which settled rows are forgotten.
+func (q *SQLite) retained() int64 { return q.cfg.Now().Add(-q.cfg.Retention).UnixNano() }
+
+// scanSQLiteEntry reads an entry from a row of the statements' entry columns.
+func scanSQLiteEntry(row interface{ Scan(...any) error }) (Entry, error) {
+	var id, key, reason string
+	var state, attempts int
+	var accepted, updated int64
+	if err := row.Scan(&id, &key, &state, &attempts, &accepted, &updated, &reason); err != nil {
+		return Entry{}, err
+	}
+	k, err := dedupe.ParseKey(key)
+	if err != nil {
+		return Entry{}, err
+	}
+	return Entry{ID: id, Key: k, State: State(state), Attempts: attempts,
+		Accepted: time.Unix(0, accepted), Updated: time.Unix(0, updated), Reason: reason}, nil
+}
+
+// Count counts the live rows and the failed ones kept.
+func (q *SQLite) Count(ctx context.Context) (Counts, error) {
 	if err := q.check(ctx); err != nil {
-		return 0, err
+		return Counts{}, err
 	}
-	var n int
-	if err := q.db.QueryRowContext(ctx, q.sql.count).Scan(&n); err != nil {
-		return 0, sqliteQueueErr("len", err)
+	var c Counts
+	if err := q.db.QueryRowContext(ctx, q.sql.count, q.retained()).Scan(&c.Live, &c.Failed); err != nil {
+		return Counts{}, sqliteQueueErr("count", err)
 	}
-	return n, nil
+	return c, nil
+}
+
+// Failed returns the latest failed messages; see [Queue].
+func (q *SQLite) Failed(ctx context.Context, limit int) ([]Entry, error) {
+	if err := q.check(ctx); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		limit = DefaultFailedLimit
+	}
+	rows, err := q.db.QueryContext(ctx, q.sql.failed, q.retained(), limit)
+	if err != nil {
+		return nil, sqliteQueueErr("failed", err)
+	}
+	defer rows.Close()
+	var out []Entry
+	for rows.Next() {
+		e, err := scanSQLiteEntry(rows)
+		if err != nil {
+			return nil, sqliteQueueErr("failed", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, sqliteQueueErr("failed", err)
+	}
+	return out, nil
+}
+
+// Requeue puts the failed message with id back; see [Queue].
+func (q *SQLite) Requeue(ctx context.Context, id string) (bool, error) {
+	if err := q.check(ctx); err != nil {
+		return false, err
+	}
+	n, err := q.exec(ctx, q.sql.revive, id, q.cfg.Now().UnixNano(), q.retained())
+	if err != nil {
+		return false, sqliteQueueErr("requeue", err)
+	}
+	if n == 1 {
+		q.wakeTakers()
+	}
+	return n == 1, nil
 }
 
 // Close wakes every Take with [ErrClosed] and closes the database. The

@@ -14,7 +14,19 @@ import (
 // handlers run, restarts it on the same file, and finds every accepted
 // message processed exactly once. The marks live in the same file.
 func TestSQLiteQueueKill(t *testing.T) {
-	queuetest.Kill(t, queuetest.KillConfig{
+	queuetest.Kill(t, sqliteKillConfig())
+}
+
+// TestSQLiteQueuePoison sends a gateway that queues there a message whose handler
+// kills its process: the message is failed after its three attempts, three
+// processes killed, and the gateway lives on.
+func TestSQLiteQueuePoison(t *testing.T) {
+	queuetest.Poison(t, sqliteKillConfig())
+}
+
+// sqliteKillConfig is the deployment that Kill and Poison crash.
+func sqliteKillConfig() queuetest.KillConfig {
+	return queuetest.KillConfig{
 		Open: func(t *testing.T, name, dir string) (queue.Queue, dedupe.Store) {
 			path := filepath.Join(dir, "gateway.db")
 			q, err := queue.OpenSQLite(path, queue.SQLiteConfig{
@@ -29,5 +41,5 @@ func TestSQLiteQueueKill(t *testing.T) {
 			}
 			return q, s
 		},
-	})
+	}
 }

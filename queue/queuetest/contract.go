@@ -137,8 +137,8 @@ func testRequeue(t *testing.T, s *suite) {
 	if d.Attempt != 2 {
 		t.Fatalf("retaken at attempt %d, want 2", d.Attempt)
 	}
+	start := time.Now() // before Update, which may take long on a loaded machine
 	s.update(t, d, queue.StateQueued, s.vis/2)
-	start := time.Now()
 	d = s.take(t, 3*s.vis)
 	if waited := time.Since(start); waited < s.vis/4 || d.Attempt != 3 {
 		t.Fatalf("put back for %v: taken after %v at attempt %d", s.vis/2, waited, d.Attempt)
@@ -152,7 +152,7 @@ func testFailed(t *testing.T, s *suite) {
 	m := s.message()
 	s.push(t, m)
 	d := s.take(t, s.vis)
-	s.update(t, d, queue.StateFailed, 0)
+	s.fail(t, d, "handler failed: status 500")
 	s.wantState(t, m.ID, queue.StateFailed, 1)
 	s.wantLen(t, 0)
 	s.stale(t, d, queue.StateFailed)
@@ -224,7 +224,7 @@ func testConcurrentTakers(t *testing.T, s *suite) {
 			mu.Lock()
 			taken[d.ID]++
 			mu.Unlock()
-			if err := s.q.Update(s.ctx(t), d, queue.StateDone, 0); err != nil {
+			if err := s.q.Update(s.ctx(t), d, queue.Change{State: queue.StateDone}); err != nil {
 				t.Errorf("Update: %v", err)
 			}
 		}
@@ -256,7 +256,7 @@ func testTakeCancelled(t *testing.T, s *suite) {
 	}
 }
 
-// testClose: Close wakes a waiting Take with ErrQueueClosed, every later call
+// testClose: Close wakes a waiting Take with ErrClosed, every later call
 // fails with it, and Close may be called again.
 func testClose(t *testing.T, s *suite) {
 	errs := make(chan error, 1)
@@ -271,7 +271,7 @@ func testClose(t *testing.T, s *suite) {
 	select {
 	case err := <-errs:
 		if !errors.Is(err, queue.ErrClosed) {
-			t.Fatalf("Take waiting at Close: %v, want ErrQueueClosed", err)
+			t.Fatalf("Take waiting at Close: %v, want ErrClosed", err)
 		}
 	case <-time.After(10*s.unit + 5*time.Second):
 		t.Fatal("Take still waiting after Close")
@@ -284,14 +284,20 @@ func testClose(t *testing.T, s *suite) {
 	if _, err := s.q.Take(ctx); !errors.Is(err, queue.ErrClosed) {
 		t.Errorf("Take after Close: %v", err)
 	}
-	if err := s.q.Update(ctx, queue.Delivery{Message: m}, queue.StateDone, 0); !errors.Is(err, queue.ErrClosed) {
+	if err := s.q.Update(ctx, queue.Delivery{Message: m}, queue.Change{State: queue.StateDone}); !errors.Is(err, queue.ErrClosed) {
 		t.Errorf("Update after Close: %v", err)
 	}
 	if _, _, err := s.q.Status(ctx, m.ID); !errors.Is(err, queue.ErrClosed) {
 		t.Errorf("Status after Close: %v", err)
 	}
-	if _, err := s.q.Len(ctx); !errors.Is(err, queue.ErrClosed) {
-		t.Errorf("Len after Close: %v", err)
+	if _, err := s.q.Count(ctx); !errors.Is(err, queue.ErrClosed) {
+		t.Errorf("Count after Close: %v", err)
+	}
+	if _, err := s.q.Failed(ctx, 0); !errors.Is(err, queue.ErrClosed) {
+		t.Errorf("Failed after Close: %v", err)
+	}
+	if _, err := s.q.Requeue(ctx, m.ID); !errors.Is(err, queue.ErrClosed) {
+		t.Errorf("Requeue after Close: %v", err)
 	}
 	if err := s.q.Close(); err != nil {
 		t.Errorf("second Close: %v", err)

@@ -171,6 +171,9 @@ func newKillGateway(cfg KillConfig, name, phase string, q queue.Queue, store ded
 		if phase == "first" && started.Add(1) > completeFirst {
 			select {} // mid-handler when the process is killed
 		}
+		if phase == poisonPhase && k.MessageID == poisonID {
+			killSelf() // a message that kills its worker: out of memory, a stack overflow…
+		}
 		time.Sleep(10 * time.Millisecond)
 		_, _ = fmt.Fprintf(events, "end %s %d\n", k.MessageID, pid)
 	})
@@ -185,10 +188,12 @@ func newKillGateway(cfg KillConfig, name, phase string, q queue.Queue, store ded
 	d := dedupe.New(store, dedupe.WithLease(cfg.Lease))
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	return dedupehttp.NewAsync(d, extract, h, dedupehttp.WithQueue(q), dedupehttp.WithWorkers(cfg.Workers),
-		dedupehttp.WithLogger(logger),
+		dedupehttp.WithLogger(logger), dedupehttp.WithMaxAttempts(poisonAttempts),
 		dedupehttp.WithDone(func(_ context.Context, k dedupe.Key, err error) {
 			if err == nil {
 				out.printf("settled %s", k.MessageID)
+			} else {
+				out.printf("failed %s", k.MessageID)
 			}
 		}))
 }

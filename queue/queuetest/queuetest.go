@@ -39,6 +39,9 @@ type Options struct {
 	Visibility time.Duration
 	// Retention is how long the state of a settled message must be kept.
 	Retention time.Duration
+	// MaxDepth, if positive, is the bound on live messages the queue must
+	// enforce with [queue.ErrFull].
+	MaxDepth int
 }
 
 // Config describes the queue under test.
@@ -78,26 +81,31 @@ func Run(t *testing.T, cfg Config) {
 		cfg.Unit = 100 * time.Millisecond
 	}
 	for _, tc := range []struct {
-		name string
-		f    func(*testing.T, *suite)
+		name  string
+		f     func(*testing.T, *suite)
+		depth int // Options.MaxDepth
 	}{
-		{"PushTakeDone", testPushTakeDone},
-		{"MessageRoundTrip", testMessageRoundTrip},
-		{"OneLivePerKey", testOneLivePerKey},
-		{"VisibilityTimeout", testVisibilityTimeout},
-		{"Extend", testExtend},
-		{"Requeue", testRequeue},
-		{"Failed", testFailed},
-		{"Status", testStatus},
-		{"Retention", testRetention},
-		{"ConcurrentTakers", testConcurrentTakers},
-		{"TakeCancelled", testTakeCancelled},
-		{"Close", testClose},
+		{"PushTakeDone", testPushTakeDone, 0},
+		{"MessageRoundTrip", testMessageRoundTrip, 0},
+		{"OneLivePerKey", testOneLivePerKey, 0},
+		{"VisibilityTimeout", testVisibilityTimeout, 0},
+		{"Extend", testExtend, 0},
+		{"Requeue", testRequeue, 0},
+		{"Failed", testFailed, 0},
+		{"NotRun", testNotRun, 0},
+		{"DeadLetter", testDeadLetter, 0},
+		{"RequeueRefused", testRequeueRefused, 0},
+		{"MaxDepth", testMaxDepth, depthBound},
+		{"Status", testStatus, 0},
+		{"Retention", testRetention, 0},
+		{"ConcurrentTakers", testConcurrentTakers, 0},
+		{"TakeCancelled", testTakeCancelled, 0},
+		{"Close", testClose, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := func(t *testing.T) {
 				s := &suite{unit: cfg.Unit, vis: 4 * cfg.Unit, ret: 6 * cfg.Unit, run: rand.Text()[:10]}
-				s.q = cfg.New(t, Options{Visibility: s.vis, Retention: s.ret})
+				s.q = cfg.New(t, Options{Visibility: s.vis, Retention: s.ret, MaxDepth: tc.depth})
 				if s.q == nil {
 					t.Fatal("queuetest: New returned nil")
 				}
@@ -171,18 +179,26 @@ func (s *suite) none(t *testing.T, d time.Duration, why string) {
 	}
 }
 
-// update updates d and fails on an error.
+// update moves d on to st after after, and fails on an error.
 func (s *suite) update(t *testing.T, d queue.Delivery, st queue.State, after time.Duration) {
 	t.Helper()
-	if err := s.q.Update(s.ctx(t), d, st, after); err != nil {
+	if err := s.q.Update(s.ctx(t), d, queue.Change{State: st, After: after}); err != nil {
 		t.Fatalf("Update(%s, %s, %v): %v", d.ID, st, after, err)
+	}
+}
+
+// fail settles d as failed for reason, and fails on an error.
+func (s *suite) fail(t *testing.T, d queue.Delivery, reason string) {
+	t.Helper()
+	if err := s.q.Update(s.ctx(t), d, queue.Change{State: queue.StateFailed, Reason: reason}); err != nil {
+		t.Fatalf("Update(%s, failed): %v", d.ID, err)
 	}
 }
 
 // stale checks that updating d to st is refused with ErrStaleDelivery.
 func (s *suite) stale(t *testing.T, d queue.Delivery, st queue.State) {
 	t.Helper()
-	if err := s.q.Update(s.ctx(t), d, st, 0); !errors.Is(err, queue.ErrStaleDelivery) {
+	if err := s.q.Update(s.ctx(t), d, queue.Change{State: st}); !errors.Is(err, queue.ErrStaleDelivery) {
 		t.Fatalf("Update(%s, %s) by a stale delivery: %v, want ErrStaleDelivery", d.ID, st, err)
 	}
 }
@@ -209,9 +225,18 @@ func (s *suite) wantState(t *testing.T, id string, st queue.State, attempts int)
 // wantLen checks the number of live messages.
 func (s *suite) wantLen(t *testing.T, want int) {
 	t.Helper()
-	n, err := s.q.Len(s.ctx(t))
-	if err != nil || n != want {
-		t.Fatalf("Len = %d, %v; want %d", n, err, want)
+	c, err := s.q.Count(s.ctx(t))
+	if err != nil || c.Live != want {
+		t.Fatalf("Count = %+v, %v; want %d live", c, err, want)
+	}
+}
+
+// wantCounts checks the live and failed messages.
+func (s *suite) wantCounts(t *testing.T, want queue.Counts) {
+	t.Helper()
+	c, err := s.q.Count(s.ctx(t))
+	if err != nil || c != want {
+		t.Fatalf("Count = %+v, %v; want %+v", c, err, want)
 	}
 }
 
