@@ -117,7 +117,8 @@ func WithDone(done func(ctx context.Context, key dedupe.Key, err error)) Option 
 //     when the push returned, so an accepted message is in q whatever
 //     happens next. A copy of a message still live in q is not pushed
 //     again, and is answered as in flight (503 with Retry-After); a failed
-//     push is answered 503, so the platform retries;
+//     push, or a q at its depth bound ([queue.ErrFull]), is answered 503 with
+//     Retry-After, so the platform retries;
 //   - nothing is claimed yet: [WithWorkers] workers take the messages from q
 //     (in this process or any other on q), and each runs the handler under
 //     [dedupe.Deduper.Do]. The claim is what makes the processing happen

@@ -3,6 +3,7 @@ package dedupehttp_test
 import (
 	"context"
 	"net/http"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -194,4 +195,40 @@ func TestAsyncQueueDepthBound(t *testing.T) {
 		assert.Equal(t, http.StatusAccepted, record(a, t.Context(), update(3)).Code, "room again")
 		require.NoError(t, a.Close(t.Context()))
 	})
+}
+
+// TestAsyncSQLiteQueueDepthBound: a flood against a durable queue with a
+// depth bound is accepted up to the bound and refused beyond it with 503
+// and Retry-After, never silently; without the bound every request was
+// accepted.
+func TestAsyncSQLiteQueueDepthBound(t *testing.T) {
+	const flood, bound = 1000, 100
+	q, err := queue.OpenSQLite(filepath.Join(t.TempDir(), "queue.db"), queue.SQLiteConfig{MaxDepth: bound})
+	require.NoError(t, err)
+	defer q.Close()
+	gate := make(chan struct{})
+	h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-gate })
+	a := dedupehttp.NewAsync(dedupe.New(nil), telegram, h, dedupehttp.WithQueue(q),
+		dedupehttp.WithWorkers(1), dedupehttp.WithLogger(quiet))
+	var accepted, refused int
+	for i := 1; i <= flood; i++ {
+		w := record(a, t.Context(), update(i))
+		switch w.Code {
+		case http.StatusAccepted:
+			accepted++
+		case http.StatusServiceUnavailable:
+			require.NotEmpty(t, w.Header().Get("Retry-After"))
+			refused++
+		default:
+			t.Fatalf("request %d: status %d", i, w.Code)
+		}
+	}
+	t.Logf("%d requests, queue bound %d: %d accepted, %d refused with 503", flood, bound, accepted, refused)
+	assert.Equal(t, bound, accepted)
+	assert.Equal(t, flood-bound, refused)
+	assert.EqualValues(t, flood-bound, a.QueueStats().Full)
+	close(gate)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	require.NoError(t, a.Close(ctx))
 }
