@@ -77,8 +77,9 @@ func WithMaxAttempts(n int) AsyncOption {
 // ([queue.Delivery].Visibility), so that a run ends before another worker
 // could take the message even if renewing its visibility fails. Go cannot
 // stop a goroutine: a handler that ignores its context keeps its worker
-// until it returns, and its message stays processing meanwhile. The memory
-// tier does not read it.
+// until it returns, and its message stays processing meanwhile; one second
+// past its deadline it is logged at error level. The memory tier does not
+// read it.
 func WithHandlerTimeout(d time.Duration) AsyncOption {
 	return asyncOption(func(c *config) { c.handlerTimeout = max(d, 0) })
 }
@@ -188,11 +189,36 @@ func (a *Async) serveWithin(ctx context.Context, dl queue.Delivery, r *http.Requ
 	limit := a.c.handlerTimeoutFor(dl)
 	hctx, cancel := context.WithTimeoutCause(ctx, limit, ErrHandlerTimeout)
 	defer cancel()
+	returned := make(chan struct{})
+	defer close(returned)
+	context.AfterFunc(hctx, func() { a.warnOverdue(hctx, dl, limit, returned) })
 	err := a.serve(hctx, dl.Key, dl.ID, r)
 	if err != nil && errors.Is(context.Cause(hctx), ErrHandlerTimeout) {
 		err = fmt.Errorf("%w after %v: %w", ErrHandlerTimeout, limit, err)
 	}
 	return err
+}
+
+// overdueGrace is how long a handler may run past its deadline before
+// warnOverdue logs it.
+const overdueGrace = time.Second
+
+// warnOverdue logs, once, a handler still running overdueGrace after its
+// deadline (a handler that ignores its context, which Go cannot stop): its
+// worker stays held, and its message processing, until it returns. It
+// returns at once if hctx ended otherwise, and when returned is closed.
+func (a *Async) warnOverdue(hctx context.Context, dl queue.Delivery, limit time.Duration, returned <-chan struct{}) {
+	if !errors.Is(context.Cause(hctx), ErrHandlerTimeout) {
+		return
+	}
+	t := time.NewTimer(overdueGrace)
+	defer t.Stop()
+	select {
+	case <-returned:
+	case <-t.C:
+		a.c.log(hctx, slog.LevelError, "dedupe: dedupehttp: queued handler ignores its deadline and still runs; its worker is held until it returns",
+			slog.String("key", dl.Key.String()), slog.String("queue_id", dl.ID), slog.Duration("deadline", limit))
+	}
 }
 
 // exhausted settles a delivery taken once more than the attempts allow: its

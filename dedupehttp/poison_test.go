@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -231,4 +232,35 @@ func TestAsyncSQLiteQueueDepthBound(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	require.NoError(t, a.Close(ctx))
+}
+
+// TestAsyncQueueHandlerIgnoresDeadline: a handler that ignores its
+// cancelled context keeps its worker until it returns (Go cannot stop it);
+// it is logged at error level one second past its deadline, and its attempt
+// has failed.
+func TestAsyncQueueHandlerIgnoresDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := queue.NewMemory(queue.MemoryConfig{})
+		defer q.Close()
+		logs := &logBuffer{}
+		h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { time.Sleep(5 * time.Second) })
+		done := make(chan ended, 1)
+		a := dedupehttp.NewAsync(dedupe.New(nil), telegram, h, dedupehttp.WithQueue(q),
+			dedupehttp.WithHandlerTimeout(time.Second), dedupehttp.WithMaxAttempts(1),
+			dedupehttp.WithDone(doneTo(done)), dedupehttp.WithLogger(logs.logger()))
+		start := time.Now()
+		require.Equal(t, http.StatusAccepted, record(a, t.Context(), update(1)).Code)
+		err := (<-done).err
+		assert.Equal(t, 5*time.Second, time.Since(start), "the worker waited for the handler")
+		assert.ErrorIs(t, err, dedupehttp.ErrHandlerTimeout)
+		var overdue int
+		for _, rec := range logs.records(t) {
+			if strings.Contains(rec["msg"].(string), "ignores its deadline") {
+				overdue++
+				assert.Equal(t, "ERROR", rec["level"])
+			}
+		}
+		assert.Equal(t, 1, overdue)
+		require.NoError(t, a.Close(t.Context()))
+	})
 }
