@@ -28,7 +28,9 @@ type MemoryConfig struct {
 	// Default [DefaultRetention].
 	Retention time.Duration
 	// MaxSettled bounds the done or failed messages whose state is kept; the
-	// oldest are forgotten first. Default [DefaultMaxSettled].
+	// oldest are forgotten first. A failed message keeps its request (its
+	// body included) for [Memory.Requeue], so this bounds their memory too.
+	// Default [DefaultMaxSettled].
 	MaxSettled int
 }
 

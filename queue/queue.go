@@ -104,7 +104,8 @@ type Queue interface {
 	// once, with its attempts set to zero: for a dead letter whose cause was
 	// fixed. It returns false, and changes nothing, if id is not a failed
 	// message the queue still keeps, or if a live message with its key is in
-	// the queue (that one will be processed).
+	// the queue (that one will be processed). It does not check a depth
+	// bound: an operator's requeue is never refused as full.
 	Requeue(ctx context.Context, id string) (bool, error)
 
 	// Close releases the queue's resources and wakes every Take with
