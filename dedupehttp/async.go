@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/queue"
 )
 
 // Defaults of the options of [NewAsync].
@@ -24,14 +25,13 @@ const (
 )
 
 // WithWorkers sets how many queued requests an [Async] serves at once
-// (default [DefaultWorkers]). n <= 0 keeps the default. [Middleware], which
-// serves each request on its own goroutine, ignores it.
-func WithWorkers(n int) Option {
-	return func(c *config) {
+// (default [DefaultWorkers]). n <= 0 keeps the default.
+func WithWorkers(n int) AsyncOption {
+	return asyncOption(func(c *config) {
 		if n > 0 {
 			c.workers = n
 		}
-	}
+	})
 }
 
 // WithQueueSize sets how many accepted requests wait for a worker of an
@@ -39,20 +39,20 @@ func WithWorkers(n int) Option {
 // the queue full is answered 503 with Retry-After, or pushed to the queue of
 // [WithOverflow]. n <= 0 means no waiting room: only as many requests as
 // there are workers are accepted at a time. [WithQueue], which has no memory
-// tier, and [Middleware] ignore it.
-func WithQueueSize(n int) Option {
-	return func(c *config) { c.queueSize = max(n, 0) }
+// tier, does not read it.
+func WithQueueSize(n int) AsyncOption {
+	return asyncOption(func(c *config) { c.queueSize = max(n, 0) })
 }
 
 // WithAcceptedStatus sets the status with which an [Async] answers a request
 // it queued: by default 202 Accepted; use 200 for a platform that takes
-// nothing else as a success. 0 keeps the default. [Middleware] ignores it.
-func WithAcceptedStatus(code int) Option {
-	return func(c *config) {
+// nothing else as a success. 0 keeps the default.
+func WithAcceptedStatus(code int) AsyncOption {
+	return asyncOption(func(c *config) {
 		if code != 0 {
 			c.acceptedStatus = code
 		}
-	}
+	})
 }
 
 // WithDone sets a func that an [Async] calls once for each queued request
@@ -60,10 +60,9 @@ func WithAcceptedStatus(code int) Option {
 // goroutine and before [Async.Close] returns. err is nil if the handler
 // succeeded; otherwise it wraps [ErrHandlerFailed], [ErrAbandoned] or a store
 // error. ctx is the request's context, detached from the request's
-// cancellation: [QueueID] and [dedupe.TraceID] read it. [Middleware] ignores
-// it.
+// cancellation: [QueueID] and [dedupe.TraceID] read it.
 //
-// For a message of the [Queue] of [WithQueue] or [WithOverflow], served in
+// For a message of the [queue.Queue] of [WithQueue] or [WithOverflow], served in
 // whichever process took it, it is called when that process settles the
 // message: done (err nil, or the error of a mark that failed after the
 // handler succeeded), found processed already (err wraps
@@ -109,7 +108,7 @@ func WithDone(done func(ctx context.Context, key dedupe.Key, err error)) Option 
 // Without [WithQueue] the accepted messages live in the process's memory: a
 // crash loses every message answered 202 and not yet processed, and the
 // platform will not redeliver them. With WithQueue(q) and a durable q
-// ([OpenSQLiteQueue], or the Redis Streams and PostgreSQL queues of the
+// ([queue.OpenSQLite], or the Redis Streams and PostgreSQL queues of the
 // redis and postgres modules) a request is served so:
 //   - the key is looked up ([dedupe.Store.Exists]): a message processed
 //     already is answered 200 as a duplicate; a store failure 503;
@@ -119,7 +118,8 @@ func WithDone(done func(ctx context.Context, key dedupe.Key, err error)) Option 
 //     when the push returned, so an accepted message is in q whatever
 //     happens next. A copy of a message still live in q is not pushed
 //     again, and is answered as in flight (503 with Retry-After); a failed
-//     push is answered 503, so the platform retries;
+//     push, or a q at its depth bound ([queue.ErrFull]), is answered 503 with
+//     Retry-After, so the platform retries;
 //   - nothing is claimed yet: [WithWorkers] workers take the messages from q
 //     (in this process or any other on q), and each runs the handler under
 //     [dedupe.Deduper.Do]. The claim is what makes the processing happen
@@ -171,18 +171,16 @@ type Async struct {
 // NewAsync returns an [Async] that deduplicates with d, keyed by extract, and
 // processes new messages with h. Give it [WithVerify] with the platform's
 // preset to authenticate deliveries; without it NewAsync logs a warning that
-// the endpoint is unauthenticated. opts are those of [Middleware], and
-// [WithWorkers], [WithQueueSize], [WithAcceptedStatus], [WithDone],
-// [WithQueue], [WithOverflow], [WithMaxAttempts] and [WithQueuedHeaders],
-// which only an Async reads:
+// the endpoint is unauthenticated. opts are the [Option] values of
+// [Middleware] and the [AsyncOption] values of the queue and its workers:
 //
 //	a := dedupehttp.NewAsync(d, dedupehttp.FromPreset(platform.Slack), h,
 //		dedupehttp.WithWorkers(4), dedupehttp.WithQueueSize(64))
 //
 // d, extract and h must not be nil. Close the Async with [Async.Close] after
 // the server stopped sending it requests (see [http.Server.Shutdown]).
-func NewAsync(d *dedupe.Deduper, extract Extractor, h http.Handler, opts ...Option) *Async {
-	c := newConfig(append([]Option{verifyPresetOf(extract)}, opts...))
+func NewAsync(d *dedupe.Deduper, extract Extractor, h http.Handler, opts ...AsyncOption) *Async {
+	c := newAsyncConfig(append([]AsyncOption{verifyPresetOf(extract)}, opts...))
 	a := &Async{
 		d:       d,
 		extract: extract,
@@ -280,11 +278,12 @@ func (a *Async) enter() bool {
 // full answers a request that found the queue full. It claims the key first,
 // so that duplicates are still answered as such, and releases the claim.
 func (a *Async) full(w http.ResponseWriter, r *http.Request, d *delivery) {
-	err := a.d.Do(r.Context(), d.key, func(context.Context) error { return ErrQueueFull })
-	if !errors.Is(err, ErrQueueFull) {
+	err := a.d.Do(r.Context(), d.key, func(context.Context) error { return queue.ErrFull })
+	if !errors.Is(err, queue.ErrFull) {
 		a.c.answer(w, r, d, a.next, err)
 		return
 	}
+	a.stats.full.Add(1)
 	a.c.log(r.Context(), slog.LevelWarn, "dedupe: dedupehttp: queue full, asked the platform to retry",
 		slog.String("key", d.key.String()))
 	a.c.unavailable(w, "queue full")
@@ -318,7 +317,7 @@ func (a *Async) run(j *job) {
 				return context.Cause(j.reqCtx)
 			}
 			queued = true
-			a.states.set(j.id, j.key, StateQueued)
+			a.states.set(j.id, j.key, queue.StateQueued)
 			j.queued <- nil
 			select {
 			case a.workers <- struct{}{}:
@@ -329,7 +328,7 @@ func (a *Async) run(j *job) {
 			if a.abandon.Err() != nil {
 				return ErrAbandoned
 			}
-			a.states.set(j.id, j.key, StateProcessing)
+			a.states.set(j.id, j.key, queue.StateProcessing)
 			start := time.Now()
 			defer func() { a.stats.latency.observe(time.Since(start)) }()
 			return a.serve(ctx, j.key, j.id, j.req)
@@ -341,10 +340,10 @@ func (a *Async) run(j *job) {
 	}
 	if err == nil {
 		a.stats.success.Add(1)
-		a.states.set(j.id, j.key, StateDone)
+		a.states.set(j.id, j.key, queue.StateDone)
 	} else {
 		a.stats.failed.Add(1)
-		a.states.set(j.id, j.key, StateFailed)
+		a.states.set(j.id, j.key, queue.StateFailed)
 	}
 	a.finish(j.ctx, j.key, j.id, err)
 }
@@ -366,6 +365,9 @@ func (a *Async) serve(ctx context.Context, key dedupe.Key, id string, r *http.Re
 	}
 	a.next.ServeHTTP(w, r)
 	if w.status == 0 {
+		if cause := context.Cause(ctx); errors.Is(cause, ErrHandlerTimeout) { // cut off, said nothing
+			return fmt.Errorf("%w: %w", ErrHandlerFailed, cause)
+		}
 		w.status = http.StatusOK
 	}
 	if a.c.failed(w.status) {
@@ -405,7 +407,7 @@ func (a *Async) Stats() Stats { return a.c.stats.snapshot() }
 // not redeliver them: each is logged at error level and reported to
 // the func set by [WithDone] with [ErrAbandoned].
 //
-// With the [Queue] of [WithQueue] or [WithOverflow], the workers stop taking
+// With the [queue.Queue] of [WithQueue] or [WithOverflow], the workers stop taking
 // once the requests in progress were answered, and Close waits for the
 // handlers they run. A handler whose context Close cancels leaves its
 // message in the queue, put back as queued, for the next process: nothing is

@@ -249,9 +249,10 @@ func TestAsyncCloseWaitsForWorkers(t *testing.T) {
 
 func TestAsyncCloseAbandons(t *testing.T) {
 	d := dedupe.New(nil)
-	entered := make(chan struct{})
+	entered := make(chan string, 1) // the key of the one request that runs
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		close(entered) // only the first request runs
+		k, _ := dedupehttp.KeyFrom(r.Context())
+		entered <- k.MessageID // whichever got the only worker first
 		<-r.Context().Done()
 		w.WriteHeader(http.StatusServiceUnavailable)
 	})
@@ -262,7 +263,7 @@ func TestAsyncCloseAbandons(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		require.Equal(t, http.StatusAccepted, record(a, t.Context(), update(i)).Code)
 	}
-	<-entered
+	running := <-entered
 
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -270,7 +271,7 @@ func TestAsyncCloseAbandons(t *testing.T) {
 	require.Len(t, done, 3)
 	for range 3 {
 		e := <-done
-		if e.key.MessageID == "1" {
+		if e.key.MessageID == running {
 			assert.ErrorIs(t, e.err, dedupehttp.ErrHandlerFailed, "the running handler was cancelled")
 		} else {
 			assert.ErrorIs(t, e.err, dedupehttp.ErrAbandoned)
@@ -387,12 +388,12 @@ func TestAsyncOptions(t *testing.T) {
 	})
 	for _, tc := range []struct {
 		name     string
-		opts     []dedupehttp.Option
+		opts     []dedupehttp.AsyncOption
 		accepted int // requests accepted before the next is refused
 	}{
-		{"default workers, no queue", []dedupehttp.Option{dedupehttp.WithWorkers(0), dedupehttp.WithQueueSize(0)}, dedupehttp.DefaultWorkers},
-		{"negative queue size", []dedupehttp.Option{dedupehttp.WithWorkers(2), dedupehttp.WithQueueSize(-5)}, 2},
-		{"workers and queue", []dedupehttp.Option{dedupehttp.WithWorkers(2), dedupehttp.WithQueueSize(3)}, 5},
+		{"default workers, no queue", []dedupehttp.AsyncOption{dedupehttp.WithWorkers(0), dedupehttp.WithQueueSize(0)}, dedupehttp.DefaultWorkers},
+		{"negative queue size", []dedupehttp.AsyncOption{dedupehttp.WithWorkers(2), dedupehttp.WithQueueSize(-5)}, 2},
+		{"workers and queue", []dedupehttp.AsyncOption{dedupehttp.WithWorkers(2), dedupehttp.WithQueueSize(3)}, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			gate := make(chan struct{})

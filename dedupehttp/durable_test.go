@@ -14,6 +14,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/gatewaykit/dedupe/queue"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -36,7 +38,7 @@ func statusOf(t *testing.T, a *dedupehttp.Async, id string) (int, map[string]any
 
 func TestAsyncQueueAcceptsThenProcesses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := dedupehttp.NewMemoryQueue(dedupehttp.MemoryQueueConfig{})
+		q := queue.NewMemory(queue.MemoryConfig{})
 		defer q.Close()
 		d := dedupe.New(nil)
 		gate := make(chan struct{})
@@ -107,7 +109,7 @@ func TestAsyncQueueAcceptsThenProcesses(t *testing.T) {
 
 func TestAsyncQueueRetriesThenSucceeds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := dedupehttp.NewMemoryQueue(dedupehttp.MemoryQueueConfig{})
+		q := queue.NewMemory(queue.MemoryConfig{})
 		defer q.Close()
 		var calls atomic.Int32
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -116,8 +118,8 @@ func TestAsyncQueueRetriesThenSucceeds(t *testing.T) {
 			}
 		})
 		done := make(chan ended, 1)
-		a := dedupehttp.NewAsync(dedupe.New(nil), telegram, h, dedupehttp.WithQueue(q),
-			dedupehttp.WithMaxAttempts(3), dedupehttp.WithDone(doneTo(done)), dedupehttp.WithLogger(quiet))
+		a := dedupehttp.NewAsync(dedupe.New(nil), telegram, h, dedupehttp.WithQueue(q), // DefaultMaxAttempts: 3
+			dedupehttp.WithDone(doneTo(done)), dedupehttp.WithLogger(quiet))
 		start := time.Now()
 		w := record(a, t.Context(), update(1))
 		require.Equal(t, http.StatusAccepted, w.Code)
@@ -135,7 +137,7 @@ func TestAsyncQueueRetriesThenSucceeds(t *testing.T) {
 
 func TestAsyncQueueFailureIsFinal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := dedupehttp.NewMemoryQueue(dedupehttp.MemoryQueueConfig{})
+		q := queue.NewMemory(queue.MemoryConfig{})
 		defer q.Close()
 		var calls atomic.Int32
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -145,13 +147,14 @@ func TestAsyncQueueFailureIsFinal(t *testing.T) {
 		})
 		done := make(chan ended, 2)
 		a := dedupehttp.NewAsync(dedupe.New(nil), telegram, h, dedupehttp.WithQueue(q),
-			dedupehttp.WithDone(doneTo(done)), dedupehttp.WithLogger(quiet))
+			dedupehttp.WithMaxAttempts(1), dedupehttp.WithDone(doneTo(done)), dedupehttp.WithLogger(quiet))
 		w := record(a, t.Context(), update(1))
 		require.Equal(t, http.StatusAccepted, w.Code)
 		assert.ErrorIs(t, (<-done).err, dedupehttp.ErrHandlerFailed)
 		synctest.Wait()
 		_, st := statusOf(t, a, w.Header().Get(dedupehttp.HeaderQueueID))
 		assert.Equal(t, "failed", st["state"])
+		assert.Equal(t, "dedupe: dedupehttp: handler failed: panic: handler bug", st["reason"])
 		// Not marked: a redelivery is accepted and processed.
 		require.Equal(t, http.StatusAccepted, record(a, t.Context(), update(1)).Code)
 		assert.NoError(t, (<-done).err)
@@ -166,7 +169,7 @@ func TestAsyncQueueFailureIsFinal(t *testing.T) {
 // once; a message whose key is marked is settled without the handler.
 func TestAsyncQueueDeadWorker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := dedupehttp.NewMemoryQueue(dedupehttp.MemoryQueueConfig{Visibility: 10 * time.Second})
+		q := queue.NewMemory(queue.MemoryConfig{Visibility: 10 * time.Second})
 		defer q.Close()
 		store := dedupe.NewMemoryStore(dedupe.MemoryConfig{})
 		defer store.Close()
@@ -177,7 +180,7 @@ func TestAsyncQueueDeadWorker(t *testing.T) {
 		require.Equal(t, dedupe.Claimed, st)
 		require.NoError(t, store.Mark(ctx, marked, 0))
 		for _, k := range []dedupe.Key{dead, marked} {
-			_, added, err := q.Push(ctx, dedupehttp.Message{ID: "q" + k.MessageID, Key: k, Method: http.MethodPost, Target: "/"})
+			_, added, err := q.Push(ctx, queue.Message{ID: "q" + k.MessageID, Key: k, Method: http.MethodPost, Target: "/"})
 			require.NoError(t, err)
 			require.True(t, added)
 		}
@@ -209,7 +212,7 @@ func TestAsyncQueueDeadWorker(t *testing.T) {
 			e, ok, err := q.Status(ctx, id)
 			require.NoError(t, err)
 			require.True(t, ok)
-			assert.Equal(t, dedupehttp.StateDone, e.State)
+			assert.Equal(t, queue.StateDone, e.State)
 		}
 	})
 }
@@ -218,7 +221,7 @@ func TestAsyncQueueDeadWorker(t *testing.T) {
 // its message back in the queue, for the next process, instead of losing it.
 func TestAsyncQueueCloseGivesBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := dedupehttp.NewMemoryQueue(dedupehttp.MemoryQueueConfig{})
+		q := queue.NewMemory(queue.MemoryConfig{})
 		defer q.Close()
 		store := dedupe.NewMemoryStore(dedupe.MemoryConfig{})
 		defer store.Close()
@@ -242,7 +245,7 @@ func TestAsyncQueueCloseGivesBack(t *testing.T) {
 		e, ok, err := q.Status(t.Context(), id)
 		require.NoError(t, err)
 		require.True(t, ok)
-		assert.Equal(t, dedupehttp.StateQueued, e.State)
+		assert.Equal(t, queue.StateQueued, e.State)
 		assert.EqualValues(t, 1, a.QueueStats().Retried)
 
 		// The next gateway on the queue processes it.
@@ -257,7 +260,7 @@ func TestAsyncQueueCloseGivesBack(t *testing.T) {
 
 func TestAsyncOverflow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := dedupehttp.NewMemoryQueue(dedupehttp.MemoryQueueConfig{})
+		q := queue.NewMemory(queue.MemoryConfig{})
 		defer q.Close()
 		gate := make(chan struct{})
 		var mu sync.Mutex
@@ -280,9 +283,9 @@ func TestAsyncOverflow(t *testing.T) {
 			ids = append(ids, w.Header().Get(dedupehttp.HeaderQueueID))
 		}
 		synctest.Wait()
-		n, err := q.Len(t.Context())
+		c, err := q.Count(t.Context())
 		require.NoError(t, err)
-		assert.Equal(t, 4, n, "past the memory tier's depth of 2, the rest spilled")
+		assert.Equal(t, 4, c.Live, "past the memory tier's depth of 2, the rest spilled")
 		depth, err := a.Depth(t.Context())
 		require.NoError(t, err)
 		assert.Equal(t, 6, depth)
@@ -308,9 +311,9 @@ func TestAsyncOverflow(t *testing.T) {
 }
 
 // failingQueue is a queue whose Push fails.
-type failingQueue struct{ dedupehttp.Queue }
+type failingQueue struct{ queue.Queue }
 
-func (failingQueue) Push(context.Context, dedupehttp.Message) (string, bool, error) {
+func (failingQueue) Push(context.Context, queue.Message) (string, bool, error) {
 	return "", false, errors.New("connection refused")
 }
 
@@ -318,13 +321,13 @@ func TestAsyncQueueUnavailable(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		store dedupe.Store
-		queue dedupehttp.Queue
+		queue queue.Queue
 	}{
 		{"store down", failingStore{dedupe.NewMemoryStore(dedupe.MemoryConfig{})}, nil},
 		{"queue down", nil, failingQueue{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mem := dedupehttp.NewMemoryQueue(dedupehttp.MemoryQueueConfig{})
+			mem := queue.NewMemory(queue.MemoryConfig{})
 			defer mem.Close()
 			q := tc.queue
 			if q == nil {
@@ -344,9 +347,9 @@ func TestAsyncQueueUnavailable(t *testing.T) {
 			assert.Equal(t, http.StatusServiceUnavailable, w.Code)
 			assert.Equal(t, "unavailable", w.Header().Get(dedupehttp.HeaderVerdict))
 			assert.NotEmpty(t, w.Header().Get("Retry-After"))
-			n, err := mem.Len(t.Context())
+			c, err := mem.Count(t.Context())
 			require.NoError(t, err)
-			assert.Zero(t, n, "nothing queued")
+			assert.Zero(t, c.Live, "nothing queued")
 			require.NoError(t, a.Close(t.Context()))
 		})
 	}
@@ -390,7 +393,7 @@ func TestAsyncStatusHandler(t *testing.T) {
 
 func TestWithQueuedHeaders(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := dedupehttp.NewMemoryQueue(dedupehttp.MemoryQueueConfig{})
+		q := queue.NewMemory(queue.MemoryConfig{})
 		defer q.Close()
 		got := make(chan http.Header, 1)
 		a := dedupehttp.NewAsync(dedupe.New(nil), telegram,

@@ -44,10 +44,15 @@ var (
 	// ErrHandlerFailed reports a handler that answered with a failure status
 	// (see [WithFailureStatus]) or panicked. The message's claim was released.
 	ErrHandlerFailed = errors.New("dedupe: dedupehttp: handler failed")
-	// ErrQueueFull reports a request that [Async] refused with 503 because its
-	// queue was full. The message's claim was released, so the platform's
-	// retry is processed.
-	ErrQueueFull = errors.New("dedupe: dedupehttp: queue full")
+	// ErrHandlerTimeout is the cause with which the context of a queued
+	// message's handler is cancelled when [WithHandlerTimeout] has passed; a
+	// handler that then failed reports an error wrapping it and
+	// [ErrHandlerFailed].
+	ErrHandlerTimeout = errors.New("dedupe: dedupehttp: handler timed out")
+	// ErrAttemptsExhausted reports a queued message taken once more than
+	// [WithMaxAttempts] allows: its last attempt never finished (its worker
+	// died on it), so it was failed without running the handler again.
+	ErrAttemptsExhausted = errors.New("dedupe: dedupehttp: attempts exhausted, the last one never finished")
 	// ErrAbandoned reports a request queued by [Async] that [Async.Close] gave
 	// up on before it was processed. Its claim was released.
 	ErrAbandoned = errors.New("dedupe: dedupehttp: abandoned at close")

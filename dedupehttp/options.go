@@ -10,13 +10,31 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/platform"
+	"github.com/gatewaykit/dedupe/queue"
 )
 
-// An Option configures [New], [Middleware] or [NewAsync]. Each constructor
-// takes options alone; the options of an [Async]'s queue ([WithWorkers],
-// [WithQueueSize], [WithAcceptedStatus], [WithDone]) are ignored by the
-// others.
+// An Option configures [New], [Middleware] or [NewAsync]: what the three
+// share (authentication, answers, limits, logging). Every Option is an
+// [AsyncOption] too.
 type Option func(*config)
+
+// An AsyncOption configures [NewAsync]: an [Option], or one of the options of
+// an [Async]'s queue and workers ([WithWorkers], [WithQueueSize],
+// [WithAcceptedStatus], [WithDone], [WithQueue], [WithOverflow],
+// [WithMaxAttempts], [WithHandlerTimeout], [WithQueuedHeaders]), which [New]
+// and [Middleware] do not take.
+type AsyncOption interface {
+	applyAsync(c *config)
+}
+
+// applyAsync applies o to the config of an [Async].
+func (o Option) applyAsync(c *config) { o(c) }
+
+// asyncOption is an option that only an [Async] takes.
+type asyncOption func(*config)
+
+// applyAsync applies o to the config of an [Async].
+func (o asyncOption) applyAsync(c *config) { o(c) }
 
 type config struct {
 	maxBody      int64
@@ -38,13 +56,35 @@ type config struct {
 	queueSize      int
 	acceptedStatus int
 	done           func(context.Context, dedupe.Key, error)
-	queue          Queue
+	queue          queue.Queue
 	spill          bool // WithOverflow: the queue takes what the memory tier cannot
 	maxAttempts    int
+	handlerTimeout time.Duration   // 0: from the visibility timeout
 	queuedHeaders  map[string]bool // nil: all but hopHeaders
 }
 
+// newConfig returns the config of [New] and [Middleware] with opts applied.
 func newConfig(opts []Option) *config {
+	c := defaultConfig()
+	for _, o := range opts {
+		o(c)
+	}
+	c.warnUnauthenticated()
+	return c
+}
+
+// newAsyncConfig returns the config of [NewAsync] with opts applied.
+func newAsyncConfig(opts []AsyncOption) *config {
+	c := defaultConfig()
+	for _, o := range opts {
+		o.applyAsync(c)
+	}
+	c.warnUnauthenticated()
+	return c
+}
+
+// defaultConfig returns the config no option changed.
+func defaultConfig() *config {
 	c := &config{
 		maxBody:      DefaultMaxBodySize,
 		duplicate:    http.HandlerFunc(answerOK),
@@ -60,10 +100,6 @@ func newConfig(opts []Option) *config {
 	}
 	c.inFlight = http.HandlerFunc(c.answerInFlight)
 	WithRetryAfter(DefaultRetryAfter)(c)
-	for _, o := range opts {
-		o(c)
-	}
-	c.warnUnauthenticated()
 	return c
 }
 

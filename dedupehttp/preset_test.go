@@ -29,7 +29,11 @@ func TestFromPresetKeepsTheSecret(t *testing.T) {
 			return dedupehttp.Middleware(d, dedupehttp.FromPreset(tg), opts...)(h)
 		}},
 		{"NewAsync", func(d *dedupe.Deduper, h http.Handler, opts ...dedupehttp.Option) http.Handler {
-			a := dedupehttp.NewAsync(d, dedupehttp.FromPreset(tg), h, opts...)
+			aopts := make([]dedupehttp.AsyncOption, len(opts))
+			for i, o := range opts {
+				aopts[i] = o
+			}
+			a := dedupehttp.NewAsync(d, dedupehttp.FromPreset(tg), h, aopts...)
 			t.Cleanup(func() { _ = a.Close(t.Context()) })
 			return a
 		}},

@@ -10,33 +10,34 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/queue"
 )
 
 // statusTable keeps the states of the memory tier's messages for
-// [Async.Status]: the live ones, and the settled ones for [DefaultRetention],
-// at most [DefaultMaxSettled] of them.
+// [Async.Status]: the live ones, and the settled ones for [queue.DefaultRetention],
+// at most [queue.DefaultMaxSettled] of them.
 type statusTable struct {
 	mu      sync.Mutex
-	m       map[string]*Entry
+	m       map[string]*queue.Entry
 	settled []string // ids of done or failed entries, oldest first
 }
 
 // set records that the message key queued as id is in state s.
-func (t *statusTable) set(id string, key dedupe.Key, s State) {
+func (t *statusTable) set(id string, key dedupe.Key, s queue.State) {
 	now := time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.m == nil {
-		t.m = make(map[string]*Entry)
+		t.m = make(map[string]*queue.Entry)
 	}
 	e, ok := t.m[id]
 	if !ok {
-		e = &Entry{ID: id, Key: key, Accepted: now}
+		e = &queue.Entry{ID: id, Key: key, Accepted: now}
 		t.m[id] = e
 	}
 	e.State, e.Updated = s, now
 	switch {
-	case s == StateProcessing:
+	case s == queue.StateProcessing:
 		e.Attempts = 1
 	case !s.Live():
 		t.settled = append(t.settled, id)
@@ -49,7 +50,7 @@ func (t *statusTable) forget(now time.Time) {
 	n := 0
 	for ; n < len(t.settled); n++ {
 		e := t.m[t.settled[n]]
-		if len(t.settled)-n <= DefaultMaxSettled && now.Sub(e.Updated) < DefaultRetention {
+		if len(t.settled)-n <= queue.DefaultMaxSettled && now.Sub(e.Updated) < queue.DefaultRetention {
 			break
 		}
 		delete(t.m, e.ID)
@@ -58,29 +59,29 @@ func (t *statusTable) forget(now time.Time) {
 }
 
 // get returns the entry of id.
-func (t *statusTable) get(id string) (Entry, bool) {
+func (t *statusTable) get(id string) (queue.Entry, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.forget(time.Now())
 	if e, ok := t.m[id]; ok {
 		return *e, true
 	}
-	return Entry{}, false
+	return queue.Entry{}, false
 }
 
 // Status returns the state of the message a queued as id, as [HeaderQueueID]
 // told the platform: from the memory tier, which keeps the state of a done or
-// failed message for [DefaultRetention] (at most the last
-// [DefaultMaxSettled]), or else from the [Queue] of [WithQueue] or
+// failed message for [queue.DefaultRetention] (at most the last
+// [queue.DefaultMaxSettled]), or else from the [queue.Queue] of [WithQueue] or
 // [WithOverflow], for its own retention and whichever process queued it. ok
 // is false for an id neither knows. It is safe to call concurrently with
 // ServeHTTP.
-func (a *Async) Status(ctx context.Context, id string) (e Entry, ok bool, err error) {
+func (a *Async) Status(ctx context.Context, id string) (e queue.Entry, ok bool, err error) {
 	if e, ok := a.states.get(id); ok {
 		return e, true, nil
 	}
 	if a.c.queue == nil {
-		return Entry{}, false, nil
+		return queue.Entry{}, false, nil
 	}
 	return a.c.queue.Status(ctx, id)
 }
@@ -92,6 +93,7 @@ type statusJSON struct {
 	Attempts int       `json:"attempts,omitempty"`
 	Accepted time.Time `json:"accepted_at,omitzero"`
 	Updated  time.Time `json:"updated_at,omitzero"`
+	Reason   string    `json:"reason,omitempty"`
 	Error    string    `json:"error,omitempty"`
 }
 
@@ -100,7 +102,8 @@ type statusJSON struct {
 //
 //	{"id":"…","state":"processing","attempts":1,"accepted_at":"…","updated_at":"…"}
 //
-// state is "queued", "processing", "done" or "failed". An id it does not
+// state is "queued", "processing", "done" or "failed"; a failed message has
+// a "reason" too. An id it does not
 // know (never queued, or forgotten after the retention) is answered 404, a
 // queue that fails 503, other methods 405. The id is the path value "id" of
 // the pattern it is mounted on, or else the last element of the path:
@@ -130,7 +133,7 @@ func (a *Async) StatusHandler() http.Handler {
 			writeStatus(w, http.StatusNotFound, statusJSON{ID: id, Error: "unknown queue id"})
 		default:
 			writeStatus(w, http.StatusOK, statusJSON{ID: id, State: e.State.String(), Attempts: e.Attempts,
-				Accepted: e.Accepted.UTC(), Updated: e.Updated.UTC()})
+				Accepted: e.Accepted.UTC(), Updated: e.Updated.UTC(), Reason: e.Reason})
 		}
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gatewaykit/dedupe/dedupehttp"
 	"github.com/gatewaykit/dedupe/dedupeprom"
 	"github.com/gatewaykit/dedupe/platform"
+	"github.com/gatewaykit/dedupe/queue"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
@@ -21,14 +22,16 @@ import (
 // exportedFamilies are the metric families the three collectors export
 // between them, by type.
 var exportedFamilies = map[string]dto.MetricType{
-	"dedupe_decisions_total":          dto.MetricType_COUNTER,
-	"dedupe_waits_total":              dto.MetricType_COUNTER,
-	"dedupe_store_faults_total":       dto.MetricType_COUNTER,
-	"dedupe_store_duration_seconds":   dto.MetricType_HISTOGRAM,
-	"dedupe_http_deliveries_total":    dto.MetricType_COUNTER,
-	"dedupe_queue_depth":              dto.MetricType_GAUGE,
-	"dedupe_queue_processed_total":    dto.MetricType_COUNTER,
-	"dedupe_queue_processing_seconds": dto.MetricType_HISTOGRAM,
+	"dedupe_decisions_total":                   dto.MetricType_COUNTER,
+	"dedupe_waits_total":                       dto.MetricType_COUNTER,
+	"dedupe_store_faults_total":                dto.MetricType_COUNTER,
+	"dedupe_store_duration_seconds":            dto.MetricType_HISTOGRAM,
+	"dedupe_http_deliveries_total":             dto.MetricType_COUNTER,
+	"dedupe_queue_depth":                       dto.MetricType_GAUGE,
+	"dedupe_queue_failed":                      dto.MetricType_GAUGE,
+	"dedupe_queue_full_total":                  dto.MetricType_COUNTER,
+	"dedupe_queue_processed_total":             dto.MetricType_COUNTER,
+	"dedupe_queue_processing_duration_seconds": dto.MetricType_HISTOGRAM,
 }
 
 // gatherExported exercises a real Deduper on a memory store, a webhook
@@ -51,6 +54,7 @@ func gatherExported(t *testing.T) []*dto.MetricFamily {
 	edge := dedupehttp.New(d, tg, next, quiet)
 	done := make(chan error, 1)
 	async := dedupehttp.NewAsync(d, dedupehttp.FromPreset(tg), next, dedupehttp.WithVerify(tg), quiet,
+		dedupehttp.WithQueue(queue.NewMemory(queue.MemoryConfig{})), // a queue that keeps dead letters
 		dedupehttp.WithDone(func(_ context.Context, _ dedupe.Key, err error) { done <- err }))
 	t.Cleanup(func() { require.NoError(t, async.Close(context.Background())) })
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatewaykit/dedupe/queue"
+
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
 	"github.com/gatewaykit/dedupe/dedupeprom"
@@ -29,7 +31,7 @@ func TestQueueCollector(t *testing.T) {
 	})
 	gate := make(chan struct{})
 	blocked := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-gate })
-	q := dedupehttp.NewMemoryQueue(dedupehttp.MemoryQueueConfig{})
+	q := queue.NewMemory(queue.MemoryConfig{})
 	defer q.Close()
 	mem := dedupehttp.NewAsync(dedupe.New(nil), dedupehttp.FromPreset(tg), fail, dedupehttp.WithVerify(tg), onDone, quiet)
 	durable := dedupehttp.NewAsync(dedupe.New(nil), dedupehttp.FromPreset(tg), blocked, dedupehttp.WithVerify(tg),
@@ -62,13 +64,23 @@ gw_dedupe_queue_processed_total{outcome="success",platform="telegram"} 1
 `
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want),
 		"gw_dedupe_queue_depth", "gw_dedupe_queue_processed_total"))
+	dead := `
+# HELP gw_dedupe_queue_failed Failed messages kept by the durable queue (dead letters), which can be requeued by id.
+# TYPE gw_dedupe_queue_failed gauge
+gw_dedupe_queue_failed{platform="telegram"} 0
+# HELP gw_dedupe_queue_full_total Requests refused with 503 and Retry-After because the queue was full.
+# TYPE gw_dedupe_queue_full_total counter
+gw_dedupe_queue_full_total{platform="telegram"} 0
+`
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(dead),
+		"gw_dedupe_queue_failed", "gw_dedupe_queue_full_total"))
 	reg := prometheus.NewRegistry()
 	require.NoError(t, reg.Register(c))
 	families, err := reg.Gather()
 	require.NoError(t, err)
 	var runs uint64
 	for _, f := range families {
-		if f.GetName() == "gw_dedupe_queue_processing_seconds" {
+		if f.GetName() == "gw_dedupe_queue_processing_duration_seconds" {
 			runs = f.GetMetric()[0].GetHistogram().GetSampleCount()
 		}
 	}
@@ -79,7 +91,7 @@ gw_dedupe_queue_processed_total{outcome="success",platform="telegram"} 1
 	<-done
 	require.NoError(t, durable.Close(t.Context()))
 	require.NoError(t, mem.Close(t.Context()))
-	require.Equal(t, 2, testutil.CollectAndCount(c, "gw_dedupe_queue_depth", "gw_dedupe_queue_processing_seconds"))
+	require.Equal(t, 2, testutil.CollectAndCount(c, "gw_dedupe_queue_depth", "gw_dedupe_queue_processing_duration_seconds"))
 	require.EqualValues(t, 0, testutil.ToFloat64(onlyDepth{c}))
 }
 

@@ -10,8 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatewaykit/dedupe/queue"
+
 	"github.com/gatewaykit/dedupe"
-	"github.com/gatewaykit/dedupe/dedupehttp"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -27,9 +28,10 @@ const (
 type QueueConfig struct {
 	// Name names the queue. Its stream is the key "{Name}"; the id of the
 	// live message of each [dedupe.Key] is kept under "{Name}:live:<key>"
-	// and the state of each message under "{Name}:s:<id>". The braces make
+	// and the state of each message under "{Name}:s:<id>"; the failed
+	// messages are indexed under "{Name}:failed". The braces make
 	// every key of a queue one hash slot, so its scripts work on Redis
-	// Cluster. Give each [dedupehttp.Async] (each handler) a queue of its own.
+	// Cluster. Give each Async of dedupehttp (each handler) a queue of its own.
 	// Default [DefaultQueueName].
 	Name string
 	// Group is the stream's consumer group, which every process of the
@@ -40,20 +42,24 @@ type QueueConfig struct {
 	Consumer string
 	// Visibility is how long a take hides a message: an entry left pending
 	// longer than that (its worker died) is taken again with XAUTOCLAIM.
-	// Default [dedupehttp.DefaultVisibility].
+	// Default [queue.DefaultVisibility].
 	Visibility time.Duration
 	// Retention is how long the state of a done or failed message is kept
-	// (an expiry on its hash). Default [dedupehttp.DefaultRetention].
+	// (an expiry on its hash). Default [queue.DefaultRetention].
 	Retention time.Duration
 	// PollInterval is how long one XREADGROUP blocks waiting for a new
 	// entry, between two looks for entries whose visibility timeout ran out;
 	// it also bounds how long Take takes to see that its context is done or
-	// the queue closed. Default [dedupehttp.DefaultPollInterval].
+	// the queue closed. Default [queue.DefaultPollInterval].
 	PollInterval time.Duration
+	// MaxDepth bounds the live (queued or processing) messages, the
+	// entries of the stream: Push refuses more with [queue.ErrFull], exactly,
+	// whichever process pushes. Zero or less: no bound.
+	MaxDepth int
 }
 
-// Queue is a [dedupehttp.Queue] on a Redis stream with a consumer group, for
-// the processes of a gateway that share one Redis: [dedupehttp.WithQueue]
+// Queue is a [queue.Queue] on a Redis stream with a consumer group, for
+// the processes of a gateway that share one Redis: dedupehttp.WithQueue
 // makes an Async answer 202 only once its message is in the stream. Take
 // reads new entries with XREADGROUP, and takes over entries whose worker
 // died (pending longer than the visibility timeout) with XAUTOCLAIM. Each
@@ -83,7 +89,7 @@ type Queue struct {
 	done      chan struct{}
 }
 
-var _ dedupehttp.Queue = (*Queue)(nil)
+var _ queue.Queue = (*Queue)(nil)
 
 // NewQueue returns a queue on client, which may be any of go-redis's
 // clients. It does not contact the server: the stream and its group are
@@ -106,11 +112,11 @@ func NewQueue(client redis.UniversalClient, cfg QueueConfig) (*Queue, error) {
 	}
 	if cfg.Consumer == "" {
 		host, _ := os.Hostname()
-		cfg.Consumer = host + "-" + strconv.Itoa(os.Getpid()) + "-" + dedupehttp.NewReceipt()[:8]
+		cfg.Consumer = host + "-" + strconv.Itoa(os.Getpid()) + "-" + queue.NewReceipt()[:8]
 	}
-	cfg.Visibility = positiveOr(cfg.Visibility, dedupehttp.DefaultVisibility)
-	cfg.Retention = positiveOr(cfg.Retention, dedupehttp.DefaultRetention)
-	cfg.PollInterval = positiveOr(cfg.PollInterval, dedupehttp.DefaultPollInterval)
+	cfg.Visibility = positiveOr(cfg.Visibility, queue.DefaultVisibility)
+	cfg.Retention = positiveOr(cfg.Retention, queue.DefaultRetention)
+	cfg.PollInterval = positiveOr(cfg.PollInterval, queue.DefaultPollInterval)
 	return &Queue{client: client, cfg: cfg, stream: "{" + cfg.Name + "}", cursor: "0-0", done: make(chan struct{})}, nil
 }
 
@@ -123,12 +129,13 @@ func positiveOr(d, def time.Duration) time.Duration {
 
 func (q *Queue) liveKey(k dedupe.Key) string { return q.stream + ":live:" + k.String() }
 func (q *Queue) statusKey(id string) string  { return q.stream + ":s:" + id }
+func (q *Queue) failedKey() string           { return q.stream + ":failed" }
 
 // check returns the error a call fails with before it does anything.
 func (q *Queue) check(ctx context.Context) error {
 	select {
 	case <-q.done:
-		return dedupehttp.ErrQueueClosed
+		return queue.ErrClosed
 	default:
 	}
 	return ctx.Err()
@@ -136,7 +143,7 @@ func (q *Queue) check(ctx context.Context) error {
 
 // queueErr wraps err from operation op, but the sentinels and context errors.
 func queueErr(op string, err error) error {
-	if errors.Is(err, dedupehttp.ErrQueueClosed) || errors.Is(err, dedupehttp.ErrStaleDelivery) ||
+	if errors.Is(err, queue.ErrClosed) || errors.Is(err, queue.ErrStaleDelivery) || errors.Is(err, queue.ErrFull) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
@@ -144,8 +151,8 @@ func queueErr(op string, err error) error {
 }
 
 // Push adds m to the stream unless a live message has its key; see
-// [dedupehttp.Queue].
-func (q *Queue) Push(ctx context.Context, m dedupehttp.Message) (string, bool, error) {
+// [queue.Queue].
+func (q *Queue) Push(ctx context.Context, m queue.Message) (string, bool, error) {
 	if err := q.check(ctx); err != nil {
 		return "", false, err
 	}
@@ -154,7 +161,10 @@ func (q *Queue) Push(ctx context.Context, m dedupehttp.Message) (string, bool, e
 		return "", false, queueErr("push", err)
 	}
 	res, err := pushScript.Run(ctx, q.client, []string{q.stream, q.liveKey(m.Key), q.statusKey(m.ID)},
-		m.ID, m.Key.String(), data).Slice()
+		m.ID, m.Key.String(), data, max(q.cfg.MaxDepth, 0)).Slice()
+	if err != nil && strings.Contains(err.Error(), "DEDUPE_FULL") {
+		return "", false, queue.ErrFull
+	}
 	if err != nil {
 		return "", false, queueErr("push", err)
 	}
@@ -167,11 +177,11 @@ func (q *Queue) Push(ctx context.Context, m dedupehttp.Message) (string, bool, e
 }
 
 // Take waits for an entry, new or left by a dead worker, and hides it; see
-// [dedupehttp.Queue].
-func (q *Queue) Take(ctx context.Context) (dedupehttp.Delivery, error) {
+// [queue.Queue].
+func (q *Queue) Take(ctx context.Context) (queue.Delivery, error) {
 	for {
 		if err := q.check(ctx); err != nil {
-			return dedupehttp.Delivery{}, err
+			return queue.Delivery{}, err
 		}
 		d, ok, err := q.tryTake(ctx)
 		if err != nil || ok {
@@ -186,16 +196,16 @@ func (q *Queue) Take(ctx context.Context) (dedupehttp.Delivery, error) {
 
 // tryTake takes an entry whose visibility timeout ran out, or else a new
 // one, without blocking.
-func (q *Queue) tryTake(ctx context.Context) (dedupehttp.Delivery, bool, error) {
+func (q *Queue) tryTake(ctx context.Context) (queue.Delivery, bool, error) {
 	q.mu.Lock()
 	cursor := q.cursor
 	q.mu.Unlock()
 	res, err := q.withGroup(ctx, func() ([]any, error) {
 		return takeScript.Run(ctx, q.client, []string{q.stream}, q.cfg.Group, q.cfg.Consumer,
-			q.cfg.Visibility.Milliseconds(), cursor, dedupehttp.NewReceipt(), q.statusKey("")).Slice()
+			q.cfg.Visibility.Milliseconds(), cursor, queue.NewReceipt(), q.statusKey("")).Slice()
 	})
 	if err != nil {
-		return dedupehttp.Delivery{}, false, q.takeErr(ctx, err)
+		return queue.Delivery{}, false, q.takeErr(ctx, err)
 	}
 	if next, ok := res[0].(string); ok {
 		q.mu.Lock()
@@ -203,7 +213,7 @@ func (q *Queue) tryTake(ctx context.Context) (dedupehttp.Delivery, bool, error) 
 		q.mu.Unlock()
 	}
 	if len(res) < 4 {
-		return dedupehttp.Delivery{}, false, nil
+		return queue.Delivery{}, false, nil
 	}
 	receipt, _ := res[1].(string)
 	data, _ := res[2].(string)
@@ -214,7 +224,7 @@ func (q *Queue) tryTake(ctx context.Context) (dedupehttp.Delivery, bool, error) 
 
 // waitNew blocks up to the poll interval for a new entry, and no longer than
 // ctx allows.
-func (q *Queue) waitNew(ctx context.Context) (dedupehttp.Delivery, bool, error) {
+func (q *Queue) waitNew(ctx context.Context) (queue.Delivery, bool, error) {
 	block := q.cfg.PollInterval
 	if dl, ok := ctx.Deadline(); ok {
 		// Ends before ctx, so that a reply, not a read deadline, ends it; BLOCK
@@ -231,18 +241,18 @@ func (q *Queue) waitNew(ctx context.Context) (dedupehttp.Delivery, bool, error) 
 		return nil, err
 	})
 	if errors.Is(err, redis.Nil) || err == nil && (len(streams) == 0 || len(streams[0].Messages) == 0) {
-		return dedupehttp.Delivery{}, false, nil
+		return queue.Delivery{}, false, nil
 	}
 	if err != nil {
-		return dedupehttp.Delivery{}, false, q.takeErr(ctx, err)
+		return queue.Delivery{}, false, q.takeErr(ctx, err)
 	}
 	msg := streams[0].Messages[0]
 	id, _ := msg.Values["id"].(string)
 	data, _ := msg.Values["data"].(string)
-	receipt := msg.ID + "/" + dedupehttp.NewReceipt()
+	receipt := msg.ID + "/" + queue.NewReceipt()
 	attempts, err := takenScript.Run(ctx, q.client, []string{q.statusKey(id)}, receipt).Int64()
 	if err != nil { // the entry stays pending: it is taken again after the timeout
-		return dedupehttp.Delivery{}, false, queueErr("take", err)
+		return queue.Delivery{}, false, queueErr("take", err)
 	}
 	d, err := q.delivery(data, attempts, receipt)
 	return d, err == nil, err
@@ -263,10 +273,10 @@ func (q *Queue) takeErr(ctx context.Context, err error) error {
 }
 
 // delivery decodes a taken entry.
-func (q *Queue) delivery(data string, attempts int64, receipt string) (dedupehttp.Delivery, error) {
-	d := dedupehttp.Delivery{Attempt: int(attempts), Receipt: receipt, Visibility: q.cfg.Visibility}
+func (q *Queue) delivery(data string, attempts int64, receipt string) (queue.Delivery, error) {
+	d := queue.Delivery{Attempt: int(attempts), Receipt: receipt, Visibility: q.cfg.Visibility}
 	if err := d.Message.UnmarshalBinary([]byte(data)); err != nil {
-		return dedupehttp.Delivery{}, queueErr("take", err)
+		return queue.Delivery{}, queueErr("take", err)
 	}
 	return d, nil
 }

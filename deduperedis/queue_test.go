@@ -5,9 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewaykit/dedupe/queue"
+
 	"github.com/gatewaykit/dedupe"
-	"github.com/gatewaykit/dedupe/dedupehttp"
-	"github.com/gatewaykit/dedupe/dedupehttp/queuetest"
+	"github.com/gatewaykit/dedupe/queue/queuetest"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/gatewaykit/dedupe/deduperedis"
@@ -41,9 +42,9 @@ func dropKeys(client *redis.Client, pattern string) {
 func TestQueueConformance(t *testing.T) {
 	client := newClient(t, redisAddr(t), nil)
 	queuetest.Run(t, queuetest.Config{
-		New: func(t *testing.T, o queuetest.Options) dedupehttp.Queue {
+		New: func(t *testing.T, o queuetest.Options) queue.Queue {
 			return newQueue(t, client, deduperedis.QueueConfig{
-				Name: "dedupe-test:queue:" + randomID(t), Visibility: o.Visibility, Retention: o.Retention,
+				Name: "dedupe-test:queue:" + randomID(t), Visibility: o.Visibility, Retention: o.Retention, MaxDepth: o.MaxDepth,
 				PollInterval: 20 * time.Millisecond,
 			})
 		},
@@ -55,8 +56,20 @@ func TestQueueConformance(t *testing.T) {
 // exactly once. The marks are in Redis too.
 func TestQueueKill(t *testing.T) {
 	addr := redisAddr(t)
-	queuetest.Kill(t, queuetest.KillConfig{
-		Open: func(t *testing.T, name, _ string) (dedupehttp.Queue, dedupe.Store) {
+	queuetest.Kill(t, redisKillConfig(addr))
+}
+
+// TestQueuePoison sends a gateway that queues there a message whose handler
+// kills its process: the message is failed after its three attempts, three
+// processes killed, and the gateway lives on.
+func TestQueuePoison(t *testing.T) {
+	queuetest.Poison(t, redisKillConfig(redisAddr(t)))
+}
+
+// redisKillConfig is the deployment that Kill and Poison crash.
+func redisKillConfig(addr string) queuetest.KillConfig {
+	return queuetest.KillConfig{
+		Open: func(t *testing.T, name, _ string) (queue.Queue, dedupe.Store) {
 			client := newClient(t, addr, nil)
 			q, err := deduperedis.NewQueue(client, deduperedis.QueueConfig{
 				Name: "dedupe-test:" + name, Visibility: time.Second, PollInterval: 100 * time.Millisecond,
@@ -75,7 +88,7 @@ func TestQueueKill(t *testing.T) {
 			dropQueueKeys(client, "dedupe-test:"+name)
 			dropKeys(client, "dedupe-test:"+name+":*")
 		},
-	})
+	}
 }
 
 // TestQueueLostKeys: a queue whose keys vanish under it (a flush, a server
@@ -87,7 +100,7 @@ func TestQueueLostKeys(t *testing.T) {
 	q := newQueue(t, client, deduperedis.QueueConfig{Name: name, PollInterval: 20 * time.Millisecond})
 	defer q.Close()
 	ctx := t.Context()
-	m := dedupehttp.Message{ID: "m1", Key: dedupe.Key{Channel: "t", MessageID: randomID(t)}, Method: "POST", Target: "/"}
+	m := queue.Message{ID: "m1", Key: dedupe.Key{Channel: "t", MessageID: randomID(t)}, Method: "POST", Target: "/"}
 	if _, _, err := q.Push(ctx, m); err != nil {
 		t.Fatal(err)
 	}
@@ -98,11 +111,11 @@ func TestQueueLostKeys(t *testing.T) {
 	if err := client.Del(ctx, "{"+name+"}:s:m1").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.Update(ctx, d, dedupehttp.StateDone, 0); err != nil {
+	if err := q.Update(ctx, d, queue.Change{State: queue.StateDone}); err != nil {
 		t.Fatalf("done without a state: %v", err)
 	}
-	if n, err := q.Len(ctx); err != nil || n != 0 {
-		t.Fatalf("Len = %d, %v; want the entry acknowledged and deleted", n, err)
+	if c, err := q.Count(ctx); err != nil || c.Live != 0 {
+		t.Fatalf("Count = %+v, %v; want the entry acknowledged and deleted", c, err)
 	}
 	dropQueueKeys(client, name) // the stream and its group are gone
 	m.ID = "m2"

@@ -7,88 +7,94 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatewaykit/dedupe/queue"
+
 	"github.com/gatewaykit/dedupe"
-	"github.com/gatewaykit/dedupe/dedupehttp"
 	"github.com/redis/go-redis/v9"
 )
 
-// Update moves d on to state s; see [dedupehttp.Queue]. A pending entry is
-// hidden by its idle time: to keep it hidden for after, or to make it
-// visible after after, the script sets its idle time to the visibility
-// timeout minus after, so after is capped at the visibility timeout.
-func (q *Queue) Update(ctx context.Context, d dedupehttp.Delivery, s dedupehttp.State, after time.Duration) error {
+// Update moves d on as c says; see [queue.Queue]. A pending entry is
+// hidden by its idle time: to keep it hidden for After, or to make it
+// visible after After, the script sets its idle time to the visibility
+// timeout minus After, so After is capped at the visibility timeout.
+func (q *Queue) Update(ctx context.Context, d queue.Delivery, c queue.Change) error {
 	if err := q.check(ctx); err != nil {
 		return err
 	}
 	vis := q.cfg.Visibility
 	var op string
 	var hidden time.Duration // how long the entry stays hidden from now
-	switch s {
-	case dedupehttp.StateProcessing:
+	switch c.State {
+	case queue.StateProcessing:
 		op, hidden = "extend", vis
-		if after > 0 {
-			hidden = min(after, vis)
+		if c.After > 0 {
+			hidden = min(c.After, vis)
 		}
-	case dedupehttp.StateQueued:
-		op, hidden = "requeue", min(max(after, 0), vis)
-	case dedupehttp.StateFailed:
+	case queue.StateQueued:
+		op, hidden = "requeue", min(max(c.After, 0), vis)
+	case queue.StateFailed:
 		op = "fail"
-	case dedupehttp.StateDone:
+	case queue.StateDone:
 		op = "done"
 	default:
-		return fmt.Errorf("dedupe: redis queue: update to state %d", s)
+		return fmt.Errorf("dedupe: redis queue: update to state %d", c.State)
+	}
+	uncount := 0
+	if c.NotRun && c.State == queue.StateQueued {
+		uncount = 1
 	}
 	eid, _, _ := strings.Cut(d.Receipt, "/") // the stream entry the take read
-	n, err := updateScript.Run(ctx, q.client, []string{q.stream, q.statusKey(d.ID), q.liveKey(d.Key)},
+	n, err := updateScript.Run(ctx, q.client, []string{q.stream, q.statusKey(d.ID), q.liveKey(d.Key), q.failedKey()},
 		q.cfg.Group, q.cfg.Consumer, op, d.Receipt, (vis - hidden).Milliseconds(), q.cfg.Retention.Milliseconds(),
-		d.ID, eid).Int64()
+		d.ID, eid, c.Reason, uncount).Int64()
 	switch {
 	case err != nil:
 		return queueErr("update", err)
-	case n == 0 && s != dedupehttp.StateDone:
-		return fmt.Errorf("%w: %s", dedupehttp.ErrStaleDelivery, d.ID)
+	case n == 0 && c.State != queue.StateDone:
+		return fmt.Errorf("%w: %s", queue.ErrStaleDelivery, d.ID)
 	}
 	return nil
 }
 
-// Status returns the state of the message with id; see [dedupehttp.Queue].
-func (q *Queue) Status(ctx context.Context, id string) (dedupehttp.Entry, bool, error) {
+// Status returns the state of the message with id; see [queue.Queue].
+func (q *Queue) Status(ctx context.Context, id string) (queue.Entry, bool, error) {
 	if err := q.check(ctx); err != nil {
-		return dedupehttp.Entry{}, false, err
+		return queue.Entry{}, false, err
 	}
-	v, err := q.client.HMGet(ctx, q.statusKey(id), "key", "state", "attempts", "accepted", "updated").Result()
+	v, err := q.client.HMGet(ctx, q.statusKey(id), entryFields...).Result()
 	if err != nil {
-		return dedupehttp.Entry{}, false, queueErr("status", err)
+		return queue.Entry{}, false, queueErr("status", err)
 	}
+	e, ok, err := parseEntry(id, v)
+	if err != nil {
+		return queue.Entry{}, false, queueErr("status", err)
+	}
+	return e, ok, nil
+}
+
+// entryFields are the fields of a state hash that parseEntry reads.
+var entryFields = []string{"key", "state", "attempts", "accepted", "updated", "reason"}
+
+// parseEntry returns the entry of id from the values of entryFields; ok is
+// false if the hash is gone.
+func parseEntry(id string, v []any) (queue.Entry, bool, error) {
 	if v[0] == nil {
-		return dedupehttp.Entry{}, false, nil
+		return queue.Entry{}, false, nil
 	}
 	k, err := dedupe.ParseKey(fmt.Sprint(v[0]))
 	if err != nil {
-		return dedupehttp.Entry{}, false, queueErr("status", err)
+		return queue.Entry{}, false, err
 	}
 	num := func(x any) int64 {
 		n, _ := strconv.ParseInt(fmt.Sprint(x), 10, 64)
 		return n
 	}
-	return dedupehttp.Entry{ID: id, Key: k, State: dedupehttp.State(num(v[1])), Attempts: int(num(v[2])),
-		Accepted: time.UnixMilli(num(v[3])), Updated: time.UnixMilli(num(v[4]))}, true, nil
+	reason, _ := v[5].(string)
+	return queue.Entry{ID: id, Key: k, State: queue.State(num(v[1])), Attempts: int(num(v[2])),
+		Accepted: time.UnixMilli(num(v[3])), Updated: time.UnixMilli(num(v[4])), Reason: reason}, true, nil
 }
 
-// Len returns the number of live messages: the entries of the stream, from
-// which settled ones are deleted.
-func (q *Queue) Len(ctx context.Context) (int, error) {
-	if err := q.check(ctx); err != nil {
-		return 0, err
-	}
-	n, err := q.client.XLen(ctx, q.stream).Result()
-	if err != nil {
-		return 0, queueErr("len", err)
-	}
-	return int(n), nil
-}
-
-// Close makes every later call fail with [dedupehttp.ErrQueueClosed]; a
+// Close makes every later call fail with [queue.ErrClosed]; a
 // Take waiting in XREADGROUP sees it within the poll interval. It removes
 // this process's consumer from the group if no entry is pending for it
 // (entries pending for a consumer that is gone are taken over by the others
@@ -105,14 +111,18 @@ func (q *Queue) Close() error {
 }
 
 // Lua scripts of the queue. Times are the server's, in milliseconds; states
-// are the numbers of [dedupehttp.State] (1 queued, 2 processing, 3 done, 4
+// are the numbers of [queue.State] (1 queued, 2 processing, 3 done, 4
 // failed).
 var (
 	// pushScript adds a message unless KEYS[2] names a live one: it returns
 	// {1, id} when it added ARGV[1], and {0, id of the live one} otherwise.
+	// With a bound ARGV[4] > 0 it refuses a new message, with the error
+	// DEDUPE_FULL, when the stream holds that many entries.
 	pushScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[2])
 if cur then return {0, cur} end
+local bound = tonumber(ARGV[4])
+if bound > 0 and redis.call('XLEN', KEYS[1]) >= bound then return redis.error_reply('DEDUPE_FULL queue full') end
 if redis.call('EXISTS', KEYS[3]) == 1 then return redis.error_reply('queue id ' .. ARGV[1] .. ' is not new') end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
@@ -166,11 +176,14 @@ return attempts
 	// to message ARGV[7], whose state hash is KEYS[2] and live key KEYS[3],
 	// in stream KEYS[1] and group ARGV[1]. All but "done" require that the
 	// message is processing with receipt ARGV[4]. "extend" and "requeue"
-	// give the pending entry the idle time ARGV[5] ms; "fail" and "done"
-	// acknowledge and delete it, free the live key and let the state expire
-	// after ARGV[6] ms. It returns 1 if it applied the update, else 0. A
-	// message whose state is gone (a server that evicts keys) is still
-	// acknowledged by "done", with the entry id ARGV[8] from its receipt.
+	// give the pending entry the idle time ARGV[5] ms, and "requeue" takes
+	// ARGV[10] (0 or 1) off the attempts. "fail" and "done" acknowledge and
+	// delete the entry, free the live key and let the state expire after
+	// ARGV[6] ms; "fail" keeps the entry's data and the reason ARGV[9] in
+	// the state and indexes the message in the sorted set KEYS[4] by time.
+	// It returns 1 if it applied the update, else 0. A message whose state
+	// is gone (a server that evicts keys) is still acknowledged by "done",
+	// with the entry id ARGV[8] from its receipt.
 	updateScript = redis.NewScript(`
 local st = redis.call('HMGET', KEYS[2], 'state', 'receipt', 'entry')
 local state, eid = tonumber(st[1]), st[3]
@@ -193,9 +206,21 @@ if op == 'extend' or op == 'requeue' then
 	redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, eid, 'IDLE', ARGV[5], 'JUSTID')
 	if op == 'requeue' then
 		redis.call('HSET', KEYS[2], 'state', 1, 'updated', now)
+		if ARGV[10] == '1' then redis.call('HINCRBY', KEYS[2], 'attempts', -1) end
 		redis.call('HDEL', KEYS[2], 'receipt')
 	end
 	return 1
+end
+if op == 'fail' then
+	local e = redis.call('XRANGE', KEYS[1], eid, eid)
+	for i = 1, e[1] and #e[1][2] or 0, 2 do
+		if e[1][2][i] == 'data' then redis.call('HSET', KEYS[2], 'data', e[1][2][i + 1]) end
+	end
+	redis.call('HSET', KEYS[2], 'reason', ARGV[9])
+	redis.call('ZADD', KEYS[4], now, ARGV[7])
+else
+	redis.call('HDEL', KEYS[2], 'data', 'reason')
+	redis.call('ZREM', KEYS[4], ARGV[7])
 end
 if state < 3 then
 	redis.call('XACK', KEYS[1], ARGV[1], eid)

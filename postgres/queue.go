@@ -7,10 +7,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatewaykit/dedupe/queue"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/gatewaykit/dedupe/dedupehttp"
 )
 
 // DefaultQueueTable is the table a [Queue] uses when [QueueConfig.Table] is
@@ -20,24 +20,30 @@ const DefaultQueueTable = "dedupe_queue"
 // QueueConfig configures a [Queue]. The zero value gives the defaults.
 type QueueConfig struct {
 	// Table is the queue's table, named as [Config.Table] is; give each
-	// [dedupehttp.Async] (each handler) a table of its own. Default
+	// Async of dedupehttp (each handler) a table of its own. Default
 	// [DefaultQueueTable].
 	Table string
 	// Visibility is how long a take hides a message. Default
-	// [dedupehttp.DefaultVisibility].
+	// [queue.DefaultVisibility].
 	Visibility time.Duration
 	// Retention is how long the state of a done or failed message is kept;
 	// Take deletes older rows, at most once a minute and 1000 at a time.
-	// Default [dedupehttp.DefaultRetention].
+	// Default [queue.DefaultRetention].
 	Retention time.Duration
 	// PollInterval is how often Take looks for a message pushed by another
 	// process, or whose visibility timeout ran out. Default
-	// [dedupehttp.DefaultPollInterval].
+	// [queue.DefaultPollInterval].
 	PollInterval time.Duration
+	// MaxDepth bounds the live (queued or processing) rows: Push refuses
+	// more with [queue.ErrFull]. The bound is exact: with it, pushes take
+	// an advisory lock on the table one at a time and count the live rows
+	// (a count that grows with the depth). Requeue is not bounded. Zero or
+	// less: no bound, and no lock.
+	MaxDepth int
 }
 
-// Queue is a [dedupehttp.Queue] in a PostgreSQL table, shared by every
-// gateway process connected to the database: [dedupehttp.WithQueue] makes an
+// Queue is a [queue.Queue] in a PostgreSQL table, shared by every
+// gateway process connected to the database: dedupehttp.WithQueue makes an
 // Async answer 202 only once its message is committed. Take locks the first
 // visible row with FOR UPDATE SKIP LOCKED, so concurrent takers never wait
 // for each other nor take one row twice, and hides it for the visibility
@@ -59,7 +65,7 @@ type Queue struct {
 	lastSweep time.Time
 }
 
-var _ dedupehttp.Queue = (*Queue)(nil)
+var _ queue.Queue = (*Queue)(nil)
 
 // NewQueue returns a queue in cfg.Table on pool, creating the table and its
 // indexes if they are missing (under an advisory lock, so that processes
@@ -80,9 +86,9 @@ func NewQueue(ctx context.Context, pool *pgxpool.Pool, cfg QueueConfig) (*Queue,
 	if err != nil {
 		return nil, err
 	}
-	cfg.Visibility = positiveOr(cfg.Visibility, dedupehttp.DefaultVisibility)
-	cfg.Retention = positiveOr(cfg.Retention, dedupehttp.DefaultRetention)
-	cfg.PollInterval = positiveOr(cfg.PollInterval, dedupehttp.DefaultPollInterval)
+	cfg.Visibility = positiveOr(cfg.Visibility, queue.DefaultVisibility)
+	cfg.Retention = positiveOr(cfg.Retention, queue.DefaultRetention)
+	cfg.PollInterval = positiveOr(cfg.PollInterval, queue.DefaultPollInterval)
 	q := &Queue{pool: pool, cfg: cfg, sql: newQueueStatements(ident), wake: make(chan struct{}), done: make(chan struct{})}
 	if err := q.createTable(ctx); err != nil {
 		return nil, fmt.Errorf("dedupe: postgres queue: create %s: %w", cfg.Table, err)
@@ -100,21 +106,29 @@ func positiveOr(d, def time.Duration) time.Duration {
 // queueStatements are the SQL texts of a Queue, built once for its table.
 // Durations travel as whole microseconds.
 type queueStatements struct {
-	lockKey, schema                  string
-	push, take, extend, requeue      string
-	fail, done, status, count, sweep string
+	lockKey, schema               string
+	table, hasReason, addReason   string
+	push, depth, take             string
+	extend, requeue, fail, done   string
+	status, count, failed, revive string
+	sweep                         string
 }
 
 func newQueueStatements(ident pgx.Identifier) queueStatements {
 	t := ident.Sanitize()
 	index := func(suffix string) string { return pgx.Identifier{ident[len(ident)-1] + suffix}.Sanitize() }
 	const after = `now() + %s::bigint * interval '1 microsecond'`
+	const retained = `now() - %s::bigint * interval '1 microsecond'`
+	const entry = `id, key, state, attempts, accepted_at, updated_at, coalesce(reason, '')`
 	return queueStatements{
-		lockKey: "dedupe_queue:" + t,
+		lockKey:   "dedupe_queue:" + t,
+		table:     t,
+		hasReason: `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'reason' AND NOT attisdropped)`,
+		addReason: `ALTER TABLE ` + t + ` ADD COLUMN IF NOT EXISTS reason text`,
 		schema: `CREATE TABLE IF NOT EXISTS ` + t + ` (
 	id text PRIMARY KEY, key text NOT NULL, state smallint NOT NULL,
 	attempts integer NOT NULL DEFAULT 0, receipt text, visible_at timestamptz NOT NULL,
-	accepted_at timestamptz NOT NULL, updated_at timestamptz NOT NULL, data bytea);
+	accepted_at timestamptz NOT NULL, updated_at timestamptz NOT NULL, data bytea, reason text);
 CREATE UNIQUE INDEX IF NOT EXISTS ` + index("_live_idx") + ` ON ` + t + ` (key) WHERE state < 3;
 CREATE INDEX IF NOT EXISTS ` + index("_visible_idx") + ` ON ` + t + ` (visible_at) WHERE state < 3;
 CREATE INDEX IF NOT EXISTS ` + index("_settled_idx") + ` ON ` + t + ` (updated_at) WHERE state >= 3`,
@@ -135,13 +149,21 @@ SELECT id, false FROM ` + t + ` WHERE key = $2 AND state < 3 AND NOT EXISTS (SEL
 WHERE id = (SELECT id FROM ` + t + ` WHERE state < 3 AND visible_at <= now()
 	ORDER BY visible_at LIMIT 1 FOR UPDATE SKIP LOCKED)
 RETURNING data, attempts`,
-		extend:  `UPDATE ` + t + ` SET visible_at = ` + fmt.Sprintf(after, "$3") + ` WHERE id = $1 AND receipt = $2 AND state = 2`,
-		requeue: `UPDATE ` + t + ` SET state = 1, receipt = NULL, visible_at = ` + fmt.Sprintf(after, "$3") + `, updated_at = now() WHERE id = $1 AND receipt = $2 AND state = 2`,
-		fail:    `UPDATE ` + t + ` SET state = 4, receipt = NULL, data = NULL, updated_at = now() WHERE id = $1 AND receipt = $2 AND state = 2`,
-		done:    `UPDATE ` + t + ` SET state = 3, receipt = NULL, data = NULL, updated_at = now() WHERE id = $1 AND state <> 3`,
-		status: `SELECT key, state, attempts, accepted_at, updated_at FROM ` + t + `
-WHERE id = $1 AND (state < 3 OR updated_at > now() - $2::bigint * interval '1 microsecond')`,
-		count: `SELECT count(*) FROM ` + t + ` WHERE state < 3`,
+		extend: `UPDATE ` + t + ` SET visible_at = ` + fmt.Sprintf(after, "$3") + ` WHERE id = $1 AND receipt = $2 AND state = 2`,
+		requeue: `UPDATE ` + t + ` SET state = 1, receipt = NULL, visible_at = ` + fmt.Sprintf(after, "$3") + `, updated_at = now(),
+	attempts = attempts - $4 WHERE id = $1 AND receipt = $2 AND state = 2`,
+		fail: `UPDATE ` + t + ` SET state = 4, receipt = NULL, reason = $3, updated_at = now() WHERE id = $1 AND receipt = $2 AND state = 2`,
+		done: `UPDATE ` + t + ` SET state = 3, receipt = NULL, data = NULL, reason = NULL, updated_at = now() WHERE id = $1 AND state <> 3`,
+		status: `SELECT ` + entry + ` FROM ` + t + `
+WHERE id = $1 AND (state < 3 OR updated_at > ` + fmt.Sprintf(retained, "$2") + `)`,
+		depth: `SELECT count(*), count(*) FILTER (WHERE key = $1) FROM ` + t + ` WHERE state < 3`,
+		count: `SELECT count(*) FILTER (WHERE state < 3), count(*) FILTER (WHERE state = 4 AND updated_at > ` + fmt.Sprintf(retained, "$1") + `)
+FROM ` + t + ` WHERE state <> 3`,
+		failed: `SELECT ` + entry + ` FROM ` + t + ` WHERE state = 4 AND updated_at > ` + fmt.Sprintf(retained, "$1") + `
+ORDER BY updated_at DESC LIMIT $2`,
+		revive: `UPDATE ` + t + ` AS m SET state = 1, attempts = 0, reason = NULL, receipt = NULL, visible_at = now(), updated_at = now()
+WHERE id = $1 AND state = 4 AND updated_at > ` + fmt.Sprintf(retained, "$2") + ` AND data IS NOT NULL
+	AND NOT EXISTS (SELECT 1 FROM ` + t + ` AS l WHERE l.key = m.key AND l.state < 3)`,
 		sweep: `DELETE FROM ` + t + ` WHERE id IN (SELECT id FROM ` + t + `
 	WHERE state >= 3 AND updated_at <= now() - $1::bigint * interval '1 microsecond' LIMIT 1000)`,
 	}
@@ -154,7 +176,14 @@ func (q *Queue) createTable(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, q.sql.lockKey); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, q.sql.schema)
+		if _, err := tx.Exec(ctx, q.sql.schema); err != nil {
+			return err
+		}
+		var has bool // a table of an earlier version has no reason
+		if err := tx.QueryRow(ctx, q.sql.hasReason, q.sql.table).Scan(&has); err != nil || has {
+			return err
+		}
+		_, err := tx.Exec(ctx, q.sql.addReason)
 		return err
 	})
 }
@@ -165,29 +194,32 @@ func (q *Queue) check(ctx context.Context) error {
 	closed := q.closed
 	q.mu.Unlock()
 	if closed {
-		return dedupehttp.ErrQueueClosed
+		return queue.ErrClosed
 	}
 	return ctx.Err()
 }
 
 // queueErr wraps err from operation op, but the sentinels and context errors.
 func queueErr(op string, err error) error {
-	if errors.Is(err, dedupehttp.ErrQueueClosed) || errors.Is(err, dedupehttp.ErrStaleDelivery) ||
+	if errors.Is(err, queue.ErrClosed) || errors.Is(err, queue.ErrStaleDelivery) || errors.Is(err, queue.ErrFull) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	return fmt.Errorf("dedupe: postgres queue: %s: %w", op, err)
 }
 
-// Push inserts m unless a live message has its key; see [dedupehttp.Queue].
+// Push inserts m unless a live message has its key; see [queue.Queue].
 // The row is committed when Push returns.
-func (q *Queue) Push(ctx context.Context, m dedupehttp.Message) (string, bool, error) {
+func (q *Queue) Push(ctx context.Context, m queue.Message) (string, bool, error) {
 	if err := q.check(ctx); err != nil {
 		return "", false, err
 	}
 	data, err := m.MarshalBinary()
 	if err != nil {
 		return "", false, queueErr("push", err)
+	}
+	if q.cfg.MaxDepth > 0 {
+		return q.pushBounded(ctx, m, data)
 	}
 	for range 5 {
 		var id string

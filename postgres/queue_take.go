@@ -6,16 +6,17 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gatewaykit/dedupe/queue"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gatewaykit/dedupe"
-	"github.com/gatewaykit/dedupe/dedupehttp"
 )
 
-// Take waits for a visible row and hides it; see [dedupehttp.Queue]. It
+// Take waits for a visible row and hides it; see [queue.Queue]. It
 // looks again every [QueueConfig.PollInterval], and at once when this
 // process pushes or puts a message back.
-func (q *Queue) Take(ctx context.Context) (dedupehttp.Delivery, error) {
+func (q *Queue) Take(ctx context.Context) (queue.Delivery, error) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
@@ -25,7 +26,7 @@ func (q *Queue) Take(ctx context.Context) (dedupehttp.Delivery, error) {
 		q.mu.Unlock()
 		d, ok, err := q.tryTake(ctx)
 		if err != nil && q.check(context.Background()) != nil {
-			return dedupehttp.Delivery{}, dedupehttp.ErrQueueClosed // closed mid-call
+			return queue.Delivery{}, queue.ErrClosed // closed mid-call
 		}
 		if err != nil || ok {
 			return d, err
@@ -38,32 +39,32 @@ func (q *Queue) Take(ctx context.Context) (dedupehttp.Delivery, error) {
 			}
 		case <-timer.C:
 		case <-q.done:
-			return dedupehttp.Delivery{}, dedupehttp.ErrQueueClosed
+			return queue.Delivery{}, queue.ErrClosed
 		case <-ctx.Done():
-			return dedupehttp.Delivery{}, ctx.Err()
+			return queue.Delivery{}, ctx.Err()
 		}
 	}
 }
 
 // tryTake takes the first visible row, if there is one.
-func (q *Queue) tryTake(ctx context.Context) (dedupehttp.Delivery, bool, error) {
+func (q *Queue) tryTake(ctx context.Context) (queue.Delivery, bool, error) {
 	if err := q.check(ctx); err != nil {
-		return dedupehttp.Delivery{}, false, err
+		return queue.Delivery{}, false, err
 	}
 	q.sweep(ctx)
-	receipt := dedupehttp.NewReceipt()
+	receipt := queue.NewReceipt()
 	var data []byte
 	var attempts int
 	err := q.pool.QueryRow(ctx, q.sql.take, receipt, q.cfg.Visibility.Microseconds()).Scan(&data, &attempts)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return dedupehttp.Delivery{}, false, nil
+		return queue.Delivery{}, false, nil
 	}
 	if err != nil {
-		return dedupehttp.Delivery{}, false, queueErr("take", err)
+		return queue.Delivery{}, false, queueErr("take", err)
 	}
-	d := dedupehttp.Delivery{Attempt: attempts, Receipt: receipt, Visibility: q.cfg.Visibility}
+	d := queue.Delivery{Attempt: attempts, Receipt: receipt, Visibility: q.cfg.Visibility}
 	if err := d.Message.UnmarshalBinary(data); err != nil {
-		return dedupehttp.Delivery{}, false, queueErr("take", err)
+		return queue.Delivery{}, false, queueErr("take", err)
 	}
 	return d, true, nil
 }
@@ -85,81 +86,80 @@ func (q *Queue) sweep(ctx context.Context) {
 	}
 }
 
-// Update moves d on to state s; see [dedupehttp.Queue].
-func (q *Queue) Update(ctx context.Context, d dedupehttp.Delivery, s dedupehttp.State, after time.Duration) error {
+// Update moves d on as c says; see [queue.Queue].
+func (q *Queue) Update(ctx context.Context, d queue.Delivery, c queue.Change) error {
 	if err := q.check(ctx); err != nil {
 		return err
 	}
 	vis := q.cfg.Visibility
 	var stmt string
 	args := []any{d.ID, d.Receipt}
-	switch s {
-	case dedupehttp.StateProcessing:
+	switch c.State {
+	case queue.StateProcessing:
 		hidden := vis
-		if after > 0 {
-			hidden = min(after, vis)
+		if c.After > 0 {
+			hidden = min(c.After, vis)
 		}
 		stmt, args = q.sql.extend, append(args, hidden.Microseconds())
-	case dedupehttp.StateQueued:
-		stmt, args = q.sql.requeue, append(args, min(max(after, 0), vis).Microseconds())
-	case dedupehttp.StateFailed:
-		stmt = q.sql.fail
-	case dedupehttp.StateDone:
+	case queue.StateQueued:
+		uncount := 0
+		if c.NotRun {
+			uncount = 1
+		}
+		stmt, args = q.sql.requeue, append(args, min(max(c.After, 0), vis).Microseconds(), uncount)
+	case queue.StateFailed:
+		stmt, args = q.sql.fail, append(args, c.Reason)
+	case queue.StateDone:
 		stmt, args = q.sql.done, args[:1]
 	default:
-		return fmt.Errorf("dedupe: postgres queue: update to state %d", s)
+		return fmt.Errorf("dedupe: postgres queue: update to state %d", c.State)
 	}
 	tag, err := q.pool.Exec(ctx, stmt, args...)
 	switch {
 	case err != nil:
 		return queueErr("update", err)
-	case tag.RowsAffected() == 0 && s != dedupehttp.StateDone:
-		return fmt.Errorf("%w: %s", dedupehttp.ErrStaleDelivery, d.ID)
+	case tag.RowsAffected() == 0 && c.State != queue.StateDone:
+		return fmt.Errorf("%w: %s", queue.ErrStaleDelivery, d.ID)
 	}
-	if s == dedupehttp.StateQueued {
+	if c.State == queue.StateQueued {
 		q.wakeTakers()
 	}
 	return nil
 }
 
-// Status returns the state of the message with id; see [dedupehttp.Queue].
-func (q *Queue) Status(ctx context.Context, id string) (dedupehttp.Entry, bool, error) {
+// Status returns the state of the message with id; see [queue.Queue].
+func (q *Queue) Status(ctx context.Context, id string) (queue.Entry, bool, error) {
 	if err := q.check(ctx); err != nil {
-		return dedupehttp.Entry{}, false, err
+		return queue.Entry{}, false, err
 	}
-	var key string
+	e, err := scanEntry(q.pool.QueryRow(ctx, q.sql.status, id, q.cfg.Retention.Microseconds()))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return queue.Entry{}, false, nil
+	}
+	if err != nil {
+		return queue.Entry{}, false, queueErr("status", err)
+	}
+	return e, true, nil
+}
+
+// scanEntry reads an entry from a row of the statements' entry columns.
+func scanEntry(row pgx.Row) (queue.Entry, error) {
+	var id, key, reason string
 	var state int16
 	var attempts int
 	var accepted, updated time.Time
-	err := q.pool.QueryRow(ctx, q.sql.status, id, q.cfg.Retention.Microseconds()).
-		Scan(&key, &state, &attempts, &accepted, &updated)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return dedupehttp.Entry{}, false, nil
-	}
-	if err != nil {
-		return dedupehttp.Entry{}, false, queueErr("status", err)
+	if err := row.Scan(&id, &key, &state, &attempts, &accepted, &updated, &reason); err != nil {
+		return queue.Entry{}, err
 	}
 	k, err := dedupe.ParseKey(key)
 	if err != nil {
-		return dedupehttp.Entry{}, false, queueErr("status", err)
+		return queue.Entry{}, err
 	}
-	return dedupehttp.Entry{ID: id, Key: k, State: dedupehttp.State(state), Attempts: attempts,
-		Accepted: accepted, Updated: updated}, true, nil
+	return queue.Entry{ID: id, Key: k, State: queue.State(state), Attempts: attempts,
+		Accepted: accepted, Updated: updated, Reason: reason}, nil
 }
 
-// Len returns the number of live rows.
-func (q *Queue) Len(ctx context.Context) (int, error) {
-	if err := q.check(ctx); err != nil {
-		return 0, err
-	}
-	var n int
-	if err := q.pool.QueryRow(ctx, q.sql.count).Scan(&n); err != nil {
-		return 0, queueErr("len", err)
-	}
-	return n, nil
-}
-
-// Close wakes every Take with [dedupehttp.ErrQueueClosed] and makes every
+// Close wakes every Take with [queue.ErrClosed] and makes every
 // later call fail with it. The rows stay; the pool stays open. It may be
 // called more than once.
 func (q *Queue) Close() error {

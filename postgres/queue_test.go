@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewaykit/dedupe/queue"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatewaykit/dedupe"
-	"github.com/gatewaykit/dedupe/dedupehttp"
-	"github.com/gatewaykit/dedupe/dedupehttp/queuetest"
 	"github.com/gatewaykit/dedupe/postgres"
+	"github.com/gatewaykit/dedupe/queue/queuetest"
 )
 
 // queuePool returns a pool on the server of DEDUPE_POSTGRES_DSN, closed at
@@ -45,10 +46,11 @@ func dropAtEnd(t *testing.T, pool *pgxpool.Pool, table string) {
 func TestQueueConformance(t *testing.T) {
 	pool := queuePool(t)
 	queuetest.Run(t, queuetest.Config{
-		New: func(t *testing.T, o queuetest.Options) dedupehttp.Queue {
+		New: func(t *testing.T, o queuetest.Options) queue.Queue {
 			table := "dedupe_test_queue_" + strings.ToLower(rand.Text()[:10])
 			q, err := postgres.NewQueue(t.Context(), pool, postgres.QueueConfig{
-				Table: table, Visibility: o.Visibility, Retention: o.Retention, PollInterval: 20 * time.Millisecond,
+				Table: table, Visibility: o.Visibility, Retention: o.Retention, MaxDepth: o.MaxDepth,
+				PollInterval: 20 * time.Millisecond,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -64,8 +66,21 @@ func TestQueueConformance(t *testing.T) {
 // exactly once. The marks are in PostgreSQL too.
 func TestQueueKill(t *testing.T) {
 	queuePool(t) // skips without a server
-	queuetest.Kill(t, queuetest.KillConfig{
-		Open: func(t *testing.T, name, _ string) (dedupehttp.Queue, dedupe.Store) {
+	queuetest.Kill(t, postgresKillConfig())
+}
+
+// TestQueuePoison sends a gateway that queues there a message whose handler
+// kills its process: the message is failed after its three attempts, three
+// processes killed, and the gateway lives on.
+func TestQueuePoison(t *testing.T) {
+	queuePool(t) // skips without a server
+	queuetest.Poison(t, postgresKillConfig())
+}
+
+// postgresKillConfig is the deployment that Kill and Poison crash.
+func postgresKillConfig() queuetest.KillConfig {
+	return queuetest.KillConfig{
+		Open: func(t *testing.T, name, _ string) (queue.Queue, dedupe.Store) {
 			pool := queuePool(t)
 			q, err := postgres.NewQueue(context.Background(), pool, postgres.QueueConfig{
 				Table: name + "_queue", Visibility: time.Second, PollInterval: 50 * time.Millisecond,
@@ -83,5 +98,50 @@ func TestQueueKill(t *testing.T) {
 			pool := queuePool(t)
 			_, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS "`+name+`_queue", "`+name+`_marks"`)
 		},
-	})
+	}
+}
+
+// TestQueueUpgrade: a table written by an earlier version, without the
+// reason column, is upgraded in place; its rows are kept.
+func TestQueueUpgrade(t *testing.T) {
+	pool := queuePool(t)
+	ctx := t.Context()
+	table := "dedupe_test_upgrade_" + strings.ToLower(rand.Text()[:10])
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS "`+table+`"`) })
+	_, err := pool.Exec(ctx, `CREATE TABLE "`+table+`" (
+	id text PRIMARY KEY, key text NOT NULL, state smallint NOT NULL,
+	attempts integer NOT NULL DEFAULT 0, receipt text, visible_at timestamptz NOT NULL,
+	accepted_at timestamptz NOT NULL, updated_at timestamptz NOT NULL, data bytea)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := queue.Message{ID: "old", Key: dedupe.Key{Channel: "c", MessageID: "1"}, Method: "POST", Target: "/"}
+	data, err := m.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = pool.Exec(ctx, `INSERT INTO "`+table+`" (id, key, state, visible_at, accepted_at, updated_at, data)
+VALUES ($1, $2, 1, now(), now(), now(), $3)`, m.ID, m.Key.String(), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second finds the column
+		q, err := postgres.NewQueue(ctx, pool, postgres.QueueConfig{Table: table, PollInterval: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := q.Take(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Update(ctx, d, queue.Change{State: queue.StateFailed, Reason: "why"}); err != nil {
+			t.Fatal(err)
+		}
+		if e, ok, err := q.Status(ctx, "old"); err != nil || !ok || e.Reason != "why" {
+			t.Fatalf("Status = %+v, %v, %v", e, ok, err)
+		}
+		if ok, err := q.Requeue(ctx, "old"); err != nil || !ok {
+			t.Fatalf("Requeue = %v, %v", ok, err)
+		}
+	}
 }

@@ -44,6 +44,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatewaykit/dedupe/queue"
+
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
 	"github.com/gatewaykit/dedupe/dedupeprom"
@@ -72,7 +74,7 @@ func main() {
 
 // backend is an opened queue and store, and what closes them.
 type backend struct {
-	queue dedupehttp.Queue
+	queue queue.Queue
 	store dedupe.Store
 	close func()
 	drop  func() // deletes the queue's and the store's data from a shared server
@@ -82,7 +84,7 @@ type backend struct {
 func open(ctx context.Context, spec, name string) (*backend, error) {
 	switch {
 	case spec == "memory":
-		q, s := dedupehttp.NewMemoryQueue(dedupehttp.MemoryQueueConfig{}), dedupe.NewMemoryStore(dedupe.MemoryConfig{})
+		q, s := queue.NewMemory(queue.MemoryConfig{}), dedupe.NewMemoryStore(dedupe.MemoryConfig{})
 		return &backend{q, s, func() { q.Close(); s.Close() }, func() {}}, nil
 	case strings.HasPrefix(spec, "redis://"):
 		opt, err := redis.ParseURL(spec)
@@ -119,7 +121,7 @@ func open(ctx context.Context, spec, name string) (*backend, error) {
 		return &backend{q, s, func() { q.Close(); s.Close(); pool.Close() }, drop}, err
 	case strings.HasPrefix(spec, "sqlite:"):
 		path := strings.TrimPrefix(spec, "sqlite:")
-		q, err := dedupehttp.OpenSQLiteQueue(path, dedupehttp.SQLiteQueueConfig{})
+		q, err := queue.OpenSQLite(path, queue.SQLiteConfig{})
 		if err != nil {
 			return nil, err
 		}
@@ -145,7 +147,7 @@ func newMux(b *backend, overflow int, work time.Duration, tg platform.Preset) (*
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 	})
-	opts := []dedupehttp.Option{dedupehttp.WithVerify(tg), dedupehttp.WithWorkers(2), dedupehttp.WithMaxAttempts(3)}
+	opts := []dedupehttp.AsyncOption{dedupehttp.WithVerify(tg), dedupehttp.WithWorkers(2), dedupehttp.WithMaxAttempts(3)}
 	if overflow > 0 {
 		opts = append(opts, dedupehttp.WithOverflow(b.queue), dedupehttp.WithQueueSize(max(overflow-2, 0)))
 	} else {
@@ -287,7 +289,7 @@ func printMetrics(base string) error {
 	}
 	for line := range strings.Lines(buf.String()) {
 		if strings.HasPrefix(line, "dedupe_queue_depth") || strings.HasPrefix(line, "dedupe_queue_processed_total") ||
-			strings.HasPrefix(line, "dedupe_queue_processing_seconds_count") {
+			strings.HasPrefix(line, "dedupe_queue_processing_duration_seconds_count") {
 			fmt.Print("  ", line)
 		}
 	}

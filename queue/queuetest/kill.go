@@ -22,6 +22,7 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
+	"github.com/gatewaykit/dedupe/queue"
 )
 
 // Environment of a child process of [Kill].
@@ -40,7 +41,7 @@ type KillConfig struct {
 	// directory that the parent and the children share), and the queue's
 	// visibility timeout should be short (about a second) for the test to be
 	// quick. Kill closes both.
-	Open func(t *testing.T, name, dir string) (dedupehttp.Queue, dedupe.Store)
+	Open func(t *testing.T, name, dir string) (queue.Queue, dedupe.Store)
 	// Drop, if not nil, deletes what Open created for name on a shared
 	// server; the parent calls it at the end of the test.
 	Drop func(t *testing.T, name string)
@@ -159,7 +160,7 @@ func killChild(t *testing.T, cfg KillConfig, phase string) {
 // <id> <pid>" to events, works 10 ms, and appends "end <id> <pid>"; in the
 // first phase every handler after the first completeFirst blocks for good
 // after its start.
-func newKillGateway(cfg KillConfig, name, phase string, q dedupehttp.Queue, store dedupe.Store,
+func newKillGateway(cfg KillConfig, name, phase string, q queue.Queue, store dedupe.Store,
 	events *os.File, out *lineOut) *dedupehttp.Async {
 	var started atomic.Int32
 	pid := os.Getpid()
@@ -169,6 +170,9 @@ func newKillGateway(cfg KillConfig, name, phase string, q dedupehttp.Queue, stor
 		out.printf("start %s", k.MessageID)
 		if phase == "first" && started.Add(1) > completeFirst {
 			select {} // mid-handler when the process is killed
+		}
+		if phase == poisonPhase && k.MessageID == poisonID {
+			killSelf() // a message that kills its worker: out of memory, a stack overflow…
 		}
 		time.Sleep(10 * time.Millisecond)
 		_, _ = fmt.Fprintf(events, "end %s %d\n", k.MessageID, pid)
@@ -184,10 +188,12 @@ func newKillGateway(cfg KillConfig, name, phase string, q dedupehttp.Queue, stor
 	d := dedupe.New(store, dedupe.WithLease(cfg.Lease))
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	return dedupehttp.NewAsync(d, extract, h, dedupehttp.WithQueue(q), dedupehttp.WithWorkers(cfg.Workers),
-		dedupehttp.WithLogger(logger),
+		dedupehttp.WithLogger(logger), dedupehttp.WithMaxAttempts(poisonAttempts),
 		dedupehttp.WithDone(func(_ context.Context, k dedupe.Key, err error) {
 			if err == nil {
 				out.printf("settled %s", k.MessageID)
+			} else {
+				out.printf("failed %s", k.MessageID)
 			}
 		}))
 }

@@ -1,11 +1,11 @@
 // Package queuetest is the conformance suite for implementations of
-// [dedupehttp.Queue], and the crash test that every durable queue of this
+// [queue.Queue], and the crash test that every durable queue of this
 // module passes. Every queue in this module runs them; a third-party queue
 // should too:
 //
 //	func TestQueueConformance(t *testing.T) {
 //		queuetest.Run(t, queuetest.Config{
-//			New: func(t *testing.T, o queuetest.Options) dedupehttp.Queue {
+//			New: func(t *testing.T, o queuetest.Options) queue.Queue {
 //				return myqueue.New(myqueue.Config{Visibility: o.Visibility, Retention: o.Retention})
 //			},
 //		})
@@ -30,7 +30,7 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
-	"github.com/gatewaykit/dedupe/dedupehttp"
+	"github.com/gatewaykit/dedupe/queue"
 )
 
 // Options are the settings Run asks of each queue it creates.
@@ -39,6 +39,9 @@ type Options struct {
 	Visibility time.Duration
 	// Retention is how long the state of a settled message must be kept.
 	Retention time.Duration
+	// MaxDepth, if positive, is the bound on live messages the queue must
+	// enforce with [queue.ErrFull].
+	MaxDepth int
 }
 
 // Config describes the queue under test.
@@ -46,12 +49,12 @@ type Config struct {
 	// New returns a new, empty queue configured by o. Run closes it (Close is
 	// part of the contract being tested, so New should not register its own
 	// Close); New may register the removal of what the queue left behind.
-	New func(t *testing.T, o Options) dedupehttp.Queue
+	New func(t *testing.T, o Options) queue.Queue
 
 	// Bubble runs each test, New included, in a testing/synctest bubble, so
 	// that its timeouts pass in no time: for a queue whose clock is the time
 	// package's and that talks to no server, such as
-	// [dedupehttp.MemoryQueue].
+	// [queue.Memory].
 	Bubble bool
 
 	// Unit scales the durations of the tests: the visibility timeout is 4
@@ -61,7 +64,7 @@ type Config struct {
 
 // suite is one test's queue and settings.
 type suite struct {
-	q    dedupehttp.Queue
+	q    queue.Queue
 	unit time.Duration
 	vis  time.Duration
 	ret  time.Duration
@@ -78,26 +81,31 @@ func Run(t *testing.T, cfg Config) {
 		cfg.Unit = 100 * time.Millisecond
 	}
 	for _, tc := range []struct {
-		name string
-		f    func(*testing.T, *suite)
+		name  string
+		f     func(*testing.T, *suite)
+		depth int // Options.MaxDepth
 	}{
-		{"PushTakeDone", testPushTakeDone},
-		{"MessageRoundTrip", testMessageRoundTrip},
-		{"OneLivePerKey", testOneLivePerKey},
-		{"VisibilityTimeout", testVisibilityTimeout},
-		{"Extend", testExtend},
-		{"Requeue", testRequeue},
-		{"Failed", testFailed},
-		{"Status", testStatus},
-		{"Retention", testRetention},
-		{"ConcurrentTakers", testConcurrentTakers},
-		{"TakeCancelled", testTakeCancelled},
-		{"Close", testClose},
+		{"PushTakeDone", testPushTakeDone, 0},
+		{"MessageRoundTrip", testMessageRoundTrip, 0},
+		{"OneLivePerKey", testOneLivePerKey, 0},
+		{"VisibilityTimeout", testVisibilityTimeout, 0},
+		{"Extend", testExtend, 0},
+		{"Requeue", testRequeue, 0},
+		{"Failed", testFailed, 0},
+		{"NotRun", testNotRun, 0},
+		{"DeadLetter", testDeadLetter, 0},
+		{"RequeueRefused", testRequeueRefused, 0},
+		{"MaxDepth", testMaxDepth, depthBound},
+		{"Status", testStatus, 0},
+		{"Retention", testRetention, 0},
+		{"ConcurrentTakers", testConcurrentTakers, 0},
+		{"TakeCancelled", testTakeCancelled, 0},
+		{"Close", testClose, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := func(t *testing.T) {
 				s := &suite{unit: cfg.Unit, vis: 4 * cfg.Unit, ret: 6 * cfg.Unit, run: rand.Text()[:10]}
-				s.q = cfg.New(t, Options{Visibility: s.vis, Retention: s.ret})
+				s.q = cfg.New(t, Options{Visibility: s.vis, Retention: s.ret, MaxDepth: tc.depth})
 				if s.q == nil {
 					t.Fatal("queuetest: New returned nil")
 				}
@@ -114,10 +122,10 @@ func Run(t *testing.T, cfg Config) {
 }
 
 // message returns a new message with a key of its own.
-func (s *suite) message() dedupehttp.Message {
+func (s *suite) message() queue.Message {
 	s.seq++
 	n := strconv.Itoa(s.seq)
-	return dedupehttp.Message{
+	return queue.Message{
 		ID:       s.run + "-" + n,
 		Key:      dedupe.Key{Channel: "queuetest", MessageID: s.run + "-" + n},
 		Method:   http.MethodPost,
@@ -137,7 +145,7 @@ func (s *suite) ctx(t *testing.T) context.Context {
 }
 
 // push pushes m and fails unless it was added.
-func (s *suite) push(t *testing.T, m dedupehttp.Message) {
+func (s *suite) push(t *testing.T, m queue.Message) {
 	t.Helper()
 	id, added, err := s.q.Push(s.ctx(t), m)
 	if err != nil || !added || id != m.ID {
@@ -146,7 +154,7 @@ func (s *suite) push(t *testing.T, m dedupehttp.Message) {
 }
 
 // take takes a message, waiting at most within.
-func (s *suite) take(t *testing.T, within time.Duration) dedupehttp.Delivery {
+func (s *suite) take(t *testing.T, within time.Duration) queue.Delivery {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
@@ -171,24 +179,32 @@ func (s *suite) none(t *testing.T, d time.Duration, why string) {
 	}
 }
 
-// update updates d and fails on an error.
-func (s *suite) update(t *testing.T, d dedupehttp.Delivery, st dedupehttp.State, after time.Duration) {
+// update moves d on to st after after, and fails on an error.
+func (s *suite) update(t *testing.T, d queue.Delivery, st queue.State, after time.Duration) {
 	t.Helper()
-	if err := s.q.Update(s.ctx(t), d, st, after); err != nil {
+	if err := s.q.Update(s.ctx(t), d, queue.Change{State: st, After: after}); err != nil {
 		t.Fatalf("Update(%s, %s, %v): %v", d.ID, st, after, err)
 	}
 }
 
-// stale checks that updating d to st is refused with ErrStaleDelivery.
-func (s *suite) stale(t *testing.T, d dedupehttp.Delivery, st dedupehttp.State) {
+// fail settles d as failed for reason, and fails on an error.
+func (s *suite) fail(t *testing.T, d queue.Delivery, reason string) {
 	t.Helper()
-	if err := s.q.Update(s.ctx(t), d, st, 0); !errors.Is(err, dedupehttp.ErrStaleDelivery) {
+	if err := s.q.Update(s.ctx(t), d, queue.Change{State: queue.StateFailed, Reason: reason}); err != nil {
+		t.Fatalf("Update(%s, failed): %v", d.ID, err)
+	}
+}
+
+// stale checks that updating d to st is refused with ErrStaleDelivery.
+func (s *suite) stale(t *testing.T, d queue.Delivery, st queue.State) {
+	t.Helper()
+	if err := s.q.Update(s.ctx(t), d, queue.Change{State: st}); !errors.Is(err, queue.ErrStaleDelivery) {
 		t.Fatalf("Update(%s, %s) by a stale delivery: %v, want ErrStaleDelivery", d.ID, st, err)
 	}
 }
 
 // status returns the entry of id and fails unless it is known.
-func (s *suite) status(t *testing.T, id string) dedupehttp.Entry {
+func (s *suite) status(t *testing.T, id string) queue.Entry {
 	t.Helper()
 	e, ok, err := s.q.Status(s.ctx(t), id)
 	if err != nil || !ok {
@@ -198,7 +214,7 @@ func (s *suite) status(t *testing.T, id string) dedupehttp.Entry {
 }
 
 // wantState checks the state and attempts of id.
-func (s *suite) wantState(t *testing.T, id string, st dedupehttp.State, attempts int) {
+func (s *suite) wantState(t *testing.T, id string, st queue.State, attempts int) {
 	t.Helper()
 	e := s.status(t, id)
 	if e.State != st || e.Attempts != attempts {
@@ -209,14 +225,23 @@ func (s *suite) wantState(t *testing.T, id string, st dedupehttp.State, attempts
 // wantLen checks the number of live messages.
 func (s *suite) wantLen(t *testing.T, want int) {
 	t.Helper()
-	n, err := s.q.Len(s.ctx(t))
-	if err != nil || n != want {
-		t.Fatalf("Len = %d, %v; want %d", n, err, want)
+	c, err := s.q.Count(s.ctx(t))
+	if err != nil || c.Live != want {
+		t.Fatalf("Count = %+v, %v; want %d live", c, err, want)
+	}
+}
+
+// wantCounts checks the live and failed messages.
+func (s *suite) wantCounts(t *testing.T, want queue.Counts) {
+	t.Helper()
+	c, err := s.q.Count(s.ctx(t))
+	if err != nil || c != want {
+		t.Fatalf("Count = %+v, %v; want %+v", c, err, want)
 	}
 }
 
 // sameMessage checks that got carries want intact.
-func sameMessage(t *testing.T, got, want dedupehttp.Message) {
+func sameMessage(t *testing.T, got, want queue.Message) {
 	t.Helper()
 	if got.ID != want.ID || got.Key != want.Key || got.Method != want.Method || got.Target != want.Target ||
 		got.Host != want.Host || got.TraceID != want.TraceID || !bytes.Equal(got.Body, want.Body) ||

@@ -1,25 +1,26 @@
-package dedupehttp
+package queue
 
 import (
 	"container/heap"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/gatewaykit/dedupe"
 )
 
-// DefaultMaxSettled is how many done or failed messages a [MemoryQueue]
+// DefaultMaxSettled is how many done or failed messages a [Memory]
 // keeps the state of at most, by default.
 const DefaultMaxSettled = 10_000
 
-// MemoryQueueConfig configures a [MemoryQueue]. The zero value gives the
+// MemoryConfig configures a [Memory]. The zero value gives the
 // defaults.
-type MemoryQueueConfig struct {
-	// Capacity bounds the live (queued or processing) messages: Push refuses
-	// more with [ErrQueueFull]. Zero or less: no bound.
-	Capacity int
+type MemoryConfig struct {
+	// MaxDepth bounds the live (queued or processing) messages: Push refuses
+	// more with [ErrFull]. Zero or less: no bound.
+	MaxDepth int
 	// Visibility is how long a take hides a message. Default
 	// [DefaultVisibility].
 	Visibility time.Duration
@@ -27,19 +28,22 @@ type MemoryQueueConfig struct {
 	// Default [DefaultRetention].
 	Retention time.Duration
 	// MaxSettled bounds the done or failed messages whose state is kept; the
-	// oldest are forgotten first. Default [DefaultMaxSettled].
+	// oldest are forgotten first. A failed message keeps its request (its
+	// body included) for [Memory.Requeue], so this bounds their memory too.
+	// Default [DefaultMaxSettled].
 	MaxSettled int
 }
 
-// MemoryQueue is a [Queue] in the process's memory. It has every behaviour
+// Memory is a [Queue] in the process's memory. It has every behaviour
 // of a durable queue (visibility timeouts, one live message per key, states)
 // but a crash of the process loses every message in it, including those
 // already answered 202 Accepted. Use it in tests, and where a lost message is
-// acceptable; [Async] without [WithQueue] keeps its messages in memory too.
+// acceptable; dedupehttp's Async without a queue keeps its messages in
+// memory too.
 // Its clock is the time package's, so tests can run it under
-// testing/synctest. A MemoryQueue is safe for concurrent use.
-type MemoryQueue struct {
-	cfg MemoryQueueConfig
+// testing/synctest. A Memory is safe for concurrent use.
+type Memory struct {
+	cfg MemoryConfig
 
 	mu      sync.Mutex
 	byID    map[string]*memEntry
@@ -52,9 +56,9 @@ type MemoryQueue struct {
 	done    chan struct{} // closed by Close
 }
 
-var _ Queue = (*MemoryQueue)(nil)
+var _ Queue = (*Memory)(nil)
 
-// memEntry is one message of a MemoryQueue.
+// memEntry is one message of a Memory.
 type memEntry struct {
 	msg               Message
 	state             State
@@ -62,12 +66,13 @@ type memEntry struct {
 	receipt           string
 	visible           time.Time
 	accepted, updated time.Time
+	reason            string // why it failed
 	seq               uint64 // push order, for ties in ready
 	index             int    // in ready, or -1
 }
 
-// NewMemoryQueue returns an empty [MemoryQueue].
-func NewMemoryQueue(cfg MemoryQueueConfig) *MemoryQueue {
+// NewMemory returns an empty [Memory].
+func NewMemory(cfg MemoryConfig) *Memory {
 	if cfg.Visibility <= 0 {
 		cfg.Visibility = DefaultVisibility
 	}
@@ -77,7 +82,7 @@ func NewMemoryQueue(cfg MemoryQueueConfig) *MemoryQueue {
 	if cfg.MaxSettled <= 0 {
 		cfg.MaxSettled = DefaultMaxSettled
 	}
-	return &MemoryQueue{
+	return &Memory{
 		cfg:  cfg,
 		byID: make(map[string]*memEntry),
 		live: make(map[dedupe.Key]*memEntry),
@@ -87,15 +92,15 @@ func NewMemoryQueue(cfg MemoryQueueConfig) *MemoryQueue {
 }
 
 // check returns the error a call fails with before it does anything.
-func (q *MemoryQueue) check(ctx context.Context) error {
+func (q *Memory) check(ctx context.Context) error {
 	if q.closed {
-		return ErrQueueClosed
+		return ErrClosed
 	}
 	return ctx.Err()
 }
 
 // Push queues m unless a live message has its key; see [Queue].
-func (q *MemoryQueue) Push(ctx context.Context, m Message) (string, bool, error) {
+func (q *Memory) Push(ctx context.Context, m Message) (string, bool, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err := q.check(ctx); err != nil {
@@ -107,8 +112,8 @@ func (q *MemoryQueue) Push(ctx context.Context, m Message) (string, bool, error)
 	if _, ok := q.byID[m.ID]; ok || m.ID == "" {
 		return "", false, fmt.Errorf("dedupe: memory queue: push: id %q is not new", m.ID)
 	}
-	if q.cfg.Capacity > 0 && len(q.live) >= q.cfg.Capacity {
-		return "", false, ErrQueueFull
+	if q.cfg.MaxDepth > 0 && len(q.live) >= q.cfg.MaxDepth {
+		return "", false, ErrFull
 	}
 	now := time.Now()
 	q.seq++
@@ -122,13 +127,13 @@ func (q *MemoryQueue) Push(ctx context.Context, m Message) (string, bool, error)
 }
 
 // wakeTakers wakes every Take waiting, to look again.
-func (q *MemoryQueue) wakeTakers() {
+func (q *Memory) wakeTakers() {
 	close(q.wake)
 	q.wake = make(chan struct{})
 }
 
 // Take waits for a visible message and hides it; see [Queue].
-func (q *MemoryQueue) Take(ctx context.Context) (Delivery, error) {
+func (q *Memory) Take(ctx context.Context) (Delivery, error) {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -161,7 +166,7 @@ func (q *MemoryQueue) Take(ctx context.Context) (Delivery, error) {
 // tryTake takes the first visible message. If there is none it returns how
 // long until the next becomes visible (-1: none is live) and a channel
 // closed when that may change.
-func (q *MemoryQueue) tryTake(ctx context.Context) (Delivery, time.Duration, <-chan struct{}, error) {
+func (q *Memory) tryTake(ctx context.Context) (Delivery, time.Duration, <-chan struct{}, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err := q.check(ctx); err != nil {
@@ -186,17 +191,17 @@ func (q *MemoryQueue) tryTake(ctx context.Context) (Delivery, time.Duration, <-c
 	return Delivery{Message: m, Attempt: e.attempts, Receipt: e.receipt, Visibility: q.cfg.Visibility}, 0, nil, nil
 }
 
-// Update moves d on to state s; see [Queue].
-func (q *MemoryQueue) Update(ctx context.Context, d Delivery, s State, after time.Duration) error {
+// Update moves d on as c says; see [Queue].
+func (q *Memory) Update(ctx context.Context, d Delivery, c Change) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err := q.check(ctx); err != nil {
 		return err
 	}
 	e, ok := q.byID[d.ID]
-	if s == StateDone {
+	if c.State == StateDone {
 		if ok && e.state != StateDone {
-			q.settle(e, StateDone)
+			q.settle(e, StateDone, "")
 		}
 		return nil
 	}
@@ -204,47 +209,45 @@ func (q *MemoryQueue) Update(ctx context.Context, d Delivery, s State, after tim
 		return fmt.Errorf("%w: %s", ErrStaleDelivery, d.ID)
 	}
 	now := time.Now()
-	switch s {
+	switch c.State {
 	case StateProcessing:
-		e.visible = now.Add(capAfter(after, q.cfg.Visibility, q.cfg.Visibility))
+		e.visible = now.Add(capAfter(c.After, q.cfg.Visibility, q.cfg.Visibility))
 	case StateQueued:
 		e.state, e.receipt, e.updated = StateQueued, "", now
-		e.visible = now.Add(capAfter(after, 0, q.cfg.Visibility))
+		e.visible = now.Add(capAfter(c.After, 0, q.cfg.Visibility))
+		if c.NotRun {
+			e.attempts--
+		}
 		q.wakeTakers()
 	case StateFailed:
-		q.settle(e, StateFailed)
+		q.settle(e, StateFailed, c.Reason)
 		return nil
 	default:
-		return fmt.Errorf("dedupe: memory queue: update to state %d", s)
+		return fmt.Errorf("dedupe: memory queue: update to state %d", c.State)
 	}
 	heap.Fix(&q.ready, e.index)
 	return nil
 }
 
-// capAfter returns after, or def if after <= 0, at most limit.
-func capAfter(after, def, limit time.Duration) time.Duration {
-	if after <= 0 {
-		after = def
-	}
-	return min(after, limit)
-}
-
-// settle makes e done or failed: it leaves the live messages, drops its
-// request, and its state is kept for the retention.
-func (q *MemoryQueue) settle(e *memEntry, s State) {
+// settle makes e done or failed: it leaves the live messages and its state
+// is kept for the retention; a done message drops its request, a failed one
+// keeps it for Requeue.
+func (q *Memory) settle(e *memEntry, s State, reason string) {
 	now := time.Now()
 	if e.state.Live() {
 		heap.Remove(&q.ready, e.index)
 		delete(q.live, e.msg.Key)
 		q.settled = append(q.settled, e)
 	}
-	e.state, e.receipt, e.updated = s, "", now
-	e.msg.Header, e.msg.Body = nil, nil
+	e.state, e.receipt, e.updated, e.reason = s, "", now, reason
+	if s == StateDone {
+		e.msg.Header, e.msg.Body = nil, nil
+	}
 	q.forget(now)
 }
 
 // forget drops the settled entries past the retention or the bound.
-func (q *MemoryQueue) forget(now time.Time) {
+func (q *Memory) forget(now time.Time) {
 	n := 0
 	for n < len(q.settled) {
 		e := q.settled[n]
@@ -259,7 +262,7 @@ func (q *MemoryQueue) forget(now time.Time) {
 }
 
 // Status returns the state of the message with id; see [Queue].
-func (q *MemoryQueue) Status(ctx context.Context, id string) (Entry, bool, error) {
+func (q *Memory) Status(ctx context.Context, id string) (Entry, bool, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err := q.check(ctx); err != nil {
@@ -270,23 +273,80 @@ func (q *MemoryQueue) Status(ctx context.Context, id string) (Entry, bool, error
 	if !ok {
 		return Entry{}, false, nil
 	}
-	return Entry{ID: id, Key: e.msg.Key, State: e.state, Attempts: e.attempts,
-		Accepted: e.accepted, Updated: e.updated}, true, nil
+	return e.entry(), true, nil
 }
 
-// Len returns the number of live messages.
-func (q *MemoryQueue) Len(ctx context.Context) (int, error) {
+// entry returns what Status tells of e.
+func (e *memEntry) entry() Entry {
+	return Entry{ID: e.msg.ID, Key: e.msg.Key, State: e.state, Attempts: e.attempts,
+		Accepted: e.accepted, Updated: e.updated, Reason: e.reason}
+}
+
+// Count counts the live messages and the failed ones kept.
+func (q *Memory) Count(ctx context.Context) (Counts, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err := q.check(ctx); err != nil {
-		return 0, err
+		return Counts{}, err
 	}
-	return len(q.live), nil
+	q.forget(time.Now())
+	c := Counts{Live: len(q.live)}
+	for _, e := range q.settled {
+		if e.state == StateFailed {
+			c.Failed++
+		}
+	}
+	return c, nil
 }
 
-// Close empties nothing, wakes every Take with [ErrQueueClosed] and makes
+// Failed returns the latest failed messages; see [Queue].
+func (q *Memory) Failed(ctx context.Context, limit int) ([]Entry, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.check(ctx); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		limit = DefaultFailedLimit
+	}
+	q.forget(time.Now())
+	var out []Entry
+	for i := len(q.settled) - 1; i >= 0 && len(out) < limit; i-- {
+		if e := q.settled[i]; e.state == StateFailed {
+			out = append(out, e.entry())
+		}
+	}
+	return out, nil
+}
+
+// Requeue puts the failed message with id back; see [Queue].
+func (q *Memory) Requeue(ctx context.Context, id string) (bool, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.check(ctx); err != nil {
+		return false, err
+	}
+	now := time.Now()
+	q.forget(now)
+	e, ok := q.byID[id]
+	if !ok || e.state != StateFailed {
+		return false, nil
+	}
+	if _, live := q.live[e.msg.Key]; live {
+		return false, nil
+	}
+	q.settled = slices.DeleteFunc(q.settled, func(x *memEntry) bool { return x == e })
+	q.seq++
+	e.state, e.attempts, e.reason, e.visible, e.updated, e.seq = StateQueued, 0, "", now, now, q.seq
+	q.live[e.msg.Key] = e
+	heap.Push(&q.ready, e)
+	q.wakeTakers()
+	return true, nil
+}
+
+// Close empties nothing, wakes every Take with [ErrClosed] and makes
 // every later call fail with it. It may be called more than once.
-func (q *MemoryQueue) Close() error {
+func (q *Memory) Close() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if !q.closed {

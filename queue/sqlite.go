@@ -1,4 +1,4 @@
-package dedupehttp
+package queue
 
 import (
 	"context"
@@ -15,21 +15,21 @@ import (
 	_ "modernc.org/sqlite" // the "sqlite" driver
 )
 
-// Defaults of [SQLiteQueueConfig].
+// Defaults of [SQLiteConfig].
 const (
-	// DefaultSQLiteQueueTable is the default [SQLiteQueueConfig.Table].
-	DefaultSQLiteQueueTable = "dedupe_queue"
-	// DefaultSQLiteQueueBusyTimeout is the default
-	// [SQLiteQueueConfig.BusyTimeout].
-	DefaultSQLiteQueueBusyTimeout = 5 * time.Second
+	// DefaultSQLiteTable is the default [SQLiteConfig.Table].
+	DefaultSQLiteTable = "dedupe_queue"
+	// DefaultSQLiteBusyTimeout is the default
+	// [SQLiteConfig.BusyTimeout].
+	DefaultSQLiteBusyTimeout = 5 * time.Second
 )
 
-// SQLiteQueueConfig configures a [SQLiteQueue]. The zero value gives the
+// SQLiteConfig configures a [SQLite]. The zero value gives the
 // defaults.
-type SQLiteQueueConfig struct {
+type SQLiteConfig struct {
 	// Table is the queue's table, created if missing. The name must match
 	// [A-Za-z_][A-Za-z0-9_]*, be at most 64 bytes and not start with
-	// "sqlite_". Default [DefaultSQLiteQueueTable].
+	// "sqlite_". Default [DefaultSQLiteTable].
 	Table string
 	// Visibility is how long a take hides a message. Default
 	// [DefaultVisibility].
@@ -43,22 +43,26 @@ type SQLiteQueueConfig struct {
 	// [DefaultPollInterval].
 	PollInterval time.Duration
 	// BusyTimeout bounds how long a write waits for another process holding
-	// the database's write lock. Default [DefaultSQLiteQueueBusyTimeout].
+	// the database's write lock. Default [DefaultSQLiteBusyTimeout].
 	BusyTimeout time.Duration
+	// MaxDepth bounds the live (queued or processing) messages of the table:
+	// Push refuses more with [ErrFull], exactly, whichever process pushes.
+	// Zero or less: no bound.
+	MaxDepth int
 	// Now is the queue's clock. Default time.Now. Every process sharing the
 	// file must have the same time.
 	Now func() time.Time
 }
 
-// SQLiteQueue is a [Queue] in a SQLite database file, for the processes of
+// SQLite is a [Queue] in a SQLite database file, for the processes of
 // one host: a message is committed with synchronous=FULL in WAL mode before
 // Push returns, so neither a crash of the process nor a power loss loses an
 // accepted message. Processes on one host may share the file, each with its
-// own [Async]; a network file system will not do. It runs on
-// modernc.org/sqlite (no cgo). A SQLiteQueue is safe for concurrent use.
-type SQLiteQueue struct {
+// own Async; a network file system will not do. It runs on
+// modernc.org/sqlite (no cgo). A SQLite is safe for concurrent use.
+type SQLite struct {
 	db  *sql.DB
-	cfg SQLiteQueueConfig
+	cfg SQLiteConfig
 	sql sqliteQueueStatements
 
 	mu        sync.Mutex
@@ -68,15 +72,15 @@ type SQLiteQueue struct {
 	lastSweep time.Time
 }
 
-var _ Queue = (*SQLiteQueue)(nil)
+var _ Queue = (*SQLite)(nil)
 
 var sqliteQueueTableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 
-// OpenSQLiteQueue opens (creating it if needed) the SQLite database at path,
+// OpenSQLite opens (creating it if needed) the SQLite database at path,
 // puts it in WAL mode, creates the queue's table if it is missing, and
 // returns the queue. The queue owns the database: Close closes it. The file
 // may be the one of a [dedupe.SQLiteStore]; the table names differ.
-func OpenSQLiteQueue(path string, cfg SQLiteQueueConfig) (*SQLiteQueue, error) {
+func OpenSQLite(path string, cfg SQLiteConfig) (*SQLite, error) {
 	if err := cfg.normalize(); err != nil {
 		return nil, err
 	}
@@ -91,7 +95,7 @@ func OpenSQLiteQueue(path string, cfg SQLiteQueueConfig) (*SQLiteQueue, error) {
 		return nil, fmt.Errorf("dedupe: sqlite queue: open %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(1) // one writer per process; processes share by locks
-	q := &SQLiteQueue{db: db, cfg: cfg, sql: newSQLiteQueueStatements(`"` + cfg.Table + `"`),
+	q := &SQLite{db: db, cfg: cfg, sql: newSQLiteQueueStatements(`"` + cfg.Table + `"`),
 		wake: make(chan struct{}), done: make(chan struct{})}
 	if err := q.createTable(); err != nil {
 		_ = db.Close()
@@ -100,9 +104,9 @@ func OpenSQLiteQueue(path string, cfg SQLiteQueueConfig) (*SQLiteQueue, error) {
 	return q, nil
 }
 
-func (cfg *SQLiteQueueConfig) normalize() error {
+func (cfg *SQLiteConfig) normalize() error {
 	if cfg.Table == "" {
-		cfg.Table = DefaultSQLiteQueueTable
+		cfg.Table = DefaultSQLiteTable
 	}
 	if !sqliteQueueTableName.MatchString(cfg.Table) || strings.HasPrefix(strings.ToLower(cfg.Table), "sqlite_") {
 		return fmt.Errorf("dedupe: sqlite queue: invalid table name %q", cfg.Table)
@@ -115,7 +119,7 @@ func (cfg *SQLiteQueueConfig) normalize() error {
 	cfg.Visibility = orDefault(cfg.Visibility, DefaultVisibility)
 	cfg.Retention = orDefault(cfg.Retention, DefaultRetention)
 	cfg.PollInterval = orDefault(cfg.PollInterval, DefaultPollInterval)
-	cfg.BusyTimeout = orDefault(cfg.BusyTimeout, DefaultSQLiteQueueBusyTimeout)
+	cfg.BusyTimeout = orDefault(cfg.BusyTimeout, DefaultSQLiteBusyTimeout)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -130,44 +134,55 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
-// sqliteQueueStatements are the SQL texts of a SQLiteQueue, built once for
+// sqliteQueueStatements are the SQL texts of a SQLite queue, built once for
 // its table. Times are Unix nanoseconds by the queue's clock.
 type sqliteQueueStatements struct {
 	schema                      []string
-	push, live, take            string
+	hasReason, addReason        string
+	push, live, depth, take     string
 	extend, requeue, fail, done string
-	status, count, sweep        string
+	status, count, failed       string
+	revive, sweep               string
 }
 
 func newSQLiteQueueStatements(t string) sqliteQueueStatements {
 	idx := func(suffix string) string { return `"` + strings.Trim(t, `"`) + suffix + `"` }
+	const entry = `id, key, state, attempts, accepted_at, updated_at, coalesce(reason, '')`
 	return sqliteQueueStatements{
 		schema: []string{
 			`CREATE TABLE IF NOT EXISTS ` + t + ` (
 	id TEXT PRIMARY KEY, key TEXT NOT NULL, state INTEGER NOT NULL,
 	attempts INTEGER NOT NULL DEFAULT 0, receipt TEXT, visible_at INTEGER NOT NULL,
-	accepted_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, data BLOB)`,
+	accepted_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, data BLOB, reason TEXT)`,
 			`CREATE UNIQUE INDEX IF NOT EXISTS ` + idx("_live") + ` ON ` + t + ` (key) WHERE state < 3`,
 			`CREATE INDEX IF NOT EXISTS ` + idx("_visible") + ` ON ` + t + ` (visible_at) WHERE state < 3`,
 			`CREATE INDEX IF NOT EXISTS ` + idx("_settled") + ` ON ` + t + ` (updated_at) WHERE state >= 3`,
 		},
+		hasReason: `SELECT count(*) > 0 FROM pragma_table_info('` + strings.Trim(t, `"`) + `') WHERE name = 'reason'`,
+		addReason: `ALTER TABLE ` + t + ` ADD COLUMN reason TEXT`,
 		push: `INSERT INTO ` + t + ` (id, key, state, visible_at, accepted_at, updated_at, data)
 VALUES (?1, ?2, 1, ?3, ?3, ?3, ?4) ON CONFLICT (key) WHERE state < 3 DO NOTHING`,
-		live: `SELECT id FROM ` + t + ` WHERE key = ? AND state < 3`,
+		live:  `SELECT id FROM ` + t + ` WHERE key = ? AND state < 3`,
+		depth: `SELECT count(*), coalesce(sum(key = ?1), 0) FROM ` + t + ` WHERE state < 3`,
 		take: `UPDATE ` + t + ` SET state = 2, attempts = attempts + 1, receipt = ?1, visible_at = ?2, updated_at = ?3
 WHERE id = (SELECT id FROM ` + t + ` WHERE state < 3 AND visible_at <= ?3 ORDER BY visible_at, rowid LIMIT 1)
 RETURNING data, attempts`,
-		extend:  `UPDATE ` + t + ` SET visible_at = ?1 WHERE id = ?2 AND receipt = ?3 AND state = 2`,
-		requeue: `UPDATE ` + t + ` SET state = 1, receipt = NULL, visible_at = ?1, updated_at = ?4 WHERE id = ?2 AND receipt = ?3 AND state = 2`,
-		fail:    `UPDATE ` + t + ` SET state = 4, receipt = NULL, data = NULL, updated_at = ?1 WHERE id = ?2 AND receipt = ?3 AND state = 2`,
-		done:    `UPDATE ` + t + ` SET state = 3, receipt = NULL, data = NULL, updated_at = ?1 WHERE id = ?2 AND state <> 3`,
-		status:  `SELECT key, state, attempts, accepted_at, updated_at FROM ` + t + ` WHERE id = ?1 AND (state < 3 OR updated_at > ?2)`,
-		count:   `SELECT count(*) FROM ` + t + ` WHERE state < 3`,
-		sweep:   `DELETE FROM ` + t + ` WHERE rowid IN (SELECT rowid FROM ` + t + ` WHERE state >= 3 AND updated_at <= ? LIMIT 1000)`,
+		extend: `UPDATE ` + t + ` SET visible_at = ?1 WHERE id = ?2 AND receipt = ?3 AND state = 2`,
+		requeue: `UPDATE ` + t + ` SET state = 1, receipt = NULL, visible_at = ?1, updated_at = ?4, attempts = attempts - ?5
+WHERE id = ?2 AND receipt = ?3 AND state = 2`,
+		fail:   `UPDATE ` + t + ` SET state = 4, receipt = NULL, reason = ?4, updated_at = ?1 WHERE id = ?2 AND receipt = ?3 AND state = 2`,
+		done:   `UPDATE ` + t + ` SET state = 3, receipt = NULL, data = NULL, reason = NULL, updated_at = ?1 WHERE id = ?2 AND state <> 3`,
+		status: `SELECT ` + entry + ` FROM ` + t + ` WHERE id = ?1 AND (state < 3 OR updated_at > ?2)`,
+		count:  `SELECT coalesce(sum(state < 3), 0), coalesce(sum(state = 4 AND updated_at > ?1), 0) FROM ` + t + ` WHERE state <> 3`,
+		failed: `SELECT ` + entry + ` FROM ` + t + ` WHERE state = 4 AND updated_at > ?1 ORDER BY updated_at DESC LIMIT ?2`,
+		revive: `UPDATE ` + t + ` SET state = 1, attempts = 0, reason = NULL, visible_at = ?2, updated_at = ?2
+WHERE id = ?1 AND state = 4 AND updated_at > ?3 AND data IS NOT NULL
+	AND NOT EXISTS (SELECT 1 FROM ` + t + ` AS l WHERE l.key = ` + t + `.key AND l.state < 3)`,
+		sweep: `DELETE FROM ` + t + ` WHERE rowid IN (SELECT rowid FROM ` + t + ` WHERE state >= 3 AND updated_at <= ? LIMIT 1000)`,
 	}
 }
 
-func (q *SQLiteQueue) createTable() error {
+func (q *SQLite) createTable() error {
 	ctx, cancel := context.WithTimeout(context.Background(), q.cfg.BusyTimeout+time.Second)
 	defer cancel()
 	return q.write(ctx, func(tx *sql.Tx) error {
@@ -176,12 +191,17 @@ func (q *SQLiteQueue) createTable() error {
 				return err
 			}
 		}
-		return nil
+		var hasReason bool // a table of an earlier version has no reason
+		if err := tx.QueryRowContext(ctx, q.sql.hasReason).Scan(&hasReason); err != nil || hasReason {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, q.sql.addReason)
+		return err
 	})
 }
 
 // write runs f in a transaction that holds the write lock from its start.
-func (q *SQLiteQueue) write(ctx context.Context, f func(*sql.Tx) error) error {
+func (q *SQLite) write(ctx context.Context, f func(*sql.Tx) error) error {
 	tx, err := q.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE (_txlock)
 	if err != nil {
 		return err
@@ -194,18 +214,18 @@ func (q *SQLiteQueue) write(ctx context.Context, f func(*sql.Tx) error) error {
 }
 
 // check returns the error a call fails with before it does anything.
-func (q *SQLiteQueue) check(ctx context.Context) error {
+func (q *SQLite) check(ctx context.Context) error {
 	q.mu.Lock()
 	closed := q.closed
 	q.mu.Unlock()
 	if closed {
-		return ErrQueueClosed
+		return ErrClosed
 	}
 	return ctx.Err()
 }
 
 func sqliteQueueErr(op string, err error) error {
-	if errors.Is(err, ErrQueueClosed) || errors.Is(err, ErrStaleDelivery) || errors.Is(err, ErrQueueFull) ||
+	if errors.Is(err, ErrClosed) || errors.Is(err, ErrStaleDelivery) || errors.Is(err, ErrFull) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
@@ -214,7 +234,7 @@ func sqliteQueueErr(op string, err error) error {
 
 // Push queues m unless a live message has its key; see [Queue]. The message
 // is committed when Push returns.
-func (q *SQLiteQueue) Push(ctx context.Context, m Message) (string, bool, error) {
+func (q *SQLite) Push(ctx context.Context, m Message) (string, bool, error) {
 	if err := q.check(ctx); err != nil {
 		return "", false, err
 	}
@@ -225,6 +245,9 @@ func (q *SQLiteQueue) Push(ctx context.Context, m Message) (string, bool, error)
 	var id string
 	added := false
 	err = q.write(ctx, func(tx *sql.Tx) error {
+		if err := q.checkDepth(ctx, tx, m.Key); err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, q.sql.push, m.ID, m.Key.String(), q.cfg.Now().UnixNano(), data)
 		if err != nil {
 			return err
@@ -245,8 +268,25 @@ func (q *SQLiteQueue) Push(ctx context.Context, m Message) (string, bool, error)
 	return id, added, nil
 }
 
+// checkDepth returns [ErrFull] if the queue has a depth bound, holds that
+// many live messages, and none of them has key (a push of a copy adds
+// nothing). It runs under the write lock, so the bound is exact.
+func (q *SQLite) checkDepth(ctx context.Context, tx *sql.Tx, key dedupe.Key) error {
+	if q.cfg.MaxDepth <= 0 {
+		return nil
+	}
+	var live, mine int
+	if err := tx.QueryRowContext(ctx, q.sql.depth, key.String()).Scan(&live, &mine); err != nil {
+		return err
+	}
+	if mine == 0 && live >= q.cfg.MaxDepth {
+		return ErrFull
+	}
+	return nil
+}
+
 // wakeTakers wakes the Takes of this process waiting, to look again.
-func (q *SQLiteQueue) wakeTakers() {
+func (q *SQLite) wakeTakers() {
 	q.mu.Lock()
 	close(q.wake)
 	q.wake = make(chan struct{})
@@ -254,9 +294,9 @@ func (q *SQLiteQueue) wakeTakers() {
 }
 
 // Take waits for a visible message and hides it; see [Queue]. It looks again
-// every [SQLiteQueueConfig.PollInterval], and at once when this process
+// every [SQLiteConfig.PollInterval], and at once when this process
 // pushes or puts a message back.
-func (q *SQLiteQueue) Take(ctx context.Context) (Delivery, error) {
+func (q *SQLite) Take(ctx context.Context) (Delivery, error) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
@@ -266,7 +306,7 @@ func (q *SQLiteQueue) Take(ctx context.Context) (Delivery, error) {
 		q.mu.Unlock()
 		d, ok, err := q.tryTake(ctx)
 		if err != nil && q.check(context.Background()) != nil {
-			return Delivery{}, ErrQueueClosed // closed mid-call
+			return Delivery{}, ErrClosed // closed mid-call
 		}
 		if err != nil || ok {
 			return d, err
@@ -279,7 +319,7 @@ func (q *SQLiteQueue) Take(ctx context.Context) (Delivery, error) {
 			}
 		case <-timer.C:
 		case <-q.done:
-			return Delivery{}, ErrQueueClosed
+			return Delivery{}, ErrClosed
 		case <-ctx.Done():
 			return Delivery{}, ctx.Err()
 		}
@@ -287,7 +327,7 @@ func (q *SQLiteQueue) Take(ctx context.Context) (Delivery, error) {
 }
 
 // tryTake takes the first visible message, if there is one.
-func (q *SQLiteQueue) tryTake(ctx context.Context) (Delivery, bool, error) {
+func (q *SQLite) tryTake(ctx context.Context) (Delivery, bool, error) {
 	if err := q.check(ctx); err != nil {
 		return Delivery{}, false, err
 	}
@@ -318,7 +358,7 @@ const sqliteSweepEvery = time.Minute
 
 // sweep deletes settled rows past the retention, at most once a minute.
 // Its errors are left to the next sweep: the rows are invisible anyway.
-func (q *SQLiteQueue) sweep(ctx context.Context, now time.Time) {
+func (q *SQLite) sweep(ctx context.Context, now time.Time) {
 	q.mu.Lock()
 	due := now.Sub(q.lastSweep) >= sqliteSweepEvery
 	if due {
@@ -333,26 +373,47 @@ func (q *SQLiteQueue) sweep(ctx context.Context, now time.Time) {
 	}
 }
 
-// Update moves d on to state s; see [Queue].
-func (q *SQLiteQueue) Update(ctx context.Context, d Delivery, s State, after time.Duration) error {
+// Update moves d on as c says; see [Queue].
+func (q *SQLite) Update(ctx context.Context, d Delivery, c Change) error {
 	if err := q.check(ctx); err != nil {
 		return err
 	}
 	now := q.cfg.Now()
 	var stmt string
 	var args []any
-	switch s {
+	switch c.State {
 	case StateProcessing:
-		stmt, args = q.sql.extend, []any{now.Add(capAfter(after, q.cfg.Visibility, q.cfg.Visibility)).UnixNano(), d.ID, d.Receipt}
+		stmt, args = q.sql.extend, []any{now.Add(capAfter(c.After, q.cfg.Visibility, q.cfg.Visibility)).UnixNano(), d.ID, d.Receipt}
 	case StateQueued:
-		stmt, args = q.sql.requeue, []any{now.Add(capAfter(after, 0, q.cfg.Visibility)).UnixNano(), d.ID, d.Receipt, now.UnixNano()}
+		uncount := 0
+		if c.NotRun {
+			uncount = 1
+		}
+		stmt, args = q.sql.requeue, []any{now.Add(capAfter(c.After, 0, q.cfg.Visibility)).UnixNano(), d.ID, d.Receipt,
+			now.UnixNano(), uncount}
 	case StateFailed:
-		stmt, args = q.sql.fail, []any{now.UnixNano(), d.ID, d.Receipt}
+		stmt, args = q.sql.fail, []any{now.UnixNano(), d.ID, d.Receipt, c.Reason}
 	case StateDone:
 		stmt, args = q.sql.done, []any{now.UnixNano(), d.ID}
 	default:
-		return fmt.Errorf("dedupe: sqlite queue: update to state %d", s)
+		return fmt.Errorf("dedupe: sqlite queue: update to state %d", c.State)
 	}
+	n, err := q.exec(ctx, stmt, args...)
+	switch {
+	case err != nil:
+		return sqliteQueueErr("update", err)
+	case n == 0 && c.State != StateDone:
+		return fmt.Errorf("%w: %s", ErrStaleDelivery, d.ID)
+	}
+	if c.State == StateQueued {
+		q.wakeTakers()
+	}
+	return nil
+}
+
+// exec runs one statement in a write transaction and returns the number of
+// rows it changed.
+func (q *SQLite) exec(ctx context.Context, stmt string, args ...any) (int64, error) {
 	var n int64
 	err := q.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, stmt, args...)
@@ -361,57 +422,100 @@ func (q *SQLiteQueue) Update(ctx context.Context, d Delivery, s State, after tim
 		}
 		return err
 	})
-	switch {
-	case err != nil:
-		return sqliteQueueErr("update", err)
-	case n == 0 && s != StateDone:
-		return fmt.Errorf("%w: %s", ErrStaleDelivery, d.ID)
-	}
-	if s == StateQueued {
-		q.wakeTakers()
-	}
-	return nil
+	return n, err
 }
 
 // Status returns the state of the message with id; see [Queue].
-func (q *SQLiteQueue) Status(ctx context.Context, id string) (Entry, bool, error) {
+func (q *SQLite) Status(ctx context.Context, id string) (Entry, bool, error) {
 	if err := q.check(ctx); err != nil {
 		return Entry{}, false, err
 	}
-	var key string
-	var state, attempts int
-	var accepted, updated int64
-	err := q.db.QueryRowContext(ctx, q.sql.status, id, q.cfg.Now().Add(-q.cfg.Retention).UnixNano()).
-		Scan(&key, &state, &attempts, &accepted, &updated)
+	e, err := scanSQLiteEntry(q.db.QueryRowContext(ctx, q.sql.status, id, q.retained()))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Entry{}, false, nil
 	}
 	if err != nil {
 		return Entry{}, false, sqliteQueueErr("status", err)
 	}
+	return e, true, nil
+}
+
+// retained is the time before which settled rows are forgotten.
+func (q *SQLite) retained() int64 { return q.cfg.Now().Add(-q.cfg.Retention).UnixNano() }
+
+// scanSQLiteEntry reads an entry from a row of the statements' entry columns.
+func scanSQLiteEntry(row interface{ Scan(...any) error }) (Entry, error) {
+	var id, key, reason string
+	var state, attempts int
+	var accepted, updated int64
+	if err := row.Scan(&id, &key, &state, &attempts, &accepted, &updated, &reason); err != nil {
+		return Entry{}, err
+	}
 	k, err := dedupe.ParseKey(key)
 	if err != nil {
-		return Entry{}, false, sqliteQueueErr("status", err)
+		return Entry{}, err
 	}
 	return Entry{ID: id, Key: k, State: State(state), Attempts: attempts,
-		Accepted: time.Unix(0, accepted), Updated: time.Unix(0, updated)}, true, nil
+		Accepted: time.Unix(0, accepted), Updated: time.Unix(0, updated), Reason: reason}, nil
 }
 
-// Len returns the number of live messages.
-func (q *SQLiteQueue) Len(ctx context.Context) (int, error) {
+// Count counts the live rows and the failed ones kept.
+func (q *SQLite) Count(ctx context.Context) (Counts, error) {
 	if err := q.check(ctx); err != nil {
-		return 0, err
+		return Counts{}, err
 	}
-	var n int
-	if err := q.db.QueryRowContext(ctx, q.sql.count).Scan(&n); err != nil {
-		return 0, sqliteQueueErr("len", err)
+	var c Counts
+	if err := q.db.QueryRowContext(ctx, q.sql.count, q.retained()).Scan(&c.Live, &c.Failed); err != nil {
+		return Counts{}, sqliteQueueErr("count", err)
 	}
-	return n, nil
+	return c, nil
 }
 
-// Close wakes every Take with [ErrQueueClosed] and closes the database. The
+// Failed returns the latest failed messages; see [Queue].
+func (q *SQLite) Failed(ctx context.Context, limit int) ([]Entry, error) {
+	if err := q.check(ctx); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		limit = DefaultFailedLimit
+	}
+	rows, err := q.db.QueryContext(ctx, q.sql.failed, q.retained(), limit)
+	if err != nil {
+		return nil, sqliteQueueErr("failed", err)
+	}
+	defer rows.Close()
+	var out []Entry
+	for rows.Next() {
+		e, err := scanSQLiteEntry(rows)
+		if err != nil {
+			return nil, sqliteQueueErr("failed", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, sqliteQueueErr("failed", err)
+	}
+	return out, nil
+}
+
+// Requeue puts the failed message with id back; see [Queue].
+func (q *SQLite) Requeue(ctx context.Context, id string) (bool, error) {
+	if err := q.check(ctx); err != nil {
+		return false, err
+	}
+	n, err := q.exec(ctx, q.sql.revive, id, q.cfg.Now().UnixNano(), q.retained())
+	if err != nil {
+		return false, sqliteQueueErr("requeue", err)
+	}
+	if n == 1 {
+		q.wakeTakers()
+	}
+	return n == 1, nil
+}
+
+// Close wakes every Take with [ErrClosed] and closes the database. The
 // messages stay in the file. It may be called more than once.
-func (q *SQLiteQueue) Close() error {
+func (q *SQLite) Close() error {
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatewaykit/dedupe/dedupehttp"
+	"github.com/gatewaykit/dedupe/queue"
 )
 
 // testPushTakeDone: a pushed message is taken once, processing, and done
@@ -17,22 +17,22 @@ func testPushTakeDone(t *testing.T, s *suite) {
 	m := s.message()
 	s.push(t, m)
 	s.wantLen(t, 1)
-	s.wantState(t, m.ID, dedupehttp.StateQueued, 0)
+	s.wantState(t, m.ID, queue.StateQueued, 0)
 	d := s.take(t, s.vis)
 	sameMessage(t, d.Message, m)
 	if d.Attempt != 1 || d.Receipt == "" || d.Visibility <= 0 {
 		t.Fatalf("first take: attempt %d, receipt %q, visibility %v", d.Attempt, d.Receipt, d.Visibility)
 	}
-	s.wantState(t, m.ID, dedupehttp.StateProcessing, 1)
+	s.wantState(t, m.ID, queue.StateProcessing, 1)
 	s.wantLen(t, 1)
 	s.none(t, s.unit, "a taken message is hidden")
-	s.update(t, d, dedupehttp.StateDone, 0)
-	s.wantState(t, m.ID, dedupehttp.StateDone, 1)
+	s.update(t, d, queue.StateDone, 0)
+	s.wantState(t, m.ID, queue.StateDone, 1)
 	s.wantLen(t, 0)
-	s.update(t, d, dedupehttp.StateDone, 0) // done twice is done
-	s.stale(t, d, dedupehttp.StateProcessing)
-	s.stale(t, d, dedupehttp.StateQueued)
-	s.stale(t, d, dedupehttp.StateFailed)
+	s.update(t, d, queue.StateDone, 0) // done twice is done
+	s.stale(t, d, queue.StateProcessing)
+	s.stale(t, d, queue.StateQueued)
+	s.stale(t, d, queue.StateFailed)
 	s.none(t, s.vis+s.unit, "a done message never comes back")
 }
 
@@ -44,11 +44,11 @@ func testMessageRoundTrip(t *testing.T, s *suite) {
 	bare := s.message()
 	bare.Header, bare.Body, bare.TraceID, bare.Host = nil, nil, "", ""
 	bare.Method, bare.Target = http.MethodGet, "/"
-	for _, m := range []dedupehttp.Message{full, bare} {
+	for _, m := range []queue.Message{full, bare} {
 		s.push(t, m)
 		d := s.take(t, s.vis)
 		sameMessage(t, d.Message, m)
-		s.update(t, d, dedupehttp.StateDone, 0)
+		s.update(t, d, queue.StateDone, 0)
 	}
 }
 
@@ -72,13 +72,13 @@ func testOneLivePerKey(t *testing.T, s *suite) {
 		t.Fatalf("Status of a copy that was not added: %v, %v", ok, err)
 	}
 	s.wantLen(t, 1)
-	d := dedupehttp.Delivery{Message: m}
-	s.update(t, d, dedupehttp.StateDone, 0) // done needs no receipt
-	s.push(t, copy1)                        // the key is free again
+	d := queue.Delivery{Message: m}
+	s.update(t, d, queue.StateDone, 0) // done needs no receipt
+	s.push(t, copy1)                   // the key is free again
 	d2 := s.take(t, s.vis)
 	sameMessage(t, d2.Message, copy1)
-	s.update(t, d2, dedupehttp.StateDone, 0)
-	s.wantState(t, m.ID, dedupehttp.StateDone, 1)
+	s.update(t, d2, queue.StateDone, 0)
+	s.wantState(t, m.ID, queue.StateDone, 1)
 }
 
 // testVisibilityTimeout: a message whose taker never comes back is taken
@@ -97,14 +97,14 @@ func testVisibilityTimeout(t *testing.T, s *suite) {
 	if second.Attempt != 2 || second.Receipt == first.Receipt {
 		t.Fatalf("second take: attempt %d, receipt %q (first %q)", second.Attempt, second.Receipt, first.Receipt)
 	}
-	s.wantState(t, m.ID, dedupehttp.StateProcessing, 2)
-	s.stale(t, first, dedupehttp.StateProcessing)
-	s.stale(t, first, dedupehttp.StateQueued)
-	s.stale(t, first, dedupehttp.StateFailed)
-	s.update(t, second, dedupehttp.StateProcessing, 0)
-	s.update(t, first, dedupehttp.StateDone, 0) // the first taker processed it after all
-	s.wantState(t, m.ID, dedupehttp.StateDone, 2)
-	s.stale(t, second, dedupehttp.StateQueued)
+	s.wantState(t, m.ID, queue.StateProcessing, 2)
+	s.stale(t, first, queue.StateProcessing)
+	s.stale(t, first, queue.StateQueued)
+	s.stale(t, first, queue.StateFailed)
+	s.update(t, second, queue.StateProcessing, 0)
+	s.update(t, first, queue.StateDone, 0) // the first taker processed it after all
+	s.wantState(t, m.ID, queue.StateDone, 2)
+	s.stale(t, second, queue.StateQueued)
 	s.wantLen(t, 0)
 }
 
@@ -115,13 +115,13 @@ func testExtend(t *testing.T, s *suite) {
 	s.push(t, m)
 	d := s.take(t, s.vis)
 	s.none(t, s.vis/2, "before the timeout")
-	s.update(t, d, dedupehttp.StateProcessing, 0) // hidden until 1.5 vis from the take
+	s.update(t, d, queue.StateProcessing, 0) // hidden until 1.5 vis from the take
 	s.none(t, s.vis*3/4, "renewed at half the timeout")
 	again := s.take(t, 3*s.vis)
 	if again.Attempt != 2 {
 		t.Fatalf("after the renewed timeout: attempt %d, want 2", again.Attempt)
 	}
-	s.update(t, again, dedupehttp.StateDone, 0)
+	s.update(t, again, queue.StateDone, 0)
 }
 
 // testRequeue: a message put back is taken again, at once or after the
@@ -130,20 +130,20 @@ func testRequeue(t *testing.T, s *suite) {
 	m := s.message()
 	s.push(t, m)
 	d := s.take(t, s.vis)
-	s.update(t, d, dedupehttp.StateQueued, 0)
-	s.wantState(t, m.ID, dedupehttp.StateQueued, 1)
-	s.stale(t, d, dedupehttp.StateProcessing) // not held any more
+	s.update(t, d, queue.StateQueued, 0)
+	s.wantState(t, m.ID, queue.StateQueued, 1)
+	s.stale(t, d, queue.StateProcessing) // not held any more
 	d = s.take(t, s.vis)
 	if d.Attempt != 2 {
 		t.Fatalf("retaken at attempt %d, want 2", d.Attempt)
 	}
-	s.update(t, d, dedupehttp.StateQueued, s.vis/2)
-	start := time.Now()
+	start := time.Now() // before Update, which may take long on a loaded machine
+	s.update(t, d, queue.StateQueued, s.vis/2)
 	d = s.take(t, 3*s.vis)
 	if waited := time.Since(start); waited < s.vis/4 || d.Attempt != 3 {
 		t.Fatalf("put back for %v: taken after %v at attempt %d", s.vis/2, waited, d.Attempt)
 	}
-	s.update(t, d, dedupehttp.StateDone, 0)
+	s.update(t, d, queue.StateDone, 0)
 }
 
 // testFailed: a failed message is settled: it is never taken again, and its
@@ -152,15 +152,15 @@ func testFailed(t *testing.T, s *suite) {
 	m := s.message()
 	s.push(t, m)
 	d := s.take(t, s.vis)
-	s.update(t, d, dedupehttp.StateFailed, 0)
-	s.wantState(t, m.ID, dedupehttp.StateFailed, 1)
+	s.fail(t, d, "handler failed: status 500")
+	s.wantState(t, m.ID, queue.StateFailed, 1)
 	s.wantLen(t, 0)
-	s.stale(t, d, dedupehttp.StateFailed)
+	s.stale(t, d, queue.StateFailed)
 	s.none(t, s.vis+s.unit, "a failed message never comes back")
 	again := s.message()
 	again.Key = m.Key
 	s.push(t, again)
-	s.update(t, s.take(t, s.vis), dedupehttp.StateDone, 0)
+	s.update(t, s.take(t, s.vis), queue.StateDone, 0)
 }
 
 // testStatus: Status knows a message's key and times, and nothing of ids it
@@ -172,7 +172,7 @@ func testStatus(t *testing.T, s *suite) {
 	m := s.message()
 	s.push(t, m)
 	d := s.take(t, s.vis)
-	s.update(t, d, dedupehttp.StateDone, 0)
+	s.update(t, d, queue.StateDone, 0)
 	e := s.status(t, m.ID)
 	if e.ID != m.ID || e.Key != m.Key || e.Accepted.IsZero() || e.Updated.Before(e.Accepted) {
 		t.Fatalf("Status = %+v", e)
@@ -185,20 +185,20 @@ func testRetention(t *testing.T, s *suite) {
 	done, live := s.message(), s.message()
 	s.push(t, done)
 	d := s.take(t, s.vis)
-	s.update(t, d, dedupehttp.StateDone, 0)
+	s.update(t, d, queue.StateDone, 0)
 	s.push(t, live)
 	waitOut(s.ret + 2*s.unit)
 	if _, ok, err := s.q.Status(s.ctx(t), done.ID); ok || err != nil {
 		t.Fatalf("Status of a message done %v ago, past the retention %v: %v, %v", s.ret+2*s.unit, s.ret, ok, err)
 	}
-	s.wantState(t, live.ID, dedupehttp.StateQueued, 0)
+	s.wantState(t, live.ID, queue.StateQueued, 0)
 }
 
 // testConcurrentTakers: messages pushed concurrently are each taken by
 // exactly one of several concurrent takers.
 func testConcurrentTakers(t *testing.T, s *suite) {
 	const n, takers = 40, 4
-	msgs := make([]dedupehttp.Message, n)
+	msgs := make([]queue.Message, n)
 	for i := range msgs {
 		msgs[i] = s.message()
 	}
@@ -224,7 +224,7 @@ func testConcurrentTakers(t *testing.T, s *suite) {
 			mu.Lock()
 			taken[d.ID]++
 			mu.Unlock()
-			if err := s.q.Update(s.ctx(t), d, dedupehttp.StateDone, 0); err != nil {
+			if err := s.q.Update(s.ctx(t), d, queue.Change{State: queue.StateDone}); err != nil {
 				t.Errorf("Update: %v", err)
 			}
 		}
@@ -256,7 +256,7 @@ func testTakeCancelled(t *testing.T, s *suite) {
 	}
 }
 
-// testClose: Close wakes a waiting Take with ErrQueueClosed, every later call
+// testClose: Close wakes a waiting Take with ErrClosed, every later call
 // fails with it, and Close may be called again.
 func testClose(t *testing.T, s *suite) {
 	errs := make(chan error, 1)
@@ -270,28 +270,34 @@ func testClose(t *testing.T, s *suite) {
 	}
 	select {
 	case err := <-errs:
-		if !errors.Is(err, dedupehttp.ErrQueueClosed) {
-			t.Fatalf("Take waiting at Close: %v, want ErrQueueClosed", err)
+		if !errors.Is(err, queue.ErrClosed) {
+			t.Fatalf("Take waiting at Close: %v, want ErrClosed", err)
 		}
 	case <-time.After(10*s.unit + 5*time.Second):
 		t.Fatal("Take still waiting after Close")
 	}
 	ctx := s.ctx(t)
 	m := s.message()
-	if _, _, err := s.q.Push(ctx, m); !errors.Is(err, dedupehttp.ErrQueueClosed) {
+	if _, _, err := s.q.Push(ctx, m); !errors.Is(err, queue.ErrClosed) {
 		t.Errorf("Push after Close: %v", err)
 	}
-	if _, err := s.q.Take(ctx); !errors.Is(err, dedupehttp.ErrQueueClosed) {
+	if _, err := s.q.Take(ctx); !errors.Is(err, queue.ErrClosed) {
 		t.Errorf("Take after Close: %v", err)
 	}
-	if err := s.q.Update(ctx, dedupehttp.Delivery{Message: m}, dedupehttp.StateDone, 0); !errors.Is(err, dedupehttp.ErrQueueClosed) {
+	if err := s.q.Update(ctx, queue.Delivery{Message: m}, queue.Change{State: queue.StateDone}); !errors.Is(err, queue.ErrClosed) {
 		t.Errorf("Update after Close: %v", err)
 	}
-	if _, _, err := s.q.Status(ctx, m.ID); !errors.Is(err, dedupehttp.ErrQueueClosed) {
+	if _, _, err := s.q.Status(ctx, m.ID); !errors.Is(err, queue.ErrClosed) {
 		t.Errorf("Status after Close: %v", err)
 	}
-	if _, err := s.q.Len(ctx); !errors.Is(err, dedupehttp.ErrQueueClosed) {
-		t.Errorf("Len after Close: %v", err)
+	if _, err := s.q.Count(ctx); !errors.Is(err, queue.ErrClosed) {
+		t.Errorf("Count after Close: %v", err)
+	}
+	if _, err := s.q.Failed(ctx, 0); !errors.Is(err, queue.ErrClosed) {
+		t.Errorf("Failed after Close: %v", err)
+	}
+	if _, err := s.q.Requeue(ctx, m.ID); !errors.Is(err, queue.ErrClosed) {
+		t.Errorf("Requeue after Close: %v", err)
 	}
 	if err := s.q.Close(); err != nil {
 		t.Errorf("second Close: %v", err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/gatewaykit/dedupe/queue"
 )
 
 // QueueLatencyBuckets are the upper bounds of the buckets of
@@ -31,25 +33,32 @@ type QueueLatency struct {
 type QueueStats struct {
 	// Success counts messages whose handler succeeded (they were marked).
 	Success uint64
-	// Retried counts deliveries put back in the [Queue] to be taken again:
+	// Retried counts deliveries put back in the [queue.Queue] to be taken again:
 	// the handler failed with attempts left ([WithMaxAttempts]), the key was
 	// in flight elsewhere (a dead worker's lease had not run out), the store
 	// failed, or [Async.Close] gave up waiting for the handler.
 	Retried uint64
-	// Failed counts messages whose handler failed for good: on the last
-	// attempt, in the memory tier, or abandoned in the memory tier at Close.
+	// Failed counts messages that failed for good: the handler failed on
+	// the last attempt or in the memory tier, the message was taken once
+	// more than [WithMaxAttempts] allows (its worker died on it), or it was
+	// abandoned in the memory tier at Close. Those of the queue are its dead
+	// letters ([queue.Queue.Failed]).
 	Failed uint64
 	// Duplicate counts queued messages settled without running the handler
 	// because their key was marked already: processed under another queue
 	// id, or by a worker that died before it settled the message.
 	Duplicate uint64
+	// Full counts requests refused with 503 and Retry-After because the
+	// queue they would have joined was full: the memory tier at
+	// [WithWorkers] + [WithQueueSize], or a [queue.Queue] at its depth bound.
+	Full uint64
 	// Latency is the duration of the handler runs.
 	Latency QueueLatency
 }
 
 type queueCounters struct {
-	success, retried, failed, duplicate atomic.Uint64
-	latency                             queueLatency
+	success, retried, failed, duplicate, full atomic.Uint64
+	latency                                   queueLatency
 }
 
 type queueLatency struct {
@@ -77,6 +86,7 @@ func (a *Async) QueueStats() QueueStats {
 		Retried:   a.stats.retried.Load(),
 		Failed:    a.stats.failed.Load(),
 		Duplicate: a.stats.duplicate.Load(),
+		Full:      a.stats.full.Load(),
 		Latency:   QueueLatency{Count: a.stats.latency.count.Load(), Sum: time.Duration(a.stats.latency.sum.Load())},
 	}
 	var cum uint64
@@ -89,15 +99,19 @@ func (a *Async) QueueStats() QueueStats {
 
 // Depth returns how many accepted messages are waiting or being processed:
 // those of the memory tier in this process, plus the live messages of the
-// [Queue] of [WithQueue] or [WithOverflow], whichever process queued them.
+// [queue.Queue] of [WithQueue] or [WithOverflow], whichever process queued them.
 func (a *Async) Depth(ctx context.Context) (int, error) {
 	n := len(a.slots)
 	if a.c.queue == nil {
 		return n, nil
 	}
-	m, err := a.c.queue.Len(ctx)
-	return n + m, err
+	c, err := a.c.queue.Count(ctx)
+	return n + c.Live, err
 }
+
+// Queue returns the [queue.Queue] of [WithQueue] or [WithOverflow], or nil:
+// to list its dead letters ([queue.Queue.Failed]) and requeue them.
+func (a *Async) Queue() queue.Queue { return a.c.queue }
 
 // Name returns the name of the preset given by [WithVerify], such as
 // "telegram", or "".
