@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // telegram is a fake Telegram Bot API. For polling it serves getMe and a
@@ -64,14 +65,17 @@ func (tg *telegram) serve(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `{"ok": true, "result": true}`)
 	case "getUpdates":
 		offset, _ := strconv.Atoi(r.FormValue("offset")) // go-telegram/bot sends a multipart form
-		tg.getUpdates(w, r, offset)
+		timeout, _ := strconv.Atoi(r.FormValue("timeout"))
+		tg.getUpdates(w, r, offset, timeout)
 	default:
 		http.NotFound(w, r)
 	}
 }
 
-// getUpdates answers with the updates from offset on, once there are any.
-func (tg *telegram) getUpdates(w http.ResponseWriter, r *http.Request, offset int) {
+// getUpdates answers with the updates from offset on, once there are any,
+// or with none after timeout seconds, as Telegram's long polling does.
+func (tg *telegram) getUpdates(w http.ResponseWriter, r *http.Request, offset, timeout int) {
+	expired := time.After(time.Duration(timeout) * time.Second)
 	for {
 		ups, added := tg.since(offset)
 		if len(ups) > 0 {
@@ -81,6 +85,9 @@ func (tg *telegram) getUpdates(w http.ResponseWriter, r *http.Request, offset in
 		select {
 		case <-added:
 		case <-r.Context().Done():
+			return
+		case <-expired:
+			fmt.Fprint(w, `{"ok": true, "result": []}`)
 			return
 		case <-tg.stop:
 			fmt.Fprint(w, `{"ok": true, "result": []}`)

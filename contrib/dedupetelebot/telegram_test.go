@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -67,18 +68,22 @@ func (tg *telegram) serve(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `{"ok": true, "result": true}`)
 	case "getUpdates":
 		var params struct {
-			Offset string `json:"offset"`
+			Offset  string `json:"offset"`
+			Timeout string `json:"timeout"`
 		}
 		_ = json.NewDecoder(r.Body).Decode(&params)
 		offset, _ := strconv.Atoi(params.Offset)
-		tg.getUpdates(w, r, offset)
+		timeout, _ := strconv.Atoi(params.Timeout)
+		tg.getUpdates(w, r, offset, timeout)
 	default:
 		http.NotFound(w, r)
 	}
 }
 
-// getUpdates answers with the updates from offset on, once there are any.
-func (tg *telegram) getUpdates(w http.ResponseWriter, r *http.Request, offset int) {
+// getUpdates answers with the updates from offset on, once there are any,
+// or with none after timeout seconds, as Telegram's long polling does.
+func (tg *telegram) getUpdates(w http.ResponseWriter, r *http.Request, offset, timeout int) {
+	expired := time.After(time.Duration(timeout) * time.Second)
 	for {
 		ups, added := tg.since(offset)
 		if len(ups) > 0 {
@@ -88,6 +93,9 @@ func (tg *telegram) getUpdates(w http.ResponseWriter, r *http.Request, offset in
 		select {
 		case <-added:
 		case <-r.Context().Done():
+			return
+		case <-expired:
+			fmt.Fprint(w, `{"ok": true, "result": []}`)
 			return
 		case <-tg.stop:
 			fmt.Fprint(w, `{"ok": true, "result": []}`)
