@@ -23,13 +23,33 @@
 //
 // A discordgo handler returns nothing, so the handlers wrapped here return an
 // error, which decides as in [dedupe.Deduper.Do]: nil marks the event
-// processed, an error (or a panic) releases it, so that a copy delivered later
-// is processed. The session has no channel for the wrapper's own verdicts:
-// duplicates and copies in flight are dropped, and so is an event whose claim
-// failed in the store (the Deduper logs that, see [dedupe.WithLogger], and
-// counts it in [dedupe.Deduper.Stats]). A copy that should wait for the
-// outcome of the one in flight, and be processed if that one fails, needs
-// [dedupe.WithWait].
+// processed, an error (or a panic) releases it. The session has no channel
+// for the wrapper's own verdicts: duplicates are dropped, and so is an event
+// whose claim failed in the store (the Deduper logs that, see
+// [dedupe.WithLogger], and counts it in [dedupe.Deduper.Stats]). A copy that
+// arrives while another is processed waits for that one's outcome, up to
+// [platform.Discord]'s AckBudget: it is dropped if the first succeeded, runs
+// if the first failed, and is dropped if the first is still running.
+//
+// # What a release leads to
+//
+// The gateway has no acknowledgement of an event, and Discord never sends an
+// event again because its handler failed. A released event is processed only
+// if a copy of it comes anyway: one waiting for it (above), a replay after a
+// RESUME (the gateway replays what the session missed, not what its
+// handlers failed), or the copy of another process or shard of the bot.
+//
+// # Interactions over HTTP
+//
+// This package serves the gateway websocket. An application that receives
+// interactions at an Interactions Endpoint URL serves them with package
+// dedupehttp and [platform.Discord] given the application's public key,
+// which verifies each request's signature (401 for a forgery, before
+// anything is stored), refuses a stale timestamp, passes the PING to the
+// handler and answers each copy with the verdict (see the example):
+//
+//	discord := platform.Discord.WithSecret(os.Getenv("DISCORD_PUBLIC_KEY"))
+//	http.Handle("POST /discord/interactions", dedupehttp.New(d, discord, handler))
 //
 // This package is a module of its own, github.com/gatewaykit/dedupe/contrib/dedupediscordgo,
 // so that only its users download discordgo.

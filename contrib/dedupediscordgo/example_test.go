@@ -1,11 +1,16 @@
 package dedupediscordgo_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"os"
 
 	"github.com/bwmarrin/discordgo"
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/contrib/dedupediscordgo"
+	"github.com/gatewaykit/dedupe/dedupehttp"
+	"github.com/gatewaykit/dedupe/platform"
 )
 
 func ExampleMessageCreate() {
@@ -43,4 +48,32 @@ func ExampleInteractionCreate() {
 		panic(err)
 	}
 	defer s.Close()
+}
+
+// Interactions that Discord posts to an Interactions Endpoint URL are served
+// by package dedupehttp with platform.Discord, not by this package: it
+// verifies each request's Ed25519 signature with the application's public
+// key (401 for a forgery, before anything is stored), refuses a stale
+// timestamp, passes the PING to the handler, and answers each copy of an
+// interaction with the verdict.
+func Example_interactionsEndpoint() {
+	d := dedupe.New(nil)
+	discord := platform.Discord.WithSecret(os.Getenv("DISCORD_PUBLIC_KEY"))
+	http.Handle("POST /discord/interactions", dedupehttp.New(d, discord,
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var in discordgo.Interaction
+			if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+				w.WriteHeader(http.StatusBadRequest)
+				return
+			}
+			resp := discordgo.InteractionResponse{Type: discordgo.InteractionResponsePong}
+			if in.Type != discordgo.InteractionPing {
+				resp = discordgo.InteractionResponse{
+					Type: discordgo.InteractionResponseChannelMessageWithSource,
+					Data: &discordgo.InteractionResponseData{Content: "pong"},
+				}
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(resp)
+		})))
 }

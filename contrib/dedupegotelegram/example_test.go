@@ -2,6 +2,7 @@ package dedupegotelegram_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/gatewaykit/dedupe"
@@ -31,4 +32,34 @@ func ExampleMiddleware() {
 	// Output:
 	// handled update 1001 hi
 	// 1 duplicate
+}
+
+// A handler that returns an error: the error releases the update and goes to
+// the bot's errors handler; no panic is needed.
+func ExampleHandler() {
+	d := dedupe.New(nil)
+	onError := func(err error) { fmt.Println("error:", err) }
+	failed := false
+	onUpdate := func(ctx context.Context, b *bot.Bot, u *models.Update) error {
+		if !failed {
+			failed = true
+			return errors.New("chat service unavailable")
+		}
+		fmt.Println("handled update", u.ID)
+		return nil
+	}
+	b, err := bot.New("123:token", bot.WithErrorsHandler(onError),
+		bot.WithDefaultHandler(dedupegotelegram.Handler(d, "telegram", onUpdate, onError)),
+		bot.WithSkipGetMe(), bot.WithNotAsyncHandlers())
+	if err != nil {
+		panic(err)
+	}
+
+	u := &models.Update{ID: 1001, Message: &models.Message{Text: "hi"}}
+	b.ProcessUpdate(context.Background(), u) // fails: released
+	b.ProcessUpdate(context.Background(), u) // a copy: processed
+	b.ProcessUpdate(context.Background(), u) // and then a duplicate
+	// Output:
+	// error: dedupegotelegram: update 1001: chat service unavailable
+	// handled update 1001
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// probe is a handler that counts its calls, notes whether two ever ran at
+// probe is a handler for Middleware that counts its calls, notes whether two ever ran at
 // once, panics in its first calls while fail is above zero, and holds each
 // call until hold is closed, if set.
 type probe struct {
@@ -105,7 +105,7 @@ func TestMiddlewareInFlight(t *testing.T) {
 	p := newProbe()
 	p.hold = make(chan struct{})
 	d := dedupe.New(nil)
-	b, _ := newBot(t, d, "", p)
+	b, _ := newBot(t, d, "", p, dedupe.WithWait(time.Millisecond)) // the copy's wait ends first
 
 	done := make(chan struct{})
 	go func() {

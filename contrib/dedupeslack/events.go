@@ -3,14 +3,24 @@ package dedupeslack
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/platform"
 	"github.com/slack-go/slack/slackevents"
 )
 
 // DefaultChannel is the key channel of [EventsAPI] and [SocketMode] given an
 // empty one.
 const DefaultChannel = "slack"
+
+// StoreTimeout bounds each store call of [EventsAPI] and [SocketMode] (see
+// [dedupe.WithStoreTimeout]) unless their options say otherwise, whatever the
+// caller's context allows: half of [platform.Slack]'s AckBudget, so that a
+// stalled store still leaves time to answer within Slack's 3 seconds, and a
+// socketmode handler, which gets no context, never waits on the store
+// without a deadline.
+const StoreTimeout = time.Second
 
 // EventID returns the event_id of an Events API event, which Slack keeps across
 // the retries of one event. ok is false for an event without one: a
@@ -34,18 +44,23 @@ type EventsHandler func(ctx context.Context, ev slackevents.EventsAPIEvent) erro
 //
 // Call the EventsHandler after the request's signature was verified
 // (slack.NewSecretsVerifier) and its body parsed ([slackevents.ParseEvent]): a
-// forged request must not mark an event id. Answer 200 when the EventsHandler returns nil, and a 5xx
-// status otherwise, so that Slack retries: after h's error, and after
-// [dedupe.ErrInFlight] too, since the copy in flight may still fail.
+// forged request must not mark an event id. Answer with [StatusCode] of what
+// it returns: 200 for nil, 5xx otherwise, so that Slack retries.
+//
+// The EventsHandler follows [platform.Slack]: a copy of an event that another
+// call is processing (Slack's retry of a delivery not answered within 3
+// seconds) waits up to its AckBudget (2 s) for that call's outcome
+// ([dedupe.WithWait]): nil if the first was processed, h's run if it failed.
+// Each store call is bounded by [StoreTimeout]. These replace d's own wait
+// and store timeout; opts apply over them, and over d's other options, for
+// this handler alone (see [dedupe.Deduper.With]).
 //
 // The EventsHandler returns h's error; nil for a duplicate, which is dropped
-// without running h; [dedupe.ErrInFlight] for a copy that another call is
-// processing; and a store's error, without running h. An event without an
-// event id runs h without deduplication.
-//
-// opts apply over d's options for this handler alone (see
-// [dedupe.Deduper.With]), for example [dedupe.WithTTL] or [dedupe.WithWait].
-// The EventsHandler is safe for concurrent use.
+// without running h; [dedupe.ErrInFlight] for a copy whose first is still
+// running after the wait, which is not a failure: [StatusCode] answers it
+// 503, so that Slack sends it again later; and a store's error, without
+// running h. An event without an event id runs h without deduplication. The
+// EventsHandler is safe for concurrent use.
 func EventsAPI(d *dedupe.Deduper, channel string, h EventsHandler, opts ...dedupe.Option) EventsHandler {
 	d, channel = derive(d, channel, opts)
 	return func(ctx context.Context, ev slackevents.EventsAPIEvent) error {
@@ -63,11 +78,13 @@ func EventsAPI(d *dedupe.Deduper, channel string, h EventsHandler, opts ...dedup
 	}
 }
 
-// derive applies opts over d and defaults the channel.
+// derive applies the defaults of [platform.Slack] and opts over d, and
+// defaults the channel.
 func derive(d *dedupe.Deduper, channel string, opts []dedupe.Option) (*dedupe.Deduper, string) {
-	if len(opts) > 0 {
-		d = d.With(opts...)
-	}
+	d = d.With(append([]dedupe.Option{
+		dedupe.WithWait(platform.Slack.AckBudget),
+		dedupe.WithStoreTimeout(StoreTimeout),
+	}, opts...)...)
 	if channel == "" {
 		channel = DefaultChannel
 	}

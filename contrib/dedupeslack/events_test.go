@@ -92,9 +92,7 @@ func eventsServer(t *testing.T, handle dedupeslack.EventsHandler) *httptest.Serv
 			_, _ = io.WriteString(w, ev.Data.(*slackevents.EventsAPIURLVerificationEvent).Challenge)
 			return
 		}
-		if err := handle(r.Context(), ev); err != nil {
-			w.WriteHeader(http.StatusInternalServerError)
-		}
+		w.WriteHeader(dedupeslack.StatusCode(handle(r.Context(), ev)))
 	}))
 	t.Cleanup(srv.Close)
 	return srv
@@ -140,20 +138,62 @@ func TestEventsAPIForgedRequest(t *testing.T) {
 	assert.EqualValues(t, 1, p.calls.Load())
 }
 
-func TestEventsAPIInFlight(t *testing.T) {
-	p := newProbe()
-	p.hold = make(chan struct{})
-	srv := eventsServer(t, dedupeslack.EventsAPI(dedupe.New(nil), "", p.event))
+// TestEventsAPIRetriesInFlight posts Slack's retries of an event while its
+// first delivery is processed, at once, as Slack does when the first was not
+// answered within 3 seconds. With the default wait, each retry is answered
+// with the first's outcome, 200 if it succeeded, and if it failed one retry
+// is processed and the others are answered 200: no retry is answered 500.
+// With a wait shorter than the first delivery, the retries are answered 503.
+func TestEventsAPIRetriesInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		opts      []dedupe.Option
+		fail      int32
+		wantFirst int
+		wantRetry int // the answer of each retry
+		wantCalls int32
+	}{
+		{"default wait, first succeeds", nil, 0, 200, 200, 1},
+		{"default wait, first fails", nil, 1, 500, 200, 2},
+		{"wait shorter than the first", []dedupe.Option{dedupe.WithWait(time.Millisecond)}, 0, 200, 503, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const retries = 20
+			d := dedupe.New(nil)
+			p := newProbe()
+			p.hold = make(chan struct{})
+			p.fail.Store(tc.fail)
+			srv := eventsServer(t, dedupeslack.EventsAPI(d, "", p.event, tc.opts...))
 
-	first := make(chan int)
-	go func() { first <- post(t, srv.URL, secret, callback("Ev1")) }()
-	<-p.entered
-	assert.Equal(t, http.StatusInternalServerError, post(t, srv.URL, secret, callback("Ev1")),
-		"a retry in flight is refused, so that Slack sends it again")
-	close(p.hold)
-	assert.Equal(t, http.StatusOK, <-first)
-	assert.Equal(t, http.StatusOK, post(t, srv.URL, secret, callback("Ev1")))
-	assert.EqualValues(t, 1, p.calls.Load())
+			first := make(chan int, 1)
+			go func() { first <- post(t, srv.URL, secret, callback("Ev1")) }()
+			<-p.entered
+			answers := make(chan int, retries)
+			for range retries {
+				go func() { answers <- post(t, srv.URL, secret, callback("Ev1")) }()
+			}
+			require.Eventually(t, func() bool { return d.Stats().Waits == retries },
+				10*time.Second, time.Millisecond, "every retry waits")
+			count := map[int]int{}
+			if len(tc.opts) > 0 { // the retries' wait ends while the first runs
+				for range retries {
+					count[<-answers]++
+				}
+			}
+			close(p.hold)
+			assert.Equal(t, tc.wantFirst, <-first)
+			if len(tc.opts) == 0 {
+				for range retries {
+					count[<-answers]++
+				}
+			}
+			assert.Equal(t, map[int]int{tc.wantRetry: retries}, count)
+			assert.Equal(t, tc.wantCalls, p.calls.Load())
+			assert.False(t, p.overlapped.Load(), "two copies ran at once")
+			t.Logf("Events API, %s: 1+%d deliveries of one event; first answered %d, retries %v (500s: %d); %d runs",
+				tc.name, retries, tc.wantFirst, count, count[500], p.calls.Load())
+		})
+	}
 }
 
 func TestEventsAPIWithoutEventID(t *testing.T) {

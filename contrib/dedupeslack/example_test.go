@@ -38,8 +38,9 @@ func ExampleEventsAPI() {
 }
 
 // An Events API endpoint: verify the signature, parse, answer the URL
-// verification, and answer 500 when the event was not processed, so that
-// Slack retries it.
+// verification, and answer with StatusCode: 500 when the event was not
+// processed and 503 for a retry whose first delivery is still running, so
+// that Slack retries it.
 func ExampleEventsAPI_server() {
 	signingSecret := "…"
 	d := dedupe.New(nil)
@@ -71,9 +72,7 @@ func ExampleEventsAPI_server() {
 			_, _ = io.WriteString(w, v.Challenge)
 			return
 		}
-		if err := handle(r.Context(), ev); err != nil {
-			w.WriteHeader(http.StatusInternalServerError)
-		}
+		w.WriteHeader(dedupeslack.StatusCode(handle(r.Context(), ev)))
 	})
 }
 

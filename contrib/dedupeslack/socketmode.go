@@ -38,16 +38,17 @@ type SocketModeHandler func(evt *socketmode.Event, client *socketmode.Client) er
 // Slack does not retry and which are often acknowledged with a payload, are
 // best handled without it.
 //
-// Slack retries an envelope that was not acknowledged within 3 seconds, so a
-// handler slower than that sees its retries arrive in flight. With
-// [dedupe.WithWait] in opts (or on d), a retry waits for the outcome of the
-// copy in flight instead: acknowledged if that one succeeded, processed if it
-// failed.
-//
-// opts apply over d's options for this handler alone (see
-// [dedupe.Deduper.With]). The handler is safe for concurrent use; its context
-// for the store calls is [context.Background], since socketmode handlers get
-// none.
+// SocketMode follows [platform.Slack]: a retry of an event that another
+// call is processing (Slack retries an envelope not acknowledged within 3
+// seconds) waits up to its AckBudget (2 s) for that call's outcome
+// ([dedupe.WithWait]): acknowledged if the first succeeded, processed if it
+// failed, and left unacknowledged if the first is still running, so that
+// Slack sends it again later. Each store call is bounded by [StoreTimeout],
+// since socketmode handlers get no context. These replace d's own wait and
+// store timeout; opts apply over them, and over d's other options, for this
+// handler alone (see [dedupe.Deduper.With]). The handler is safe for
+// concurrent use; [socketmode.SocketmodeHandler] runs each in a goroutine of
+// its own, so a wait holds up no other event.
 func SocketMode(d *dedupe.Deduper, channel string, h SocketModeHandler, opts ...dedupe.Option) socketmode.SocketmodeHandlerFunc {
 	d, channel = derive(d, channel, opts)
 	return func(evt *socketmode.Event, client *socketmode.Client) {

@@ -156,12 +156,13 @@ func TestSocketModeRetries(t *testing.T) {
 	assert.EqualValues(t, 2, p.calls.Load())
 }
 
-// TestSocketModeInFlight sends a retry while the first delivery is processed:
-// it is left unacknowledged, for Slack to send again.
+// TestSocketModeInFlight sends a retry while the first delivery is processed,
+// to a handler whose wait ends first: it is left unacknowledged, for Slack to
+// send again.
 func TestSocketModeInFlight(t *testing.T) {
 	p := newProbe()
 	p.hold = make(chan struct{})
-	fs := newSlack(t, dedupe.New(nil), "", p)
+	fs := newSlack(t, dedupe.New(nil), "", p, dedupe.WithWait(time.Millisecond))
 
 	fs.send(t, "env-1", "Ev1", 0)
 	<-p.entered
@@ -177,9 +178,9 @@ func TestSocketModeInFlight(t *testing.T) {
 }
 
 // TestSocketModeWait sends retries while the first delivery is held, to a
-// handler whose Deduper waits for the owner: they never run beside it, they
-// run after it only if it failed, and every envelope but a failed one is
-// acknowledged.
+// handler with the default wait (platform.Slack's AckBudget): they never run
+// beside it, they run after it only if it failed, and every envelope but a
+// failed one is acknowledged.
 func TestSocketModeWait(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -196,7 +197,7 @@ func TestSocketModeWait(t *testing.T) {
 			p := newProbe()
 			p.hold = make(chan struct{})
 			p.fail.Store(tc.fail)
-			fs := newSlack(t, d, "", p, dedupe.WithWait(time.Minute))
+			fs := newSlack(t, d, "", p)
 
 			fs.send(t, "env-0", "Ev1", 0)
 			<-p.entered
@@ -217,6 +218,8 @@ func TestSocketModeWait(t *testing.T) {
 			assert.Equal(t, tc.fail == 0, acked["env-0"], "the owner's envelope is acknowledged if it succeeded")
 			assert.Equal(t, tc.wantCalls, p.calls.Load())
 			assert.False(t, p.overlapped.Load(), "two copies ran at once")
+			t.Logf("Socket Mode, %s: 1+%d envelopes of one event; %d acknowledged; %d runs",
+				tc.name, retries, len(acked), p.calls.Load())
 		})
 	}
 }

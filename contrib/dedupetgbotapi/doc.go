@@ -7,16 +7,49 @@
 //	d := dedupe.New(store)
 //	handle := dedupetgbotapi.Handler(d, "telegram", onUpdate)
 //	for u := range api.GetUpdatesChan(tgbotapi.NewUpdate(0)) {
-//		go handle(ctx, u) // onUpdate(ctx, u) returns an error
+//		go func() {
+//			if err := handle(ctx, u); err != nil && !errors.Is(err, dedupe.ErrInFlight) {
+//				log.Printf("update %d: %v", u.UpdateID, err)
+//			}
+//		}()
 //	}
 //
 // The SDK hands updates over a channel, which cannot tell when an update was
 // processed; so the unit wrapped is the function that processes one update, a
 // [HandlerFunc], and the result it returns decides as in
 // [dedupe.Deduper.Do]: nil marks the update processed, an error (or a panic)
-// releases it, so that a copy delivered later is processed. Behind a webhook
-// ([tgbotapi.BotAPI.HandleUpdate]), answer an error with a 5xx status so that
-// Telegram delivers the update again.
+// releases it. A copy that arrives while another is processed waits for that
+// one's outcome, up to [platform.Telegram]'s AckBudget: it is dropped if the
+// first succeeded, runs if the first failed, and returns
+// [dedupe.ErrInFlight], which is not a failure, if the first is still
+// running.
+//
+// # What a release leads to
+//
+// Whether Telegram delivers a released update again depends on how the bot
+// receives it:
+//
+//   - Polling ([tgbotapi.BotAPI.GetUpdatesChan]): it moves its offset past
+//     each update before sending it on the channel, and its next getUpdates
+//     call confirms it. A released update is processed again only by a copy
+//     waiting for it, or by a process restarted before that next call, which
+//     fetches the update again.
+//   - [tgbotapi.BotAPI.ListenForWebhook]: it answers 200 once the update is
+//     on the channel, before it is processed; a released update is never sent
+//     again.
+//   - A webhook handler of your own, which parses the request with
+//     [tgbotapi.BotAPI.HandleUpdate] and answers with [StatusCode]: a failed
+//     update is answered 500, and Telegram repeats the request, which is
+//     processed.
+//
+// HandleUpdate does not check the secret token: check the
+// X-Telegram-Bot-Api-Secret-Token header before calling the HandlerFunc, or
+// serve the webhook with package dedupehttp and [platform.Telegram] given its
+// secret, which authenticates each request before it is remembered, and
+// answers as [StatusCode] does:
+//
+//	tg := platform.Telegram.WithSecret(os.Getenv("TELEGRAM_WEBHOOK_SECRET"))
+//	http.Handle("POST /telegram", dedupehttp.New(d, tg, handler))
 //
 // # Keys
 //

@@ -2,6 +2,7 @@ package dedupetgbotapi_test
 
 import (
 	"context"
+	"crypto/subtle"
 	"fmt"
 	"net/http"
 
@@ -36,21 +37,26 @@ func ExampleHandler() {
 }
 
 // Behind a webhook, a failed update is answered 500, so that Telegram
-// delivers it again and the retry is processed.
+// delivers it again and the retry is processed; a copy whose first is still
+// running after the wait is answered 503, and repeated later too.
 func ExampleHandler_webhook() {
 	var api *tgbotapi.BotAPI // from tgbotapi.NewBotAPI(token)
 	d := dedupe.New(nil)
 	handle := dedupetgbotapi.Handler(d, "telegram", func(ctx context.Context, u tgbotapi.Update) error {
 		return nil // process the update
 	})
+	secretToken := "…" // given to setWebhook
 	http.HandleFunc("POST /telegram", func(w http.ResponseWriter, r *http.Request) {
+		got := r.Header.Get("X-Telegram-Bot-Api-Secret-Token")
+		if subtle.ConstantTimeCompare([]byte(got), []byte(secretToken)) != 1 {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
 		u, err := api.HandleUpdate(r)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		if err := handle(r.Context(), *u); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-		}
+		w.WriteHeader(dedupetgbotapi.StatusCode(handle(r.Context(), *u)))
 	})
 }

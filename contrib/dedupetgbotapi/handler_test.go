@@ -170,46 +170,113 @@ func TestHandlerRestartedReplica(t *testing.T) {
 	assert.EqualValues(t, 2, p.calls.Load())
 }
 
-// TestHandlerWebhookRetry serves the SDK's webhook parser: a failed update is
-// answered 500, and Telegram's retry is processed once.
-func TestHandlerWebhookRetry(t *testing.T) {
-	api := newTelegram().replica(t).api
-	p := newProbe()
-	p.fail.Store(1)
-	handle := dedupetgbotapi.Handler(dedupe.New(nil), "", p.handle)
+// webhook serves the SDK's webhook parser as ExampleHandler_webhook does:
+// each update goes to handle, and the answer is StatusCode's.
+func webhook(t *testing.T, api *tgbotapi.BotAPI, handle dedupetgbotapi.HandlerFunc) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, err := api.HandleUpdate(r)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		if err := handle(r.Context(), *u); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-		}
+		w.WriteHeader(dedupetgbotapi.StatusCode(handle(r.Context(), *u)))
 	}))
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func postUpdate(t *testing.T, url string, id int) int {
+	t.Helper()
+	resp, err := http.Post(url, "application/json",
+		strings.NewReader(fmt.Sprintf(`{"update_id": %d, "message": {"message_id": %d, "text": "hi"}}`, id, id)))
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestHandlerWebhookRetry serves the SDK's webhook parser: a failed update is
+// answered 500, and Telegram's retry is processed once.
+func TestHandlerWebhookRetry(t *testing.T) {
+	p := newProbe()
+	p.fail.Store(1)
+	srv := webhook(t, newTelegram().replica(t).api, dedupetgbotapi.Handler(dedupe.New(nil), "", p.handle))
 
 	var statuses []int
 	for range 3 {
-		resp, err := http.Post(srv.URL, "application/json",
-			strings.NewReader(`{"update_id": 7, "message": {"message_id": 7, "text": "hi"}}`))
-		require.NoError(t, err)
-		resp.Body.Close()
-		statuses = append(statuses, resp.StatusCode)
+		statuses = append(statuses, postUpdate(t, srv.URL, 7))
 	}
 	assert.Equal(t, []int{500, 200, 200}, statuses)
 	assert.EqualValues(t, 2, p.calls.Load(), "the retry after the failure is processed, the next one dropped")
 }
 
+// TestHandlerWebhookCopiesInFlight posts copies of an update while its first
+// delivery is processed, as Telegram does after a lost connection: with the
+// default wait each is answered with the first's outcome (200 if it
+// succeeded; processed, then 200, if it failed), never 500; with a wait
+// shorter than the first copy, 503.
+func TestHandlerWebhookCopiesInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		opts      []dedupe.Option
+		fail      int32
+		wantFirst int
+		wantCopy  int // the answer of each copy
+		wantCalls int32
+	}{
+		{"default wait, first succeeds", nil, 0, 200, 200, 1},
+		{"default wait, first fails", nil, 1, 500, 200, 2},
+		{"wait shorter than the first", []dedupe.Option{dedupe.WithWait(time.Millisecond)}, 0, 200, 503, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const copies = 8
+			d := dedupe.New(nil)
+			p := newProbe()
+			p.hold = make(chan struct{})
+			p.fail.Store(tc.fail)
+			srv := webhook(t, newTelegram().replica(t).api, dedupetgbotapi.Handler(d, "", p.handle, tc.opts...))
+
+			first := make(chan int, 1)
+			go func() { first <- postUpdate(t, srv.URL, 7) }()
+			<-p.entered
+			answers := make(chan int, copies)
+			for range copies {
+				go func() { answers <- postUpdate(t, srv.URL, 7) }()
+			}
+			require.Eventually(t, func() bool { return d.Stats().Waits == copies },
+				10*time.Second, time.Millisecond, "every copy waits")
+			count := map[int]int{}
+			if len(tc.opts) > 0 { // the copies' wait ends while the first runs
+				for range copies {
+					count[<-answers]++
+				}
+			}
+			close(p.hold)
+			assert.Equal(t, tc.wantFirst, <-first)
+			if len(tc.opts) == 0 {
+				for range copies {
+					count[<-answers]++
+				}
+			}
+			assert.Equal(t, map[int]int{tc.wantCopy: copies}, count)
+			assert.Equal(t, tc.wantCalls, p.calls.Load())
+			assert.False(t, p.overlapped.Load(), "two copies ran at once")
+			t.Logf("tgbotapi webhook, %s: 1+%d posts of one update; first answered %d, copies %v; %d runs",
+				tc.name, copies, tc.wantFirst, count, p.calls.Load())
+		})
+	}
+}
+
 func TestHandlerInFlight(t *testing.T) {
 	p := newProbe()
 	p.hold = make(chan struct{})
-	handle := dedupetgbotapi.Handler(dedupe.New(nil), "", p.handle)
+	handle := dedupetgbotapi.Handler(dedupe.New(nil), "", p.handle, dedupe.WithWait(time.Millisecond))
 
 	done := make(chan error)
 	go func() { done <- handle(t.Context(), update(1)) }()
 	<-p.entered
-	assert.ErrorIs(t, handle(t.Context(), update(1)), dedupe.ErrInFlight)
+	err := handle(t.Context(), update(1))
+	assert.ErrorIs(t, err, dedupe.ErrInFlight)
+	assert.Equal(t, http.StatusServiceUnavailable, dedupetgbotapi.StatusCode(err))
 	close(p.hold)
 	require.NoError(t, <-done)
 	assert.EqualValues(t, 1, p.calls.Load())
@@ -286,4 +353,30 @@ func TestHandlerErrorWrappingErrDuplicate(t *testing.T) {
 	own := fmt.Errorf("inner step: %w", dedupe.ErrDuplicate)
 	handle := dedupetgbotapi.Handler(dedupe.New(nil), "", func(context.Context, tgbotapi.Update) error { return own })
 	assert.Same(t, own, handle(t.Context(), update(1)))
+}
+
+// TestHandlerPollingFailure polls the fake Telegram: a failed update is
+// released, but the poller, whose offset moved past it, does not get it
+// again; a replica restarted before its next poll confirmed the update
+// fetches it again and processes it.
+func TestHandlerPollingFailure(t *testing.T) {
+	tg := newTelegram()
+	tg.add(1)
+	p := newProbe()
+	p.fail.Store(1)
+	handle := dedupetgbotapi.Handler(dedupe.New(nil), "", p.handle)
+
+	first := tg.replica(t)
+	require.ErrorIs(t, handle(t.Context(), <-first.updates), errHandler)
+	tg.add(2)
+	u := <-first.updates
+	assert.Equal(t, 2, u.UpdateID, "the running poller does not get the released update again")
+	require.NoError(t, handle(t.Context(), u))
+	first.shutdown()
+
+	second := tg.replica(t) // restarted, from the last confirmed offset
+	for range 2 {
+		require.NoError(t, handle(t.Context(), <-second.updates))
+	}
+	assert.EqualValues(t, 3, p.calls.Load(), "update 1 twice (failed, then processed after the restart), update 2 once")
 }
