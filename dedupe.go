@@ -84,6 +84,29 @@ func (d *Deduper) workStore() Store {
 // Store returns the primary store.
 func (d *Deduper) Store() Store { return d.shared.store }
 
+// Exists reports whether key is marked as the Deduper sees it: its mark is
+// queued in the backlog, or its store holds it ([WithFallback]'s local store
+// answers while the primary fails). A caller that must decide before [Do]
+// whether a message was processed (an edge that queues messages, as
+// dedupehttp's durable acceptance does) asks here rather than the primary.
+func (d *Deduper) Exists(ctx context.Context, key Key) (bool, error) {
+	if err := key.Validate(); err != nil {
+		return false, err
+	}
+	if d.shared.backlog.markQueued(key) {
+		return true, nil
+	}
+	var ok bool
+	err := d.timed(ctx, phaseClaim, func(ctx context.Context) (err error) {
+		ok, err = d.st.Exists(ctx, key)
+		return err
+	})
+	if err != nil {
+		d.storeError(ctx, key, d.st, phaseClaim, err)
+	}
+	return ok, err
+}
+
 // Close stops the background work shared with [Deduper.With] and drops what
 // is queued ([Stats].Dropped); it does not close the stores. It is idempotent.
 func (d *Deduper) Close() error {

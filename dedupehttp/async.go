@@ -110,7 +110,7 @@ func WithDone(done func(ctx context.Context, key dedupe.Key, err error)) Option 
 // platform will not redeliver them. With WithQueue(q) and a durable q
 // ([queue.OpenSQLite], or the Redis Streams and PostgreSQL queues of the
 // redis and postgres modules) a request is served so:
-//   - the key is looked up ([dedupe.Store.Exists]): a message processed
+//   - the key is looked up ([dedupe.Deduper.Exists], which honours [dedupe.WithFallback]): a message processed
 //     already is answered 200 as a duplicate; a store failure 503;
 //   - the message (the body the handler reads, the headers of
 //     [WithQueuedHeaders], the method, target and host, the key and the
@@ -130,15 +130,12 @@ func WithDone(done func(ctx context.Context, key dedupe.Key, err error)) Option 
 //
 // A crash between the push and the 202 leaves the message in q: it is
 // processed, and the platform's retry finds it in flight or processed. A
-// worker that dies mid-handler leaves its message processing in q and its
-// claim in the store: once the message's visibility timeout and the claim's
-// lease have run out, another worker takes it, claims it and runs the
-// handler again, so a handler whose side effects began before the crash
-// sees them begin again (its completion, the mark, happens once). A handler
-// that fails is retried as [WithMaxAttempts] says. The memory tier and the
-// queue can also be combined, memory first: see [WithOverflow].
-// [Async.StatusHandler] answers the state of a queue id, [Async.QueueStats]
-// and [Async.Depth] count the outcomes and the backlog.
+// worker that dies mid-handler leaves its message to another worker once the
+// visibility timeout and the claim's lease have run out: the handler's side
+// effects may begin twice, its completion (the mark) happens once; see
+// [WithMaxAttempts] for failures. [WithOverflow] combines the memory tier and
+// the queue; [Async.StatusHandler], [Async.QueueStats] and [Async.Depth]
+// report on them.
 //
 // Async starts a goroutine for each accepted request of the memory tier,
 // which ends when the request has been processed, and with a queue,

@@ -40,26 +40,17 @@ func WithOverflow(q queue.Queue) AsyncOption {
 }
 
 // WithMaxAttempts sets how many attempts a message of the [queue.Queue] of
-// [WithQueue] or [WithOverflow] gets (default [DefaultMaxAttempts]); n <= 0
-// keeps the default. An attempt is counted when a worker takes the message,
-// before the handler runs, so every way an attempt can end counts: the
-// handler failed (a failure status, a panic, [WithHandlerTimeout]), or the
-// worker never came back (its process was killed, ran out of memory,
-// overflowed its stack, or called os.Exit). A take on which no handler ran
-// (the key was in flight elsewhere, the store failed, Close came first) is
-// given back and does not count.
-//
-// A handler that fails with attempts left puts the message back, to be
-// taken again after 1 s, 2 s, 4 s… (at most the queue's visibility
-// timeout). A failure on the last attempt is final, and a message taken
-// once more than n times (its last attempt never finished: a poison
-// message that kills its worker) is not run again: either way the message
-// moves to [queue.StateFailed] with the reason, is counted in
-// [QueueStats].Failed, logged at error level and reported to the func of
-// [WithDone]. [queue.Queue.Failed] lists these dead letters and
-// [queue.Queue.Requeue] puts one back. n = 1 makes any failure final, a
-// crash included: the message of a killed worker is then not run again.
-// The memory tier, which has no second attempt, does not read it.
+// [WithQueue] or [WithOverflow] gets (default [DefaultMaxAttempts]; n <= 0
+// keeps it). An attempt counts when a worker takes the message, before the
+// handler runs, so a worker that never comes back (killed, out of memory,
+// os.Exit) uses one up; a take on which no handler ran is given back. A
+// failure with attempts left puts the message back for 1 s, 2 s, 4 s… (at
+// most the visibility timeout). A failure on the last attempt, or a message
+// taken more than n times (a poison message that kills its worker), moves it
+// to [queue.StateFailed] with the reason: counted in [QueueStats].Failed,
+// logged at error level, reported to [WithDone]; [queue.Queue.Failed] lists
+// these dead letters and [queue.Queue.Requeue] puts one back. The memory
+// tier, which has no second attempt, does not read n.
 func WithMaxAttempts(n int) AsyncOption {
 	return asyncOption(func(c *config) {
 		if n > 0 {
@@ -98,7 +89,7 @@ func (c *config) handlerTimeoutFor(dl queue.Delivery) time.Duration {
 func (a *Async) accept(w http.ResponseWriter, r *http.Request, d *delivery) {
 	defer a.wg.Done()
 	ctx := r.Context()
-	marked, err := a.d.Store().Exists(ctx, d.key)
+	marked, err := a.d.Exists(ctx, d.key)
 	if err == nil && marked {
 		err = dedupe.ErrDuplicate
 	}
@@ -225,7 +216,7 @@ func (a *Async) warnOverdue(hctx context.Context, dl queue.Delivery, limit time.
 // last attempt never finished, so its worker most likely died on it. A
 // message found marked was processed by that worker after all.
 func (a *Async) exhausted(ctx context.Context, dl queue.Delivery) {
-	marked, err := a.d.Store().Exists(ctx, dl.Key)
+	marked, err := a.d.Exists(ctx, dl.Key)
 	switch {
 	case err != nil: // try again later; this take does not count
 		a.stats.retried.Add(1)

@@ -79,13 +79,10 @@ var (
 //     releases its claim instead when the handler answered with any other
 //     status (see [WithFailureStatus]) or panicked before answering, so that
 //     the platform's retry is processed (the panic goes on to the server);
-//   - marks the message too when the handler panics after it wrote a 2xx
-//     status (WriteHeader, Write or Flush): the platform gets that answer
-//     and will not redeliver, so releasing would leave the message to any
-//     copy in flight instead. The panic is recovered, so the response ends
-//     normally, logged at error level with its stack, and counted in
-//     [Stats].PanicsAfterSuccess; a panic with [http.ErrAbortHandler] goes on
-//     to abort the response, after the mark;
+//   - marks it too when the handler panics after writing a 2xx status: the
+//     platform got its answer and will not redeliver. The panic is recovered,
+//     logged with its stack and counted ([Stats].PanicsAfterSuccess);
+//     [http.ErrAbortHandler] still aborts the response, after the mark;
 //   - answers 503 with Retry-After when the store fails, so that the
 //     platform retries later (the Deduper fails closed, unless it was given
 //     [dedupe.WithFallback]);
