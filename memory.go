@@ -10,8 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
 // MemoryConfig configures a [MemoryStore]. The zero value gives the defaults.
@@ -72,12 +70,12 @@ type MemoryStore struct {
 
 type memShard struct {
 	mu     sync.Mutex
-	marks  *simplelru.LRU[Key, int64] // the expiry, see MemoryStore.nanotime
+	marks  markLRU
 	claims map[Key]memClaim
 	free   int // claim slots reserved from the pool and not used
 	// Pad to two cache lines, so that no two shards share a line (or an
 	// adjacent-line prefetch) wherever the array starts.
-	_ [128 - 32]byte
+	_ [128 - 88]byte
 }
 
 type memClaim struct {
@@ -123,16 +121,17 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 		if i < cfg.MaxSize%n {
 			size++
 		}
-		// NewLRU fails only for a size <= 0, which cannot happen here.
-		s.shards[i].marks, _ = simplelru.NewLRU[Key, int64](size, nil)
+		s.shards[i].marks = *newMarkLRU(s.seed, size)
 		s.shards[i].claims = make(map[Key]memClaim)
 	}
 	return s
 }
 
-// shard returns the shard of k. Message ids alone spread keys well enough.
-func (s *MemoryStore) shard(k Key) *memShard {
-	return &s.shards[maphash.String(s.seed, k.MessageID)&s.mask]
+// shard returns the shard of k and k's hash. Message ids alone spread keys
+// well enough.
+func (s *MemoryStore) shard(k Key) (*memShard, uint64) {
+	h := maphash.String(s.seed, k.MessageID)
+	return &s.shards[h&s.mask], h
 }
 
 // nanotime returns the store's time in nanoseconds: monotonic since the store
@@ -152,12 +151,12 @@ func (s *MemoryStore) Exists(ctx context.Context, key Key) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	sh := s.shard(key)
+	sh, h := s.shard(key)
 	sh.mu.Lock()
-	exp, found := sh.marks.Get(key)
+	exp, found := sh.marks.get(key, h)
 	ok := found && s.nanotime() < exp // the clock is read only for a key present
 	if found && !ok {
-		sh.marks.Remove(key)
+		sh.marks.remove(key, h)
 	}
 	sh.mu.Unlock()
 	if ok {
@@ -173,12 +172,12 @@ func (s *MemoryStore) Mark(ctx context.Context, key Key, ttl time.Duration) erro
 		return err
 	}
 	expires := s.nanotime() + int64(orDefault(ttl, s.ttl))
-	sh := s.shard(key)
+	sh, h := s.shard(key)
 	sh.mu.Lock()
 	if len(sh.claims) != 0 {
 		s.dropClaim(sh, key)
 	}
-	sh.marks.Add(key, expires)
+	sh.marks.add(key, h, expires)
 	sh.mu.Unlock()
 	return nil
 }
@@ -196,9 +195,9 @@ func (s *MemoryStore) Claim(ctx context.Context, c Claim, lease time.Duration) (
 	lease = orDefault(lease, s.lease)
 	for swept := false; ; swept = true {
 		now := s.nanotime()
-		sh := s.shard(c.Key)
+		sh, h := s.shard(c.Key)
 		sh.mu.Lock()
-		st, full := s.claimLocked(sh, c, now, now+int64(lease))
+		st, full := s.claimLocked(sh, c, h, now, now+int64(lease))
 		sh.mu.Unlock()
 		if !full {
 			return st, nil
@@ -212,8 +211,8 @@ func (s *MemoryStore) Claim(ctx context.Context, c Claim, lease time.Duration) (
 
 // claimLocked is Claim under the shard lock. full reports that a new claim
 // would exceed MaxClaims.
-func (s *MemoryStore) claimLocked(sh *memShard, c Claim, now, expires int64) (_ Status, full bool) {
-	if sh.marked(c.Key, now) {
+func (s *MemoryStore) claimLocked(sh *memShard, c Claim, h uint64, now, expires int64) (_ Status, full bool) {
+	if sh.marked(c.Key, h, now) {
 		return Duplicate, false
 	}
 	if len(sh.claims) != 0 {
@@ -311,7 +310,7 @@ func (s *MemoryStore) update(ctx context.Context, op string, c Claim, f func(*me
 		return err
 	}
 	now := s.nanotime()
-	sh := s.shard(c.Key)
+	sh, _ := s.shard(c.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	cur, ok := sh.claims[c.Key]
@@ -343,7 +342,7 @@ func (s *MemoryStore) Close() error {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		sh.marks.Purge()
+		sh.marks.purge()
 		clear(sh.claims)
 		sh.mu.Unlock()
 	}
@@ -357,7 +356,7 @@ func (s *MemoryStore) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += sh.marks.Len() + len(sh.claims)
+		n += sh.marks.len() + len(sh.claims)
 		sh.mu.Unlock()
 	}
 	return n
@@ -365,13 +364,13 @@ func (s *MemoryStore) Len() int {
 
 // marked reports whether k holds a live mark, dropping an expired one. The
 // shard lock must be held.
-func (sh *memShard) marked(k Key, now int64) bool {
-	exp, ok := sh.marks.Get(k)
+func (sh *memShard) marked(k Key, h uint64, now int64) bool {
+	exp, ok := sh.marks.get(k, h)
 	if !ok {
 		return false
 	}
 	if now >= exp {
-		sh.marks.Remove(k)
+		sh.marks.remove(k, h)
 		return false
 	}
 	return true

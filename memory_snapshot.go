@@ -129,19 +129,17 @@ func (s *MemoryStore) encodeMarks(w *bufio.Writer) error {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		keys := sh.marks.Keys() // oldest first
 		buf = buf[:0]
-		for _, k := range keys {
-			exp, ok := sh.marks.Peek(k)
-			if !ok || exp <= now {
-				continue
+		sh.marks.oldestFirst(func(k Key, exp int64) {
+			if exp <= now {
+				return
 			}
 			buf = binary.AppendUvarint(buf, uint64(len(k.Channel)))
 			buf = append(buf, k.Channel...)
 			buf = binary.AppendUvarint(buf, uint64(len(k.MessageID)))
 			buf = append(buf, k.MessageID...)
 			buf = binary.AppendVarint(buf, wall+(exp-now))
-		}
+		})
 		sh.mu.Unlock()
 		if _, err := w.Write(buf); err != nil {
 			return err
@@ -170,9 +168,9 @@ func (s *MemoryStore) loadSnapshot(path string) error {
 	now, wall := s.clocks()
 	for _, m := range marks {
 		if left := m.expires - wall; left > 0 {
-			sh := s.shard(m.key)
+			sh, h := s.shard(m.key)
 			sh.mu.Lock()
-			sh.marks.Add(m.key, now+left)
+			sh.marks.add(m.key, h, now+left)
 			sh.mu.Unlock()
 		}
 	}
