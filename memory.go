@@ -63,9 +63,7 @@ type MemoryStore struct {
 	stopSnapshots chan struct{}
 	snapshotsDone chan struct{}
 
-	_    [64]byte     // keep the counter off the fields every call reads
 	pool atomic.Int64 // claim slots neither held nor reserved by a shard
-	_    [56]byte
 }
 
 type memShard struct {
@@ -73,9 +71,6 @@ type memShard struct {
 	marks  markLRU
 	claims map[Key]memClaim
 	free   int // claim slots reserved from the pool and not used
-	// Pad to two cache lines, so that no two shards share a line (or an
-	// adjacent-line prefetch) wherever the array starts.
-	_ [128 - 88]byte
 }
 
 type memClaim struct {

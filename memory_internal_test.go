@@ -4,16 +4,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"testing"
-	"unsafe"
 )
-
-// A shard is 128 bytes, so that the mutexes of adjacent shards never share a
-// cache line.
-func TestMemShardSize(t *testing.T) {
-	if got := unsafe.Sizeof(memShard{}); got != 128 {
-		t.Fatalf("memShard is %d bytes, want 128: fix its padding", got)
-	}
-}
 
 // The LRU keeps the most recently used keys, reuses removed entries, and
 // tells apart keys whose hashes are equal (one id on several channels).
