@@ -54,7 +54,6 @@ type MemoryStore struct {
 	seed       maphash.Seed
 	mask       uint64
 	maxClaims  int64
-	chunk      int // claim slots a shard reserves from the pool at a time
 	shards     []memShard
 	closed     atomic.Bool
 
@@ -62,15 +61,13 @@ type MemoryStore struct {
 	snapshotMu    sync.Mutex // serialises snapshot writes
 	stopSnapshots chan struct{}
 	snapshotsDone chan struct{}
-
-	pool atomic.Int64 // claim slots neither held nor reserved by a shard
+	held          atomic.Int64 // claims held, at most maxClaims
 }
 
 type memShard struct {
 	mu     sync.Mutex
 	marks  markLRU
 	claims map[Key]memClaim
-	free   int // claim slots reserved from the pool and not used
 }
 
 type memClaim struct {
@@ -107,10 +104,8 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 		seed:      maphash.MakeSeed(),
 		mask:      uint64(n - 1),
 		maxClaims: int64(cfg.MaxClaims),
-		chunk:     max(1, cfg.MaxClaims/(16*n)),
 		shards:    make([]memShard, n),
 	}
-	s.pool.Store(s.maxClaims)
 	for i := range s.shards {
 		size := cfg.MaxSize / n
 		if i < cfg.MaxSize%n {
@@ -220,54 +215,38 @@ func (s *MemoryStore) claimLocked(sh *memShard, c Claim, h uint64, now, expires 
 			return Claimed, false
 		}
 	}
-	if sh.free == 0 && !s.reserve(sh) {
+	if !s.takeSlot() {
 		return 0, true
 	}
-	sh.free--
 	sh.claims[c.Key] = memClaim{expires: expires, token: c.Token}
 	return Claimed, false
 }
 
-// Claims are counted without a shared counter on the common path: each
-// shard reserves slots from the pool a chunk at a time and uses them under its
-// own lock. A Claim that finds the pool empty has every shard give back its
-// unused slots (see dropExpiredClaims) before it is refused, so MaxClaims is
-// exact.
-
-// reserve moves up to a chunk of slots from the pool to sh, and reports
-// whether it got any. The shard lock must be held.
-func (s *MemoryStore) reserve(sh *memShard) bool {
+// takeSlot counts one more claim held, unless MaxClaims are held already.
+// It never counts beyond MaxClaims, even for a moment, so a Claim is refused
+// only when MaxClaims claims are held.
+func (s *MemoryStore) takeSlot() bool {
 	for {
-		p := s.pool.Load()
-		if p <= 0 {
+		n := s.held.Load()
+		if n >= s.maxClaims {
 			return false
 		}
-		n := min(p, int64(s.chunk))
-		if s.pool.CompareAndSwap(p, p-n) {
-			sh.free += int(n)
+		if s.held.CompareAndSwap(n, n+1) {
 			return true
 		}
 	}
 }
 
-// dropClaim deletes key's claim, if any, from sh, keeping its slot for the
-// shard's next claims, or giving slots back to the pool beyond two chunks.
-// The shard lock must be held.
+// dropClaim deletes key's claim, if any, from sh. The shard lock must be held.
 func (s *MemoryStore) dropClaim(sh *memShard, key Key) {
 	n := len(sh.claims)
 	delete(sh.claims, key)
-	if len(sh.claims) == n {
-		return
-	}
-	sh.free++
-	if sh.free > 2*s.chunk {
-		s.pool.Add(int64(sh.free - s.chunk))
-		sh.free = s.chunk
+	if len(sh.claims) != n {
+		s.held.Add(-1)
 	}
 }
 
-// dropExpiredClaims deletes the claims whose lease ran out from every shard,
-// and gives every shard's unused slots back to the pool.
+// dropExpiredClaims deletes the claims whose lease ran out from every shard.
 func (s *MemoryStore) dropExpiredClaims(now int64) {
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -275,11 +254,9 @@ func (s *MemoryStore) dropExpiredClaims(now int64) {
 		for k, c := range sh.claims {
 			if now >= c.expires {
 				delete(sh.claims, k)
-				sh.free++
+				s.held.Add(-1)
 			}
 		}
-		s.pool.Add(int64(sh.free))
-		sh.free = 0
 		sh.mu.Unlock()
 	}
 }
