@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -261,9 +262,11 @@ func runSerial(b *testing.B, impls []contender) {
 			defer done()
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu := cpuTime()
 			for i := benchSize; i < benchSize+b.N; i++ {
 				op(i)
 			}
+			reportCPU(b, cpu)
 		})
 	}
 }
@@ -282,6 +285,8 @@ func runParallel(b *testing.B, impls []contender) {
 			next.Store(benchSize)
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu := cpuTime()
+			defer reportCPU(b, cpu)
 			b.RunParallel(func(pb *testing.PB) {
 				i, end := 0, 0
 				for pb.Next() {
@@ -295,6 +300,22 @@ func runParallel(b *testing.B, impls []contender) {
 			})
 		})
 	}
+}
+
+// cpuTime returns the CPU time the process has used, every thread's.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports the CPU time per operation since start, the garbage
+// collector's included. On a machine shared with other work it is far
+// steadier than the wall-clock time, which counts the time the benchmark
+// waited for a core; for the parallel benchmarks it is the CPU time of every
+// core together, a measure of throughput.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
 }
 
 // heapKeys is the number of marks BenchmarkMemoryHeapPerKey holds.
