@@ -20,7 +20,9 @@ type MemoryConfig struct {
 	// mark of its shard. Default 10000.
 	MaxSize int
 	// MaxClaims bounds the claims held, which are never evicted: beyond it
-	// Claim fails with [ErrStoreFull]. Default MaxSize.
+	// Claim fails with [ErrStoreFull]. The bound is exact under concurrent
+	// calls: a Claim is refused only while MaxClaims unexpired claims are
+	// held. Default MaxSize.
 	MaxClaims int
 	// Now is the store's clock. Default: the monotonic clock, so that a change
 	// of the wall clock does not shorten or lengthen TTLs.
