@@ -1,6 +1,9 @@
 package dedupe
 
-import "hash/maphash"
+import (
+	"hash/maphash"
+	"math"
+)
 
 // markLRU is the LRU of one memory shard's marks: each key's expiry, most
 // recently used first, at most size keys. It is built for the store's
@@ -28,9 +31,13 @@ type markEntry struct {
 	chain      int32 // the next entry with the same hash, or 0
 }
 
-// newMarkLRU returns an empty LRU of at most size keys, whose hashes are
-// made with seed; size must be positive.
+// maxMarkLRU is the most keys one LRU holds: its entries link by int32.
+const maxMarkLRU = math.MaxInt32 - 1
+
+// newMarkLRU returns an empty LRU of at most size keys (at most maxMarkLRU),
+// whose hashes are made with seed; size must be positive.
 func newMarkLRU(seed maphash.Seed, size int) *markLRU {
+	size = min(size, maxMarkLRU)
 	return &markLRU{seed: seed, size: size, entries: make([]markEntry, 1, min(size, 64)+1), index: make(map[uint64]int32)}
 }
 
