@@ -10,8 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
 // MemoryConfig configures a [MemoryStore]. The zero value gives the defaults.
@@ -22,7 +20,9 @@ type MemoryConfig struct {
 	// mark of its shard. Default 10000.
 	MaxSize int
 	// MaxClaims bounds the claims held, which are never evicted: beyond it
-	// Claim fails with [ErrStoreFull]. Default MaxSize.
+	// Claim fails with [ErrStoreFull]. The bound is exact under concurrent
+	// calls: a Claim is refused only while MaxClaims unexpired claims are
+	// held. Default MaxSize.
 	MaxClaims int
 	// Now is the store's clock. Default: the monotonic clock, so that a change
 	// of the wall clock does not shorten or lengthen TTLs.
@@ -56,7 +56,6 @@ type MemoryStore struct {
 	seed       maphash.Seed
 	mask       uint64
 	maxClaims  int64
-	chunk      int // claim slots a shard reserves from the pool at a time
 	shards     []memShard
 	closed     atomic.Bool
 
@@ -64,20 +63,13 @@ type MemoryStore struct {
 	snapshotMu    sync.Mutex // serialises snapshot writes
 	stopSnapshots chan struct{}
 	snapshotsDone chan struct{}
-
-	_    [64]byte     // keep the counter off the fields every call reads
-	pool atomic.Int64 // claim slots neither held nor reserved by a shard
-	_    [56]byte
+	held          atomic.Int64 // claims held, at most maxClaims
 }
 
 type memShard struct {
 	mu     sync.Mutex
-	marks  *simplelru.LRU[Key, int64] // the expiry, see MemoryStore.nanotime
+	marks  markLRU
 	claims map[Key]memClaim
-	free   int // claim slots reserved from the pool and not used
-	// Pad to two cache lines, so that no two shards share a line (or an
-	// adjacent-line prefetch) wherever the array starts.
-	_ [128 - 32]byte
 }
 
 type memClaim struct {
@@ -114,25 +106,24 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 		seed:      maphash.MakeSeed(),
 		mask:      uint64(n - 1),
 		maxClaims: int64(cfg.MaxClaims),
-		chunk:     max(1, cfg.MaxClaims/(16*n)),
 		shards:    make([]memShard, n),
 	}
-	s.pool.Store(s.maxClaims)
 	for i := range s.shards {
 		size := cfg.MaxSize / n
 		if i < cfg.MaxSize%n {
 			size++
 		}
-		// NewLRU fails only for a size <= 0, which cannot happen here.
-		s.shards[i].marks, _ = simplelru.NewLRU[Key, int64](size, nil)
+		s.shards[i].marks = *newMarkLRU(s.seed, size)
 		s.shards[i].claims = make(map[Key]memClaim)
 	}
 	return s
 }
 
-// shard returns the shard of k. Message ids alone spread keys well enough.
-func (s *MemoryStore) shard(k Key) *memShard {
-	return &s.shards[maphash.String(s.seed, k.MessageID)&s.mask]
+// shard returns the shard of k and k's hash. Message ids alone spread keys
+// well enough.
+func (s *MemoryStore) shard(k Key) (*memShard, uint64) {
+	h := maphash.String(s.seed, k.MessageID)
+	return &s.shards[h&s.mask], h
 }
 
 // nanotime returns the store's time in nanoseconds: monotonic since the store
@@ -152,12 +143,12 @@ func (s *MemoryStore) Exists(ctx context.Context, key Key) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	sh := s.shard(key)
+	sh, h := s.shard(key)
 	sh.mu.Lock()
-	exp, found := sh.marks.Get(key)
+	exp, found := sh.marks.get(key, h)
 	ok := found && s.nanotime() < exp // the clock is read only for a key present
 	if found && !ok {
-		sh.marks.Remove(key)
+		sh.marks.remove(key, h)
 	}
 	sh.mu.Unlock()
 	if ok {
@@ -173,12 +164,12 @@ func (s *MemoryStore) Mark(ctx context.Context, key Key, ttl time.Duration) erro
 		return err
 	}
 	expires := s.nanotime() + int64(orDefault(ttl, s.ttl))
-	sh := s.shard(key)
+	sh, h := s.shard(key)
 	sh.mu.Lock()
 	if len(sh.claims) != 0 {
 		s.dropClaim(sh, key)
 	}
-	sh.marks.Add(key, expires)
+	sh.marks.add(key, h, expires)
 	sh.mu.Unlock()
 	return nil
 }
@@ -196,9 +187,9 @@ func (s *MemoryStore) Claim(ctx context.Context, c Claim, lease time.Duration) (
 	lease = orDefault(lease, s.lease)
 	for swept := false; ; swept = true {
 		now := s.nanotime()
-		sh := s.shard(c.Key)
+		sh, h := s.shard(c.Key)
 		sh.mu.Lock()
-		st, full := s.claimLocked(sh, c, now, now+int64(lease))
+		st, full := s.claimLocked(sh, c, h, now, now+int64(lease))
 		sh.mu.Unlock()
 		if !full {
 			return st, nil
@@ -212,8 +203,8 @@ func (s *MemoryStore) Claim(ctx context.Context, c Claim, lease time.Duration) (
 
 // claimLocked is Claim under the shard lock. full reports that a new claim
 // would exceed MaxClaims.
-func (s *MemoryStore) claimLocked(sh *memShard, c Claim, now, expires int64) (_ Status, full bool) {
-	if sh.marked(c.Key, now) {
+func (s *MemoryStore) claimLocked(sh *memShard, c Claim, h uint64, now, expires int64) (_ Status, full bool) {
+	if sh.marked(c.Key, h, now) {
 		return Duplicate, false
 	}
 	if len(sh.claims) != 0 {
@@ -226,54 +217,38 @@ func (s *MemoryStore) claimLocked(sh *memShard, c Claim, now, expires int64) (_ 
 			return Claimed, false
 		}
 	}
-	if sh.free == 0 && !s.reserve(sh) {
+	if !s.takeSlot() {
 		return 0, true
 	}
-	sh.free--
 	sh.claims[c.Key] = memClaim{expires: expires, token: c.Token}
 	return Claimed, false
 }
 
-// Claims are counted without a shared counter on the common path: each
-// shard reserves slots from the pool a chunk at a time and uses them under its
-// own lock. A Claim that finds the pool empty has every shard give back its
-// unused slots (see dropExpiredClaims) before it is refused, so MaxClaims is
-// exact.
-
-// reserve moves up to a chunk of slots from the pool to sh, and reports
-// whether it got any. The shard lock must be held.
-func (s *MemoryStore) reserve(sh *memShard) bool {
+// takeSlot counts one more claim held, unless MaxClaims are held already.
+// It never counts beyond MaxClaims, even for a moment, so a Claim is refused
+// only when MaxClaims claims are held.
+func (s *MemoryStore) takeSlot() bool {
 	for {
-		p := s.pool.Load()
-		if p <= 0 {
+		n := s.held.Load()
+		if n >= s.maxClaims {
 			return false
 		}
-		n := min(p, int64(s.chunk))
-		if s.pool.CompareAndSwap(p, p-n) {
-			sh.free += int(n)
+		if s.held.CompareAndSwap(n, n+1) {
 			return true
 		}
 	}
 }
 
-// dropClaim deletes key's claim, if any, from sh, keeping its slot for the
-// shard's next claims, or giving slots back to the pool beyond two chunks.
-// The shard lock must be held.
+// dropClaim deletes key's claim, if any, from sh. The shard lock must be held.
 func (s *MemoryStore) dropClaim(sh *memShard, key Key) {
 	n := len(sh.claims)
 	delete(sh.claims, key)
-	if len(sh.claims) == n {
-		return
-	}
-	sh.free++
-	if sh.free > 2*s.chunk {
-		s.pool.Add(int64(sh.free - s.chunk))
-		sh.free = s.chunk
+	if len(sh.claims) != n {
+		s.held.Add(-1)
 	}
 }
 
-// dropExpiredClaims deletes the claims whose lease ran out from every shard,
-// and gives every shard's unused slots back to the pool.
+// dropExpiredClaims deletes the claims whose lease ran out from every shard.
 func (s *MemoryStore) dropExpiredClaims(now int64) {
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -281,11 +256,9 @@ func (s *MemoryStore) dropExpiredClaims(now int64) {
 		for k, c := range sh.claims {
 			if now >= c.expires {
 				delete(sh.claims, k)
-				sh.free++
+				s.held.Add(-1)
 			}
 		}
-		s.pool.Add(int64(sh.free))
-		sh.free = 0
 		sh.mu.Unlock()
 	}
 }
@@ -311,7 +284,7 @@ func (s *MemoryStore) update(ctx context.Context, op string, c Claim, f func(*me
 		return err
 	}
 	now := s.nanotime()
-	sh := s.shard(c.Key)
+	sh, _ := s.shard(c.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	cur, ok := sh.claims[c.Key]
@@ -343,7 +316,7 @@ func (s *MemoryStore) Close() error {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		sh.marks.Purge()
+		sh.marks.purge()
 		clear(sh.claims)
 		sh.mu.Unlock()
 	}
@@ -357,7 +330,7 @@ func (s *MemoryStore) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += sh.marks.Len() + len(sh.claims)
+		n += sh.marks.len() + len(sh.claims)
 		sh.mu.Unlock()
 	}
 	return n
@@ -365,13 +338,13 @@ func (s *MemoryStore) Len() int {
 
 // marked reports whether k holds a live mark, dropping an expired one. The
 // shard lock must be held.
-func (sh *memShard) marked(k Key, now int64) bool {
-	exp, ok := sh.marks.Get(k)
+func (sh *memShard) marked(k Key, h uint64, now int64) bool {
+	exp, ok := sh.marks.get(k, h)
 	if !ok {
 		return false
 	}
 	if now >= exp {
-		sh.marks.Remove(k)
+		sh.marks.remove(k, h)
 		return false
 	}
 	return true

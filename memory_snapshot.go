@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 )
 
@@ -29,15 +31,27 @@ var crc32c = crc32.MakeTable(crc32.Castagnoli)
 // OpenMemoryStore returns a memory store loaded with the snapshot at
 // cfg.SnapshotPath, if there is one, that writes a snapshot there every
 // cfg.SnapshotInterval and on Close. Expired marks are skipped; claims are never
-// written. It always returns a usable store: a snapshot that cannot be read, or
-// is corrupt, truncated or foreign, is refused whole (never half loaded), the
-// store starts empty, the error says why, and the next snapshot replaces it.
+// written. Temporary files that earlier runs left beside the snapshot (a
+// process killed while it wrote one) are removed, so one path must serve one
+// store at a time.
+//
+// A file at the path that cannot be read (not a regular file, such as a FIFO
+// or a device; no permission; an I/O error) is an error and no store, so that
+// it is never overwritten. A snapshot that is corrupt, truncated, foreign, or
+// larger than any snapshot of MaxSize marks can be is refused whole (never
+// half loaded, and never read beyond that size): the store starts empty, is
+// returned with an error that says why, and its next snapshot replaces the
+// file.
 func OpenMemoryStore(cfg MemoryConfig) (*MemoryStore, error) {
 	s := NewMemoryStore(cfg)
 	if cfg.SnapshotPath == "" {
 		return s, nil
 	}
+	removeTempSnapshots(cfg.SnapshotPath)
 	err := s.loadSnapshot(cfg.SnapshotPath)
+	if err != nil && !errors.Is(err, errBadSnapshot) {
+		return nil, err
+	}
 	s.startSnapshots(cfg)
 	return s, err
 }
@@ -81,10 +95,14 @@ func (s *MemoryStore) startSnapshots(cfg MemoryConfig) {
 	}()
 }
 
+// Temporary snapshots are named after the snapshot: path.*.tmp, see
+// [os.CreateTemp].
+const tempSnapshotSuffix = ".tmp"
+
 // writeSnapshot writes the live marks to a temporary file next to path and
 // renames it to path.
 func (s *MemoryStore) writeSnapshot(path string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*"+tempSnapshotSuffix)
 	if err != nil {
 		return fmt.Errorf("dedupe: memory: snapshot %s: %w", path, err)
 	}
@@ -129,19 +147,17 @@ func (s *MemoryStore) encodeMarks(w *bufio.Writer) error {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		keys := sh.marks.Keys() // oldest first
 		buf = buf[:0]
-		for _, k := range keys {
-			exp, ok := sh.marks.Peek(k)
-			if !ok || exp <= now {
-				continue
+		sh.marks.oldestFirst(func(k Key, exp int64) {
+			if exp <= now {
+				return
 			}
 			buf = binary.AppendUvarint(buf, uint64(len(k.Channel)))
 			buf = append(buf, k.Channel...)
 			buf = binary.AppendUvarint(buf, uint64(len(k.MessageID)))
 			buf = append(buf, k.MessageID...)
 			buf = binary.AppendVarint(buf, wall+(exp-now))
-		}
+		})
 		sh.mu.Unlock()
 		if _, err := w.Write(buf); err != nil {
 			return err
@@ -153,15 +169,64 @@ func (s *MemoryStore) encodeMarks(w *bufio.Writer) error {
 // errBadSnapshot is wrapped by the errors of a snapshot that is refused.
 var errBadSnapshot = errors.New("not a valid snapshot")
 
+// removeTempSnapshots removes the temporary files a writeSnapshot of path
+// left when its process died, as far as it can: one it cannot remove is
+// harmless, and the next run tries again.
+func removeTempSnapshots(path string) {
+	dir, prefix := filepath.Dir(path), filepath.Base(path)+"."
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		// CreateTemp's random part is decimal digits: leave other files be.
+		if digits, ok := strings.CutSuffix(rest, tempSnapshotSuffix); ok && digits != "" &&
+			strings.Trim(digits, "0123456789") == "" {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// maxSnapshotRecord is the longest record of one mark: the longest channel
+// and message id with their lengths, and the expiry.
+const maxSnapshotRecord = binary.MaxVarintLen16 + MaxChannelLen + binary.MaxVarintLen16 + MaxMessageIDLen + binary.MaxVarintLen64
+
 // loadSnapshot reads the snapshot at path, checks all of it, and only then
-// adds its live marks. A missing file is an empty snapshot.
+// adds its live marks. A missing file is an empty snapshot. The file is
+// opened without blocking (a FIFO does not wait for a writer), read only if
+// it is a regular file, and never beyond the largest snapshot the store can
+// write.
 func (s *MemoryStore) loadSnapshot(path string) error {
-	data, err := os.ReadFile(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("dedupe: memory: read snapshot %s: %w", path, err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("dedupe: memory: read snapshot %s: %w", path, err)
+	}
+	if !info.Mode().IsRegular() {
+		return fmt.Errorf("dedupe: memory: read snapshot %s: not a regular file (%s)", path, info.Mode().Type())
+	}
+	limit := int64(len(snapshotMagic)) + int64(s.size())*maxSnapshotRecord + 4
+	if info.Size() > limit {
+		return fmt.Errorf("dedupe: memory: snapshot %s refused, starting empty: %w: %d bytes, more than %d marks can take (%d)",
+			path, errBadSnapshot, info.Size(), s.size(), limit)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return fmt.Errorf("dedupe: memory: read snapshot %s: %w", path, err)
+	}
+	if int64(len(data)) > limit { // it grew since Stat
+		return fmt.Errorf("dedupe: memory: snapshot %s refused, starting empty: %w: more than %d bytes", path, errBadSnapshot, limit)
 	}
 	marks, err := decodeSnapshot(data)
 	if err != nil {
@@ -170,9 +235,9 @@ func (s *MemoryStore) loadSnapshot(path string) error {
 	now, wall := s.clocks()
 	for _, m := range marks {
 		if left := m.expires - wall; left > 0 {
-			sh := s.shard(m.key)
+			sh, h := s.shard(m.key)
 			sh.mu.Lock()
-			sh.marks.Add(m.key, now+left)
+			sh.marks.add(m.key, h, now+left)
 			sh.mu.Unlock()
 		}
 	}
@@ -234,4 +299,13 @@ func readSnapshotString(r []byte, max int) (string, []byte, bool) {
 		return "", r, false
 	}
 	return string(r[k : k+int(n)]), r[k+int(n):], true
+}
+
+// size returns MaxSize: the most marks the store holds.
+func (s *MemoryStore) size() int {
+	n := 0
+	for i := range s.shards {
+		n += s.shards[i].marks.size
+	}
+	return n
 }

@@ -225,8 +225,8 @@ func claimNew(ctx context.Context, st dedupe.Store, key dedupe.Key, lease time.D
 	return c, status, err
 }
 
-// MaxClaims is exact under concurrent claims on every shard: the slots the
-// shards reserve are given back before a Claim is refused.
+// MaxClaims is exact under concurrent claims on every shard: exactly
+// MaxClaims of them are taken, the others refused.
 func TestMemoryMaxClaimsExact(t *testing.T) {
 	ctx := context.Background()
 	const maxClaims = 1000
@@ -266,4 +266,52 @@ func TestMemoryMaxClaimsExact(t *testing.T) {
 			}
 		}
 	}
+}
+
+// MaxClaims is exact while claims come and go on every shard at once: each
+// goroutine holds at most its share of MaxClaims, so every claim it asks for
+// has room, and none is refused.
+func TestMemoryMaxClaimsChurn(t *testing.T) {
+	ctx := context.Background()
+	const (
+		goroutines = 8
+		share      = 16 // claims a goroutine holds at most
+		maxClaims  = goroutines * share
+		claims     = 8000 // claims a goroutine asks for
+	)
+	st := dedupe.NewMemoryStore(dedupe.MemoryConfig{MaxSize: 100000, MaxClaims: maxClaims})
+	var refused atomic.Int32
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			held := make([]dedupe.Claim, 0, share)
+			for i := range claims {
+				if len(held) == share { // make room first: release or mark the oldest
+					c := held[0]
+					held = append(held[:0], held[1:]...)
+					var err error
+					if i%2 == 0 {
+						err = st.Release(ctx, c)
+					} else {
+						err = st.Mark(ctx, c.Key, time.Hour)
+					}
+					if !assert.NoError(t, err) {
+						return
+					}
+				}
+				c := dedupe.NewClaim(dedupe.Key{Channel: "churn", MessageID: strconv.Itoa(g*claims + i)})
+				status, err := st.Claim(ctx, c, time.Hour)
+				if errors.Is(err, dedupe.ErrStoreFull) {
+					refused.Add(1)
+					continue
+				}
+				if !assert.NoError(t, err) || !assert.Equal(t, dedupe.Claimed, status) {
+					return
+				}
+				held = append(held, c)
+			}
+		})
+	}
+	wg.Wait()
+	assert.Zero(t, refused.Load(), "claims refused with room left, of %d", goroutines*claims)
 }
