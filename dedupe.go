@@ -370,7 +370,7 @@ func (d *Deduper) timed(ctx context.Context, phase int, f func(context.Context) 
 	}
 	start := time.Now()
 	err := f(ctx)
-	d.shared.counters.latency[phase].observe(time.Since(start))
+	d.shared.counters.latency[phase].Observe(latencyBounds[:], time.Since(start))
 	return err
 }
 

@@ -3,6 +3,8 @@ package dedupe
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/gatewaykit/dedupe/internal/histogram"
 )
 
 // Stats is a snapshot of a [Deduper]'s counters, shared with the Dedupers made
@@ -79,34 +81,7 @@ type counters struct {
 	waits, waitsDuplicate, waitsClaimed, waitsTimedOut atomic.Uint64
 	deferred, replayed, dropped                        atomic.Uint64
 	releasesDeferred, releasesReplayed, abandoned      atomic.Uint64
-	latency                                            [numPhases]latency
-}
-
-type latency struct {
-	count   atomic.Uint64
-	sum     atomic.Int64
-	buckets [len(latencyBounds)]atomic.Uint64 // not cumulative
-}
-
-func (l *latency) observe(d time.Duration) {
-	l.count.Add(1)
-	l.sum.Add(int64(d))
-	for i, b := range latencyBounds {
-		if d <= b {
-			l.buckets[i].Add(1)
-			return
-		}
-	}
-}
-
-func (l *latency) snapshot() LatencyStats {
-	s := LatencyStats{Count: l.count.Load(), Sum: time.Duration(l.sum.Load())}
-	var cum uint64
-	for i := range l.buckets {
-		cum += l.buckets[i].Load()
-		s.Buckets[i] = cum
-	}
-	return s
+	latency                                            [numPhases]histogram.Histogram
 }
 
 // Stats returns a snapshot of d's counters; it is safe to call at any time.
@@ -138,7 +113,9 @@ func (d *Deduper) Stats() Stats {
 		s.Layers = l.Answered()
 	}
 	for i := range c.latency {
-		s.Latency[phaseNames[i]] = c.latency[i].snapshot()
+		var l LatencyStats
+		l.Count, l.Sum = c.latency[i].Snapshot(latencyBounds[:], l.Buckets[:])
+		s.Latency[phaseNames[i]] = l
 	}
 	return s
 }

@@ -327,7 +327,7 @@ func (a *Async) run(j *job) {
 			}
 			a.states.set(j.id, j.key, queue.StateProcessing)
 			start := time.Now()
-			defer func() { a.stats.latency.observe(time.Since(start)) }()
+			defer func() { a.stats.latency.Observe(QueueLatencyBuckets[:], time.Since(start)) }()
 			return a.serve(ctx, j.key, j.id, j.req)
 		})
 	}()

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gatewaykit/dedupe/internal/histogram"
+
 	"github.com/gatewaykit/dedupe/queue"
 )
 
@@ -58,24 +60,7 @@ type QueueStats struct {
 
 type queueCounters struct {
 	success, retried, failed, duplicate, full atomic.Uint64
-	latency                                   queueLatency
-}
-
-type queueLatency struct {
-	count   atomic.Uint64
-	sum     atomic.Int64
-	buckets [len(QueueLatencyBuckets)]atomic.Uint64 // not cumulative
-}
-
-func (l *queueLatency) observe(d time.Duration) {
-	l.count.Add(1)
-	l.sum.Add(int64(d))
-	for i, b := range QueueLatencyBuckets {
-		if d <= b {
-			l.buckets[i].Add(1)
-			return
-		}
-	}
+	latency                                   histogram.Histogram
 }
 
 // QueueStats returns a snapshot of a's queue counters. It is safe to call
@@ -87,13 +72,8 @@ func (a *Async) QueueStats() QueueStats {
 		Failed:    a.stats.failed.Load(),
 		Duplicate: a.stats.duplicate.Load(),
 		Full:      a.stats.full.Load(),
-		Latency:   QueueLatency{Count: a.stats.latency.count.Load(), Sum: time.Duration(a.stats.latency.sum.Load())},
 	}
-	var cum uint64
-	for i := range a.stats.latency.buckets {
-		cum += a.stats.latency.buckets[i].Load()
-		s.Latency.Buckets[i] = cum
-	}
+	s.Latency.Count, s.Latency.Sum = a.stats.latency.Snapshot(QueueLatencyBuckets[:], s.Latency.Buckets[:])
 	return s
 }
 

@@ -169,7 +169,7 @@ func (a *Async) process(dl queue.Delivery) {
 	})
 	stop()
 	if ran {
-		a.stats.latency.observe(took)
+		a.stats.latency.Observe(QueueLatencyBuckets[:], took)
 	}
 	a.conclude(ctx, dl, ran, herr, err)
 }
