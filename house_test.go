@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -130,3 +131,19 @@ var (
 	testFunc = regexp.MustCompile(`(?m)^func (Test\w+)\(`)
 	testName = regexp.MustCompile(`\bTest[A-Z]\w*`)
 )
+
+// The webhook middleware's documentation stays readable: go doc -all of
+// dedupehttp prints at most 700 lines.
+func TestDedupehttpDocLength(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	out, err := exec.Command(goTool, "doc", "-all", "./dedupehttp").Output()
+	if err != nil {
+		t.Fatalf("go doc: %v", err)
+	}
+	if n := strings.Count(string(out), "\n"); n > 700 {
+		t.Errorf("go doc -all ./dedupehttp prints %d lines, over 700", n)
+	}
+}
