@@ -152,18 +152,17 @@ test_isolated() {
 		cp "$repo/$d/go.mod" "$work/go.mod"
 		[ ! -f "$repo/$d/go.sum" ] || cp "$repo/$d/go.sum" "$work/go.sum"
 		cd "$repo/$d"
-		reqs=$(go list -modfile="$work/go.mod" -m -f '{{.Path}}@{{.Version}}' all |
-			grep '^github.com/gatewaykit/' | grep -v "@\$" || true)
-		if [ -n "$reqs" ]; then
-			step "$d: checksums of $(tr '\n' ' ' <<<"$reqs")from the local proxy"
-			go mod download -modfile="$work/go.mod" $reqs
-			go get -modfile="$work/go.mod" $reqs
-		fi
+		step "$d: checksums of the modules of this tree, from the local proxy"
+		# -mod=mod records the go.mod checksums in the copy of go.sum; go get
+		# records those of the modules' contents.
+		go list -mod=mod -modfile="$work/go.mod" -m -f '{{.Path}}@{{.Version}}' all >"$work/buildlist"
+		reqs=$(grep '^github.com/gatewaykit/.*@v' "$work/buildlist" || true)
+		[ -z "$reqs" ] || go get -modfile="$work/go.mod" $reqs
 		cmp -s "$repo/$d/go.mod" "$work/go.mod" ||
 			fail "$d/go.mod: go get changed the requirements (diff $repo/$d/go.mod $work/go.mod); bring go.mod up to date"
 		step "$d: go vet ./... (GOWORK=off)"
 		go vet -modfile="$work/go.mod" ./...
-		step "$d: go test -count=1 ${flags[*]} ./... (GOWORK=off)"
+		step "$d: go test -count=1 ${flags[*]:+${flags[*]} }./... (GOWORK=off)"
 		go test -modfile="$work/go.mod" -count=1 "${flags[@]}" ./...
 		cd "$repo"
 	done
