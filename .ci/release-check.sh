@@ -48,8 +48,8 @@ fail() {
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/dedupe-release-check.XXXXXX")
 finish() {
 	rc=$?
-	chmod -R u+w "$tmp" 2>/dev/null || true
-	rm -rf "$tmp"
+	# -modcacherw leaves the private module cache writable; chmod only if not.
+	rm -rf "$tmp" 2>/dev/null || { chmod -R u+w "$tmp" && rm -rf "$tmp"; } || true
 	if [ "$rc" -ne 0 ]; then
 		printf 'release-check: FAIL (exit %d) while: %s\n' "$rc" "$doing" >&2
 	fi
