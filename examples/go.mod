@@ -3,9 +3,9 @@ module github.com/gatewaykit/dedupe/examples
 go 1.26.0
 
 require (
-	github.com/gatewaykit/dedupe v0.0.0-00010101000000-000000000000
-	github.com/gatewaykit/dedupe/postgres v0.0.0-00010101000000-000000000000
-	github.com/gatewaykit/dedupe/deduperedis v0.0.0-00010101000000-000000000000
+	github.com/gatewaykit/dedupe v0.1.0
+	github.com/gatewaykit/dedupe/deduperedis v0.1.0
+	github.com/gatewaykit/dedupe/postgres v0.1.0
 )
 
 require (
@@ -21,7 +21,7 @@ require (
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
-	github.com/gatewaykit/dedupe/dedupeprom v0.0.0-00010101000000-000000000000
+	github.com/gatewaykit/dedupe/dedupeprom v0.1.0
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
@@ -41,11 +41,3 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
 )
-
-replace github.com/gatewaykit/dedupe => ../
-
-replace github.com/gatewaykit/dedupe/deduperedis => ../deduperedis
-
-replace github.com/gatewaykit/dedupe/postgres => ../postgres
-
-replace github.com/gatewaykit/dedupe/dedupeprom => ../dedupeprom

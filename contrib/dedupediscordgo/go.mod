@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/bwmarrin/discordgo v0.29.0
-	github.com/gatewaykit/dedupe v0.0.0-00010101000000-000000000000
+	github.com/gatewaykit/dedupe v0.1.0
 	github.com/gorilla/websocket v1.4.2
 	github.com/stretchr/testify v1.12.1
 )
@@ -24,5 +24,3 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
 )
-
-replace github.com/gatewaykit/dedupe => ../..

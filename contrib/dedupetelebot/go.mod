@@ -3,7 +3,7 @@ module github.com/gatewaykit/dedupe/contrib/dedupetelebot
 go 1.26.0
 
 require (
-	github.com/gatewaykit/dedupe v0.0.0-00010101000000-000000000000
+	github.com/gatewaykit/dedupe v0.1.0
 	github.com/stretchr/testify v1.12.1
 	gopkg.in/telebot.v3 v3.3.8
 )
@@ -22,5 +22,3 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
 )
-
-replace github.com/gatewaykit/dedupe => ../..
