@@ -3,8 +3,11 @@ package dedupehttp_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -149,4 +152,32 @@ func TestSourceFilterBeforeAuthentication(t *testing.T) {
 	w := deliver(h, update(1), http.Header{"X-Telegram-Bot-Api-Secret-Token": {"wrong"}})
 	assert.Equal(t, http.StatusForbidden, w.Code)
 	assert.Equal(t, dedupehttp.Stats{Forbidden: 1}, h.Stats())
+}
+
+// A Telegram endpoint behind a load balancer at 10.0.0.0/8 serves only the
+// deliveries that come from Telegram's ranges; the others get 403 before
+// their body is read.
+func ExampleWithSourceFilter() {
+	src := edge.Sources{
+		Allow:          edge.TelegramRanges(),
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+	}
+	served := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Println("served") })
+	h := dedupehttp.New(dedupe.New(dedupe.NewMemoryStore(dedupe.MemoryConfig{})), platform.Telegram.WithSecret("s3cret"),
+		served, dedupehttp.WithSourceFilter(src.Allows))
+	for _, xff := range []string{"149.154.167.99", "203.0.113.9"} {
+		r := httptest.NewRequest(http.MethodPost, "/telegram", strings.NewReader(`{"update_id":1,"message":{"text":"hi"}}`))
+		r.RemoteAddr = "10.0.0.5:40000"
+		r.Header.Set("X-Forwarded-For", xff)
+		r.Header.Set("X-Telegram-Bot-Api-Secret-Token", "s3cret")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Println(w.Code)
+	}
+	fmt.Println("forbidden:", h.Stats().Forbidden)
+	// Output:
+	// served
+	// 200
+	// 403
+	// forbidden: 1
 }

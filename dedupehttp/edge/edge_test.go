@@ -17,6 +17,8 @@ var (
 	telegram = "149.154.167.99"
 )
 
+func loopbackRange() []netip.Prefix { return []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} }
+
 // request returns a request from peer with the given header lines.
 func request(peer string, header ...string) *http.Request {
 	r := httptest.NewRequest(http.MethodPost, "/hook", nil)

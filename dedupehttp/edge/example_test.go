@@ -9,8 +9,6 @@ import (
 	"github.com/gatewaykit/dedupe/dedupehttp/edge"
 )
 
-func loopbackRange() []netip.Prefix { return []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} }
-
 // A gateway behind a load balancer at 10.0.0.0/8 accepts Telegram's
 // deliveries only: the load balancer's X-Forwarded-For is believed, a
 // client's own is not.
