@@ -21,8 +21,10 @@
 //	http.Handle("POST /telegram", dedupehttp.New(d, tg, h, dedupehttp.WithSourceFilter(src.Allows)))
 //
 // A source filter is a second fence, not authentication: a platform's ranges
-// are shared by all its customers, and addresses can be spoofed on some
-// networks. Keep the preset's secret ([github.com/gatewaykit/dedupe/platform.Preset.WithSecret]).
+// carry the deliveries of all its customers, and anyone can point a bot of
+// their own at your URL. Keep the preset's secret
+// ([github.com/gatewaykit/dedupe/platform.Preset.WithSecret]); the filter
+// spares the secret check, the body and the logs the rest of the internet.
 //
 // # The client address
 //
@@ -31,10 +33,13 @@
 // header ([Sources].Header: X-Forwarded-For, or the RFC 7239 Forwarded) is
 // walked from the right, the end the proxies append to, skipping the
 // addresses of trusted proxies: the first address that is not one is the
-// client. The entries left of it were written by whoever sent the request,
-// and are never read. A header the walk cannot read (an entry that is not an
-// address, an obfuscated or "unknown" Forwarded node, a syntax error, more
-// than [MaxHops] entries) refuses the request: the filter never guesses.
+// client (if every entry is one, the leftmost). The entries left of the
+// client were written by whoever sent the request, and are never judged.
+// What the walk cannot read refuses the request, for the filter never
+// guesses: an entry it reaches that is not an address (garbage, an "unknown"
+// or obfuscated Forwarded node, a Forwarded element without exactly one
+// for=), a Forwarded header with a syntax error anywhere, or a header of more
+// than [MaxHops] entries.
 //
 // # Protecting the status endpoint
 //
@@ -60,9 +65,10 @@ import (
 // guide ("Marvin's Marvellous Guide to All Things Webhook",
 // https://core.telegram.org/bots/webhooks, "The short version") lists them,
 // read on 2026-12-01: "Accepts incoming POSTs from subnets 149.154.160.0/20
-// and 91.108.4.0/22". The guide says webhooks are sent over IPv4 only, and
-// that the ranges might change: check it when deliveries start being
-// refused. (https://core.telegram.org/resources/cidr.txt lists all of
+// and 91.108.4.0/22" (in force since July 2019, says the Bot API changelog
+// of versions 4.2 to 4.4). The guide says webhooks are sent over IPv4 only,
+// and that the ranges might change: check it when deliveries start being
+// refused ([github.com/gatewaykit/dedupe/dedupehttp.Stats].Forbidden). (https://core.telegram.org/resources/cidr.txt lists all of
 // Telegram's networks, which is wider.) Each call returns a new slice.
 func TelegramRanges() []netip.Prefix {
 	return []netip.Prefix{
