@@ -51,8 +51,14 @@
 //
 //	http.Handle("GET /queue/{id}", edge.RequireAuth(a.StatusHandler(), edge.BearerToken(os.Getenv("STATUS_TOKEN"))))
 //
+// with [SignedURL] to hand out links that [SignURL] signed and that expire
+// (say, to the user waiting on a long job),
+//
+//	link, err := edge.SignURL(key, "/queue/"+dedupehttp.QueueID(ctx), time.Now().Add(time.Hour))
+//
 // or with a verifier of your own (a session, mTLS's r.TLS.VerifiedChains,
-// the source ranges of an internal network: src.Allows).
+// the source ranges of an internal network: src.Allows). Verifiers combine
+// with a func literal: func(r *http.Request) bool { return a(r) || b(r) }.
 package edge
 
 import (

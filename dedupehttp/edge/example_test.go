@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"time"
 
 	"github.com/gatewaykit/dedupe/dedupehttp/edge"
 )
@@ -51,4 +52,21 @@ func ExampleRequireAuth() {
 	// Output:
 	// 401
 	// 200
+}
+
+// A status link that opens the endpoint for an hour, to whoever holds it.
+func ExampleSignURL() {
+	key := []byte("a key of at least 32 random bytes")
+	now := time.Unix(1764600000, 0)
+	link, err := edge.SignURL(key, "/queue/GQ7ZJQ2W", now.Add(time.Hour))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	verify := edge.SignedURL(key, func() time.Time { return now })
+	fmt.Println(verify(httptest.NewRequest(http.MethodGet, link, nil)))
+	fmt.Println(verify(httptest.NewRequest(http.MethodGet, "/queue/GQ7ZJQ2W", nil)))
+	// Output:
+	// true
+	// false
 }
