@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -180,4 +182,59 @@ func ExampleWithSourceFilter() {
 	// 200
 	// 403
 	// forbidden: 1
+}
+
+// TestStatusHandlerBehindRequireAuth mounts an Async's status endpoint
+// behind edge.RequireAuth on a real server: a queued message's state is
+// answered to a caller with the token or a signed link, and to no one else.
+func TestStatusHandlerBehindRequireAuth(t *testing.T) {
+	a := dedupehttp.NewAsync(dedupe.New(newRecordingStore(), dedupe.WithLogger(quiet)),
+		dedupehttp.FromPreset(platform.Telegram), &recorder{}, dedupehttp.WithLogger(quiet))
+	t.Cleanup(func() { _ = a.Close(context.Background()) })
+	key := []byte("0123456789abcdef0123456789abcdef")
+	token, signed := edge.BearerToken("t0ken"), edge.SignedURL(key, nil)
+	verify := func(r *http.Request) bool { return token(r) || signed(r) }
+	mux := http.NewServeMux()
+	mux.Handle("POST /hook", a)
+	mux.Handle("GET /queue/{id}", edge.RequireAuth(a.StatusHandler(), verify))
+	srv := serve(t, mux)
+
+	resp, err := srv.Client().Post(srv.URL+"/hook", "application/json", bytes.NewReader(update(41)))
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	id := resp.Header.Get(dedupehttp.HeaderQueueID)
+	require.NotEmpty(t, id)
+
+	get := func(target, auth string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, srv.URL+target, nil)
+		require.NoError(t, err)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := get("/queue/"+id, "")
+	assert.Equal(t, http.StatusUnauthorized, code)
+	assert.NotContains(t, body, id, "no state without authentication")
+	code, _ = get("/queue/"+id, "Bearer wrong")
+	assert.Equal(t, http.StatusUnauthorized, code)
+
+	code, body = get("/queue/"+id, "Bearer t0ken")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, `"id":"`+id+`"`)
+
+	link, err := edge.SignURL(key, "/queue/"+id, time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	code, body = get(link, "")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, `"state":"`)
+	expired, err := edge.SignURL(key, "/queue/"+id, time.Now().Add(-time.Minute))
+	require.NoError(t, err)
+	code, _ = get(expired, "")
+	assert.Equal(t, http.StatusUnauthorized, code)
 }
