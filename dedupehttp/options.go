@@ -45,6 +45,7 @@ type config struct {
 	retryAfter   string
 	logger       *slog.Logger
 	now          func() time.Time
+	allow        func(*http.Request) bool // WithSourceFilter
 
 	preset     *platform.Preset // set by WithVerify: authenticate with it
 	refuseNoID bool             // WithRefuseUndeduplicated

@@ -70,10 +70,14 @@ const (
 	nextDone               // answered already
 )
 
-// prepare buffers r's body, authenticates it (see WithVerify), extracts its
+// prepare refuses r if its source is not allowed (see WithSourceFilter),
+// buffers its body, authenticates it (see WithVerify), extracts its
 // key and applies the extract-error policy. It returns a shallow copy of r
 // whose Body reads the buffer and whose context carries the delivery.
 func (c *config) prepare(w http.ResponseWriter, r *http.Request, extract Extractor) (*http.Request, *delivery, next) {
+	if c.refuseSource(w, r) {
+		return nil, nil, nextDone
+	}
 	data, err := c.readBody(w, r)
 	if err != nil {
 		c.refuseBody(w, r, err)

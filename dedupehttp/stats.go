@@ -31,11 +31,13 @@ type Stats struct {
 	// a success status: their messages were marked, since the platform got
 	// the answer (see [Middleware]).
 	PanicsAfterSuccess uint64
+	// Forbidden counts requests refused with 403 by [WithSourceFilter].
+	Forbidden uint64
 }
 
 type counters struct {
 	unauthenticated, undeduplicated, protocol, malformed atomic.Uint64
-	panicsAfterSuccess                                   atomic.Uint64
+	panicsAfterSuccess, forbidden                        atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -46,6 +48,7 @@ func (c *counters) snapshot() Stats {
 		Malformed:       c.malformed.Load(),
 
 		PanicsAfterSuccess: c.panicsAfterSuccess.Load(),
+		Forbidden:          c.forbidden.Load(),
 	}
 }
 

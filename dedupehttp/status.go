@@ -110,9 +110,7 @@ type statusJSON struct {
 //
 //	http.Handle("GET /queue/{id}", a.StatusHandler())
 //
-// The answer holds no part of the message: queue ids are 128 random bits,
-// so only the platform (or whoever it told) can ask. Mount it behind your
-// own authentication if even states are private.
+// Guard it with edge.RequireAuth (dedupehttp/edge) if its states are private.
 func (a *Async) StatusHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
