@@ -28,7 +28,7 @@ func NewHTTPCollector(handlers []*dedupehttp.Handler, opts ...Option) *HTTPColle
 		handlers: append([]*dedupehttp.Handler(nil), handlers...),
 		deliveries: prometheus.NewDesc(
 			prometheus.BuildFQName(cfg.namespace, "dedupe", "http_deliveries_total"),
-			"Webhook deliveries the middleware decided on before the deduplicator: unauthenticated (refused with 401), undeduplicated (no usable message id: served without deduplication, or refused), protocol (handshakes) and malformed (refused with 400).",
+			"Webhook deliveries the middleware decided on before the deduplicator: forbidden (refused with 403 by the source filter), unauthenticated (refused with 401), undeduplicated (no usable message id: served without deduplication, or refused), protocol (handshakes) and malformed (refused with 400).",
 			[]string{"platform", "verdict"}, cfg.labels),
 	}
 }
@@ -48,6 +48,7 @@ func (c *HTTPCollector) Collect(ch chan<- prometheus.Metric) {
 			order = append(order, h.Name())
 		}
 		st := h.Stats()
+		s.Forbidden += st.Forbidden
 		s.Unauthenticated += st.Unauthenticated
 		s.Undeduplicated += st.Undeduplicated
 		s.Protocol += st.Protocol
@@ -56,6 +57,7 @@ func (c *HTTPCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, name := range order {
 		s := sums[name]
 		for _, v := range []labelled{
+			{"forbidden", s.Forbidden},
 			{"unauthenticated", s.Unauthenticated},
 			{"undeduplicated", s.Undeduplicated},
 			{"protocol", s.Protocol},

@@ -35,12 +35,14 @@ func TestHTTPCollector(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	require.NoError(t, reg.Register(c))
 	want := `
-# HELP gw_dedupe_http_deliveries_total Webhook deliveries the middleware decided on before the deduplicator: unauthenticated (refused with 401), undeduplicated (no usable message id: served without deduplication, or refused), protocol (handshakes) and malformed (refused with 400).
+# HELP gw_dedupe_http_deliveries_total Webhook deliveries the middleware decided on before the deduplicator: forbidden (refused with 403 by the source filter), unauthenticated (refused with 401), undeduplicated (no usable message id: served without deduplication, or refused), protocol (handshakes) and malformed (refused with 400).
 # TYPE gw_dedupe_http_deliveries_total counter
+gw_dedupe_http_deliveries_total{platform="onebot",verdict="forbidden"} 0
 gw_dedupe_http_deliveries_total{platform="onebot",verdict="malformed"} 1
 gw_dedupe_http_deliveries_total{platform="onebot",verdict="protocol"} 1
 gw_dedupe_http_deliveries_total{platform="onebot",verdict="unauthenticated"} 0
 gw_dedupe_http_deliveries_total{platform="onebot",verdict="undeduplicated"} 1
+gw_dedupe_http_deliveries_total{platform="telegram",verdict="forbidden"} 0
 gw_dedupe_http_deliveries_total{platform="telegram",verdict="malformed"} 0
 gw_dedupe_http_deliveries_total{platform="telegram",verdict="protocol"} 0
 gw_dedupe_http_deliveries_total{platform="telegram",verdict="unauthenticated"} 2
@@ -50,8 +52,9 @@ gw_dedupe_http_deliveries_total{platform="telegram",verdict="undeduplicated"} 0
 
 	// Two handlers of one name are summed.
 	twice := `
-# HELP dedupe_http_deliveries_total Webhook deliveries the middleware decided on before the deduplicator: unauthenticated (refused with 401), undeduplicated (no usable message id: served without deduplication, or refused), protocol (handshakes) and malformed (refused with 400).
+# HELP dedupe_http_deliveries_total Webhook deliveries the middleware decided on before the deduplicator: forbidden (refused with 403 by the source filter), unauthenticated (refused with 401), undeduplicated (no usable message id: served without deduplication, or refused), protocol (handshakes) and malformed (refused with 400).
 # TYPE dedupe_http_deliveries_total counter
+dedupe_http_deliveries_total{platform="telegram",verdict="forbidden"} 0
 dedupe_http_deliveries_total{platform="telegram",verdict="malformed"} 0
 dedupe_http_deliveries_total{platform="telegram",verdict="protocol"} 0
 dedupe_http_deliveries_total{platform="telegram",verdict="unauthenticated"} 4
