@@ -39,6 +39,11 @@ type Observation struct {
 	// Participants are the group's deliveries in arrival order, up to this
 	// one (or the copy it repeats). The slice is shared: do not modify it.
 	Participants []Participant
+	// Err is [ErrEventTooLarge] for an event the correlator refused to
+	// correlate because its canonical form is longer than
+	// [MaxCanonicalSize]; it is its own primary, never a duplicate. Nil
+	// otherwise.
+	Err error
 
 	c *EventCorrelator // the correlator that made the observation
 	g *group           // the delivery's group; nil for kinds not correlated
@@ -74,6 +79,9 @@ type CorrelatorStats struct {
 	// for their send time; Evicted counts groups dropped to stay within
 	// MaxGroups before their window ended.
 	TimeRefused, Evicted uint64
+	// TooLarge counts deliveries not correlated because their canonical
+	// form is longer than [MaxCanonicalSize] (see [ErrEventTooLarge]).
+	TooLarge uint64
 }
 
 // EventCorrelator recognises the copies of one logical event delivered by
@@ -193,18 +201,30 @@ func NewEventCorrelator(cfg CorrelatorConfig) *EventCorrelator {
 // Observe correlates one delivery with those observed before and returns the
 // verdict, keeping nothing of ev but its key and [Participant]. Observing an
 // Event again is a redelivery: a duplicate while its group is live. An event of
-// a kind that is not correlated is its own primary, never a duplicate. The key
-// is computed before the correlator's lock is taken.
+// a kind that is not correlated is its own primary, never a duplicate, and so
+// is an event too large to correlate, whose observation's Err says so. The key
+// is computed before the correlator's lock is taken, in at most
+// [MaxCanonicalSize] bytes.
 func (c *EventCorrelator) Observe(ev *Event) Observation {
 	self := ev.participant()
 	class, correlated := ev.windowClass()
+	var key CorrelationKey
+	var err error
+	if correlated {
+		var st keyStatus
+		if key, st = ev.correlationKey(); st == tooLarge {
+			correlated, err = false, ErrEventTooLarge
+		}
+	}
 	if !correlated {
 		c.mu.Lock()
 		c.stats.Observed++
+		if err != nil {
+			c.stats.TooLarge++
+		}
 		c.mu.Unlock()
-		return Observation{Primary: self, Participants: []Participant{self}, c: c}
+		return Observation{Primary: self, Participants: []Participant{self}, Err: err, c: c}
 	}
-	key := ev.CorrelationKey()
 	now := c.now().Sub(c.epoch)
 	sent := unsent // the time rule is for messages
 	if ts := ev.Identity.Timestamp; class == 0 && !ts.IsZero() {
