@@ -1,6 +1,7 @@
 package dedupe
 
 import (
+	"hash/maphash"
 	"math"
 	"sync"
 	"time"
@@ -91,15 +92,18 @@ type CorrelatorStats struct {
 //
 // Deliveries with the same [Event.CorrelationKey] within the window of the first
 // form a group; the first is its primary. A bot delivering a key it already
-// delivered to a live group under another message id is a genuine repeat: it
-// joins the oldest live group of its key this bot has not delivered to, or
-// starts one. The same bot and message id again is a redelivery, a duplicate. A
+// delivered to a live group under another message id is a genuine repeat: as
+// a bot delivers one sender's messages in the order they were sent, it joins
+// the oldest live group of its key newer than the newest this bot delivered
+// to, or starts one. The same bot and message id again is a redelivery, a
+// duplicate. A
 // message joins a group only if its send time ([Identity.Timestamp]) is within
 // [CorrelatorConfig].TimestampTolerance of the group's, so a repeat is told from
 // a copy even when a bot missed the first message. Windows are fixed from the
 // first arrival, end included. At most MaxGroups groups are kept, the oldest
 // evicted in constant time; an observation costs the same however many groups
-// or bots there are.
+// or bots there are, and however often one sender repeats one text: the
+// groups of a key with more than one are indexed by bot and message id.
 type EventCorrelator struct {
 	now       func() time.Time
 	epoch     time.Time        // the clock when the correlator was made; group times count from it
@@ -108,9 +112,11 @@ type EventCorrelator struct {
 	tolerance time.Duration
 
 	mu     sync.Mutex
-	groups map[CorrelationKey]*group // the oldest live group of each key
-	fifo   [2]groupList              // live groups by class, oldest first
-	n      int                       // len of both lists
+	groups map[CorrelationKey]*group      // the oldest live group of each key
+	chains map[CorrelationKey]*chainIndex // the keys with more than one live group
+	seed   maphash.Seed                   // of the hashes chain indexes are keyed by
+	fifo   [2]groupList                   // live groups by class, oldest first
+	n      int                            // len of both lists
 	seq    uint64
 	stats  CorrelatorStats
 }
@@ -195,6 +201,8 @@ func NewEventCorrelator(cfg CorrelatorConfig) *EventCorrelator {
 		c.max = defaultMaxGroups
 	}
 	c.groups = make(map[CorrelationKey]*group, min(c.max, 1024))
+	c.chains = make(map[CorrelationKey]*chainIndex)
+	c.seed = maphash.MakeSeed()
 	return c
 }
 
@@ -242,12 +250,33 @@ func (c *EventCorrelator) Observe(ev *Event) Observation {
 
 // place puts a delivery into its group, creating the group if needed, and
 // returns the group, the number of participants the delivery's observation
-// covers, and whether it is a duplicate. c.mu is held.
+// covers, and whether it is a duplicate. A bot's deliveries of one key come in
+// the order they were sent, so a delivery is looked for among the groups
+// newer than the bot's newest one: the walk skips no group the bot is in.
+// c.mu is held.
 func (c *EventCorrelator) place(key CorrelationKey, class int, self Participant, sent, now time.Duration) (g *group, n int, dup bool) {
-	var last *group
-	refused := false
-	for cand := c.groups[key]; cand != nil; cand = cand.newer {
-		last = cand
+	head := c.groups[key]
+	start, refused := head, false
+	ci := c.chainOf(head)
+	var h deliveryHashes
+	if ci != nil {
+		h = c.hashes(self)
+		if again, last, ok := ci.lookup(head, self, h); again != nil && now <= again.expires {
+			c.stats.Duplicates++ // a redelivery: the same message, whatever its time
+			return again, again.indexOf(self.Adapter, self.BotID) + 1, true
+		} else if ok && last != nil {
+			start = last.newer
+			if i := last.indexOf(self.Adapter, self.BotID); self.MessageID == "" && last.parts[i].MessageID == "" && now <= last.expires {
+				if c.sameTime(last.sent, sent) { // a redelivery without a message id
+					c.stats.Duplicates++
+					return last, i + 1, true
+				}
+				refused = true
+				c.stats.TimeRefused++
+			}
+		}
+	}
+	for cand := start; cand != nil; cand = cand.newer {
 		if now > cand.expires {
 			continue // ended, not swept yet because the clock went back
 		}
@@ -274,24 +303,40 @@ func (c *EventCorrelator) place(key CorrelationKey, class int, self Participant,
 		if cand.sent == unsent {
 			cand.sent = sent
 		}
+		if ci != nil {
+			ci.index(cand, self, h)
+		}
 		return cand, len(cand.parts), true
 	}
+	return c.create(head, ci, h, key, class, self, sent, now), 1, false
+}
 
+// create starts a group for a delivery, the newest of its key, whose oldest
+// group is head (nil if there is none) and chain index ci (nil if it has one
+// group or none; else h are the delivery's hashes), and evicts the oldest
+// groups beyond the cap. c.mu is held.
+func (c *EventCorrelator) create(head *group, ci *chainIndex, h deliveryHashes, key CorrelationKey, class int, self Participant, sent, now time.Duration) *group {
 	c.seq++
-	g = &group{key: key, seq: c.seq, expires: now + c.windows[class], sent: sent, class: class}
+	g := &group{key: key, seq: c.seq, expires: now + c.windows[class], sent: sent, class: class}
 	g.inline[0] = self
 	g.parts = g.inline[:1]
-	if last == nil {
+	switch {
+	case head == nil:
 		c.groups[key] = g
-	} else {
-		last.newer = g
+	case ci == nil: // the key's second group
+		head.newer = g
+		c.chains[key] = c.newChainIndex(head)
+	default:
+		ci.tail.newer = g
+		ci.tail = g
+		ci.index(g, self, h)
 	}
 	c.fifo[class].pushBack(g)
 	c.n++
 	for c.n > c.max {
 		c.evictOldest(now)
 	}
-	return g, 1, false
+	return g
 }
 
 // sameTime reports whether two send times are within the tolerance, or one
@@ -366,6 +411,7 @@ func (c *EventCorrelator) evictOldest(now time.Duration) {
 // is part of the key), so g is the oldest of its key and heads its chain.
 // c.mu is held.
 func (c *EventCorrelator) remove(g *group) {
+	c.unchain(g)
 	c.fifo[g.class].remove(g)
 	c.n--
 	if g.newer != nil {

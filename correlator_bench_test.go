@@ -418,3 +418,20 @@ func genSaturated(n int, rate float64, seed uint64) []corpusEvent {
 	slices.SortStableFunc(out, func(a, b corpusEvent) int { return a.at.Compare(b.at) })
 	return out
 }
+
+// BenchmarkObserveRepeat measures one sender sending messages 1 ms apart,
+// each delivered by one bot or three, with a text of its own (distinct) or one
+// text again and again (repeated), observed at their send times; the key of
+// the repeated text has as many live groups as the cap allows.
+func BenchmarkObserveRepeat(b *testing.B) {
+	for _, bots := range []int{1, 3} {
+		for _, repeated := range []bool{false, true} {
+			name := fmt.Sprint("bots=", bots, "/text=distinct")
+			if repeated {
+				name = fmt.Sprint("bots=", bots, "/text=repeated")
+			}
+			evs := repeatTraffic(20000, bots, repeated)
+			b.Run(name, func(b *testing.B) { benchCorpus(b, evs, 4096, correlatorObserver) })
+		}
+	}
+}

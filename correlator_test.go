@@ -505,7 +505,7 @@ func TestCorrelatorTimeRule(t *testing.T) {
 			{0, "a1", "m1", 0, "new"},
 			{9 * s, "b2", "n2", 9 * s, "new"},
 		}},
-		{"copies with send times within the tolerance", dedupe.CorrelatorConfig{}, 4, []step{
+		{"copies with send times within the tolerance", dedupe.CorrelatorConfig{}, 3, []step{
 			{0, "a1", "m1", 300 * ms, "new"},
 			{100 * ms, "b2", "n1", 0, "a1/m1"},            // one adapter truncated to the second
 			{200 * ms, "c3", "o1", 1300 * ms, "a1/m1"},    // another rounded up: 1 s from the group's
@@ -515,7 +515,7 @@ func TestCorrelatorTimeRule(t *testing.T) {
 			{600 * ms, "f6", "r1", 1301 * ms, "d4/p1"},    // joins the group of its own time
 			{700 * ms, "g7", "s1", -300 * ms, "a1/m1"},    // earlier is compared as later is
 			{800 * ms, "h8", "t1", -1000*ms - 1, "new"},   // just past it, earlier
-			{900 * ms, "h8", "t1", -1000*ms - 1, "h8/t1"}, // and its redelivery
+			{900 * ms, "h8", "t1", -1000*ms - 1, "h8/t1"}, // and its redelivery, not refused by the others
 		}},
 		{"a group takes the send time of its first delivery with one", dedupe.CorrelatorConfig{}, 1, []step{
 			{0, "a1", "m1", unsent, "new"},
@@ -732,30 +732,54 @@ func (m *modelCorrelator) observe(ev *dedupe.Event, now time.Time) (dup bool, pr
 		sent = ev.Identity.Timestamp
 	}
 	m.groups = slices.DeleteFunc(m.groups, func(g *modelGroup) bool { return now.After(g.expires) })
-	refused := false
+	var chain []*modelGroup // the live groups of the key, oldest first
 	for _, g := range m.groups {
-		if g.key != key {
+		if g.key == key {
+			chain = append(chain, g)
+		}
+	}
+	botIn := func(g *modelGroup) int {
+		return slices.IndexFunc(g.parts, func(p dedupe.Participant) bool { return p.Adapter == self.Adapter && p.BotID == self.BotID })
+	}
+	for _, g := range chain {
+		if i := botIn(g); i >= 0 && self.MessageID != "" && g.parts[i].MessageID == self.MessageID {
+			return true, g.parts[0] // a redelivery, whatever its time
+		}
+	}
+	// A bot's deliveries of a key come in the order they were sent: only the
+	// groups newer than the bot's newest are candidates.
+	last := -1
+	for j, g := range chain {
+		if botIn(g) >= 0 {
+			last = j
+		}
+	}
+	refused := false
+	if last >= 0 {
+		g := chain[last]
+		if self.MessageID == "" && g.parts[botIn(g)].MessageID == "" { // a redelivery without an id?
+			if m.sameTime(g.sent, sent) {
+				return true, g.parts[0]
+			}
+			refused = true
+		}
+	}
+	for _, g := range chain[last+1:] {
+		if !m.sameTime(g.sent, sent) {
+			refused = true
 			continue
 		}
-		i := slices.IndexFunc(g.parts, func(p dedupe.Participant) bool { return p.Adapter == self.Adapter && p.BotID == self.BotID })
-		switch {
-		case i >= 0 && g.parts[i].MessageID != self.MessageID: // a repeat by this bot
-		case i >= 0 && self.MessageID != "": // a redelivery
-			return true, g.parts[0]
-		case !m.sameTime(g.sent, sent):
-			if !refused {
-				refused = true
-				m.refused++
-			}
-		case i >= 0: // a redelivery without an id
-			return true, g.parts[0]
-		default:
-			g.parts = append(g.parts, self)
-			if g.sent.IsZero() {
-				g.sent = sent
-			}
-			return true, g.parts[0]
+		g.parts = append(g.parts, self)
+		if g.sent.IsZero() {
+			g.sent = sent
 		}
+		if refused {
+			m.refused++
+		}
+		return true, g.parts[0]
+	}
+	if refused {
+		m.refused++
 	}
 	m.groups = append(m.groups, &modelGroup{key: key, expires: now.Add(m.windows[class]), sent: sent, parts: []dedupe.Participant{self}})
 	if len(m.groups) > m.max {
