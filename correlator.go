@@ -2,7 +2,6 @@ package dedupe
 
 import (
 	"hash/maphash"
-	"math"
 	"sync"
 	"time"
 )
@@ -106,7 +105,8 @@ type CorrelatorStats struct {
 // groups of a key with more than one are indexed by bot and message id.
 type EventCorrelator struct {
 	now       func() time.Time
-	epoch     time.Time        // the clock when the correlator was made; group times count from it
+	epoch     time.Time        // group arrival times count from it; see since
+	anchored  bool             // whether epoch was set
 	windows   [2]time.Duration // by window class: messages, notices and requests
 	max       int
 	tolerance time.Duration
@@ -126,7 +126,7 @@ type group struct {
 	key     CorrelationKey
 	seq     uint64        // creation order, for eviction across classes
 	expires time.Duration // the last instant the group accepts copies, since the epoch
-	sent    time.Duration // a message's send time since the epoch, from its first delivery with one, or unsent
+	sent    time.Duration // a message's send time (see sendTime), from its first delivery with one, or unsent
 	class   int
 
 	prev, next *group // in the class's FIFO list
@@ -136,12 +136,6 @@ type group struct {
 	inline [3]Participant
 	index  map[bot]int // position in parts by bot, once there are more than linearParts
 }
-
-// unsent is the send time of a delivery or group that has none. Times are
-// kept as durations since the correlator's epoch, not as time.Time, so that
-// a group fits the 256-byte allocation class; a send time more than 292
-// years away from the epoch saturates, and the earliest counts as unsent.
-const unsent = time.Duration(math.MinInt64)
 
 // bot identifies the bot of a delivery.
 type bot struct {
@@ -196,7 +190,6 @@ func NewEventCorrelator(cfg CorrelatorConfig) *EventCorrelator {
 	if c.now == nil {
 		c.now = time.Now
 	}
-	c.epoch = c.now()
 	if c.max <= 0 {
 		c.max = defaultMaxGroups
 	}
@@ -233,14 +226,15 @@ func (c *EventCorrelator) Observe(ev *Event) Observation {
 		c.mu.Unlock()
 		return Observation{Primary: self, Participants: []Participant{self}, Err: err, c: c}
 	}
-	now := c.now().Sub(c.epoch)
+	t := c.now()
 	sent := unsent // the time rule is for messages
-	if ts := ev.Identity.Timestamp; class == 0 && !ts.IsZero() {
-		sent = ts.Sub(c.epoch)
+	if class == 0 {
+		sent = sendTime(ev.Identity.Timestamp)
 	}
 
 	c.mu.Lock()
 	c.stats.Observed++
+	now := c.since(t)
 	c.sweep(now)
 	g, n, dup := c.place(key, class, self, sent, now)
 	obs := Observation{Key: key, Duplicate: dup, Primary: g.parts[0], Participants: g.parts[:n:n], c: c, g: g}
@@ -317,7 +311,7 @@ func (c *EventCorrelator) place(key CorrelationKey, class int, self Participant,
 // groups beyond the cap. c.mu is held.
 func (c *EventCorrelator) create(head *group, ci *chainIndex, h deliveryHashes, key CorrelationKey, class int, self Participant, sent, now time.Duration) *group {
 	c.seq++
-	g := &group{key: key, seq: c.seq, expires: now + c.windows[class], sent: sent, class: class}
+	g := &group{key: key, seq: c.seq, expires: addSat(now, c.windows[class]), sent: sent, class: class}
 	g.inline[0] = self
 	g.parts = g.inline[:1]
 	switch {
@@ -457,10 +451,10 @@ func (c *EventCorrelator) Participant(obs Observation, adapter, botID string) (_
 
 // Stats returns the correlator's counters, live groups only.
 func (c *EventCorrelator) Stats() CorrelatorStats {
-	now := c.now().Sub(c.epoch)
+	t := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.sweep(now)
+	c.sweep(c.since(t))
 	s := c.stats
 	s.Groups = c.n
 	return s
