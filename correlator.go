@@ -58,8 +58,9 @@ type CorrelatorConfig struct {
 	// EventWindow is the same for notices and requests. Default 60 s.
 	EventWindow time.Duration
 	MaxGroups   int // groups kept, the oldest evicted beyond it; default 4096
-	// TimestampTolerance is how far a message's send time ([Identity.Timestamp])
-	// may be from its group's (that of the group's first timestamped delivery),
+	// TimestampTolerance is how far a delivery's send time
+	// ([Identity.Timestamp]: a message's, a notice's or a request's) may be
+	// from its group's (that of the group's first timestamped delivery),
 	// boundary included, for it to join; a delivery further off joins or starts
 	// a group of its own time. Missing send times are not compared. Default
 	// 1 s: OneBot and icqq send whole seconds, and adapters that truncate,
@@ -95,10 +96,10 @@ type CorrelatorStats struct {
 // a bot delivers one sender's messages in the order they were sent, it joins
 // the oldest live group of its key newer than the newest this bot delivered
 // to, or starts one. The same bot and message id again is a redelivery, a
-// duplicate. A
-// message joins a group only if its send time ([Identity.Timestamp]) is within
-// [CorrelatorConfig].TimestampTolerance of the group's, so a repeat is told from
-// a copy even when a bot missed the first message. Windows are fixed from the
+// duplicate. A delivery joins a group only if its send time
+// ([Identity.Timestamp]) is within [CorrelatorConfig].TimestampTolerance of the
+// group's, so a repeat is told from a copy even when a bot missed the first
+// message, and copies whose adapters round the time differently still meet. Windows are fixed from the
 // first arrival, end included. At most MaxGroups groups are kept, the oldest
 // evicted in constant time; an observation costs the same however many groups
 // or bots there are, and however often one sender repeats one text: the
@@ -126,7 +127,7 @@ type group struct {
 	key     CorrelationKey
 	seq     uint64        // creation order, for eviction across classes
 	expires time.Duration // the last instant the group accepts copies, since the epoch
-	sent    time.Duration // a message's send time (see sendTime), from its first delivery with one, or unsent
+	sent    time.Duration // the send time (see sendTime), from the first delivery with one, or unsent
 	class   int
 
 	prev, next *group // in the class's FIFO list
@@ -226,11 +227,7 @@ func (c *EventCorrelator) Observe(ev *Event) Observation {
 		c.mu.Unlock()
 		return Observation{Primary: self, Participants: []Participant{self}, Err: err, c: c}
 	}
-	t := c.now()
-	sent := unsent // the time rule is for messages
-	if class == 0 {
-		sent = sendTime(ev.Identity.Timestamp)
-	}
+	t, sent := c.now(), sendTime(ev.Identity.Timestamp)
 
 	c.mu.Lock()
 	c.stats.Observed++

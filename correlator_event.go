@@ -3,7 +3,6 @@ package dedupe
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"strconv"
 	"time"
 
 	"github.com/gatewaykit/dedupe/internal/canon"
@@ -20,8 +19,9 @@ type Identity struct {
 
 	// Timestamp is when the platform says the event happened: for a message,
 	// its send time (OneBot's and icqq's "time"), never the time the adapter
-	// received it. Copies carry the same send time and a repeat a later one,
-	// which is how the correlator tells them apart. Zero if unknown.
+	// received it. Copies carry the same send time, give or take the
+	// adapters' rounding, and a repeat a later one, which is how the
+	// correlator tells them apart. Zero if unknown.
 	Timestamp time.Time
 }
 
@@ -89,9 +89,12 @@ const (
 //	         messages, else the group id, empty if there is none), sender
 //	         user id, then the [Signature] of the segments
 //	notice:  "notice", notice type, sub type, group id, user id, operator
-//	         id, event time in Unix seconds ("" if unknown)
+//	         id
 //	request: "request", request type, sub type, group id, user id, operator
-//	         id, event time in Unix seconds, comment
+//	         id, comment
+//
+// The event time is not part of the form: the correlator compares send times
+// with a tolerance, as adapters round them differently.
 //
 // Each kind has a fixed number of fields before the signature, so no two
 // different field lists give one form: a group message without a group id has
@@ -128,12 +131,6 @@ func (ev *Event) appendCanonical(buf []byte) ([]byte, keyStatus) {
 		buf = canon.AppendNetstring(buf, ev.GroupID)
 		buf = canon.AppendNetstring(buf, ev.UserID)
 		buf = canon.AppendNetstring(buf, ev.OperatorID)
-		var sec []byte
-		var tmp [24]byte
-		if !ev.Identity.Timestamp.IsZero() {
-			sec = strconv.AppendInt(tmp[:0], ev.Identity.Timestamp.Unix(), 10)
-		}
-		buf = canon.AppendNetstringBytes(buf, sec)
 		if ev.Kind == "request" {
 			buf = canon.AppendNetstring(buf, ev.Comment)
 		}

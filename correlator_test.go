@@ -551,11 +551,33 @@ func TestCorrelatorTimeRule(t *testing.T) {
 			assert.Equal(t, tt.refused, c.Stats().TimeRefused)
 		})
 	}
-	t.Run("notices keep their rule", func(t *testing.T) {
-		c := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{})
-		c.Observe(delivery{bot: "a1", content: "notice:7", sent: 300 * time.Millisecond}.event())
-		assert.True(t, c.Observe(delivery{bot: "b2", content: "notice:7", sent: 900 * time.Millisecond}.event()).Duplicate)
-		assert.Zero(t, c.Stats().TimeRefused)
+	t.Run("notices and requests by tolerance", func(t *testing.T) {
+		const ms = time.Millisecond
+		clk := newCorrelatorClock()
+		start := clk.Now()
+		c := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{Now: clk.Now})
+		observe := func(at time.Duration, bot, content string, sent time.Duration) bool {
+			clk.Set(start.Add(at))
+			ev := delivery{bot: bot, content: content, sent: sent}.event()
+			if strings.HasPrefix(content, "request:") {
+				ev.Kind, ev.NoticeType, ev.RequestType, ev.Comment = "request", "", "friend", content
+			}
+			return c.Observe(ev).Duplicate
+		}
+		// One adapter truncates to the second, another rounds: 12.6 s is
+		// 12 s to one and 13 s to the other (they used to be two keys).
+		assert.False(t, observe(0, "a1", "notice:7", 12*time.Second))
+		assert.True(t, observe(100*ms, "b2", "notice:7", 13*time.Second), "a copy straddling a second")
+		assert.True(t, observe(200*ms, "a1", "notice:7", 12*time.Second), "a redelivery")
+		assert.False(t, observe(5*time.Second, "a1", "notice:7", 17*time.Second), "the same notice again, 5 s later")
+		assert.True(t, observe(5*time.Second+100*ms, "b2", "notice:7", 18*time.Second), "its copy")
+		assert.True(t, observe(5*time.Second+200*ms, "c3", "notice:7", 17*time.Second), "a bot that missed the first: its copy of the second")
+		assert.False(t, observe(0, "a1", "request:hi", 40*time.Second))
+		assert.True(t, observe(300*ms, "b2", "request:hi", 41*time.Second), "a request's copy straddling a second")
+		assert.False(t, observe(400*ms, "c3", "request:hi", 43*time.Second), "a request two seconds off")
+		st := c.Stats()
+		assert.EqualValues(t, 4, st.TimeRefused, "the second notice by a1, b2 and c3, and the request")
+		require.NoError(t, dedupe.CheckCorrelatorInvariants(c))
 	})
 }
 
@@ -727,10 +749,7 @@ func (m *modelCorrelator) observe(ev *dedupe.Event, now time.Time) (dup bool, pr
 	}
 	key := ev.CorrelationKey()
 	self := dedupe.Participant{Adapter: ev.Identity.Adapter, BotID: ev.Identity.BotID, MessageID: ev.Identity.MessageID}
-	var sent time.Time
-	if class == 0 {
-		sent = ev.Identity.Timestamp
-	}
+	sent := ev.Identity.Timestamp
 	m.groups = slices.DeleteFunc(m.groups, func(g *modelGroup) bool { return now.After(g.expires) })
 	var chain []*modelGroup // the live groups of the key, oldest first
 	for _, g := range m.groups {
