@@ -83,6 +83,10 @@ type CorrelatorStats struct {
 	// TooLarge counts deliveries not correlated because their canonical
 	// form is longer than [MaxCanonicalSize] (see [ErrEventTooLarge]).
 	TooLarge uint64
+	// ImageMatched counts the duplicates that joined their group by the image
+	// rule (see [EventCorrelator]): their key differed from the group's only
+	// in how an image was named.
+	ImageMatched uint64
 }
 
 // EventCorrelator recognises the copies of one logical event delivered by
@@ -115,7 +119,8 @@ type EventCorrelator struct {
 	mu     sync.Mutex
 	groups map[CorrelationKey]*group      // the oldest live group of each key
 	chains map[CorrelationKey]*chainIndex // the keys with more than one live group
-	seed   maphash.Seed                   // of the hashes chain indexes are keyed by
+	seed   maphash.Seed                   // of the hashes chain indexes and image identities are
+	loose  map[CorrelationKey]*group      // the oldest live group of each loose key (see looseInfo)
 	fifo   [2]groupList                   // live groups by class, oldest first
 	n      int                            // len of both lists
 	seq    uint64
@@ -136,6 +141,7 @@ type group struct {
 	parts  []Participant // in arrival order; only appended to
 	inline [3]Participant
 	index  map[bot]int // position in parts by bot, once there are more than linearParts
+	img    *imageGroup // for the image rule; nil for groups it does not apply to
 }
 
 // bot identifies the bot of a delivery.
@@ -197,6 +203,7 @@ func NewEventCorrelator(cfg CorrelatorConfig) *EventCorrelator {
 	c.groups = make(map[CorrelationKey]*group, min(c.max, 1024))
 	c.chains = make(map[CorrelationKey]*chainIndex)
 	c.seed = maphash.MakeSeed()
+	c.loose = make(map[CorrelationKey]*group)
 	return c
 }
 
@@ -228,12 +235,17 @@ func (c *EventCorrelator) Observe(ev *Event) Observation {
 		return Observation{Primary: self, Participants: []Participant{self}, Err: err, c: c}
 	}
 	t, sent := c.now(), sendTime(ev.Identity.Timestamp)
+	var loose looseInfo
+	li := &loose
+	if !ev.looseInfo(c.seed, li) {
+		li = nil
+	}
 
 	c.mu.Lock()
 	c.stats.Observed++
 	now := c.since(t)
 	c.sweep(now)
-	g, n, dup := c.place(key, class, self, sent, now)
+	g, n, dup := c.place(key, class, self, sent, now, li)
 	obs := Observation{Key: key, Duplicate: dup, Primary: g.parts[0], Participants: g.parts[:n:n], c: c, g: g}
 	c.mu.Unlock()
 	return obs
@@ -243,28 +255,20 @@ func (c *EventCorrelator) Observe(ev *Event) Observation {
 // returns the group, the number of participants the delivery's observation
 // covers, and whether it is a duplicate. A bot's deliveries of one key come in
 // the order they were sent, so a delivery is looked for among the groups
-// newer than the bot's newest one: the walk skips no group the bot is in.
-// c.mu is held.
-func (c *EventCorrelator) place(key CorrelationKey, class int, self Participant, sent, now time.Duration) (g *group, n int, dup bool) {
+// newer than the bot's newest one: the walk skips no group the bot is in. A
+// delivery that joins no group of its key may join one by the image rule (li,
+// nil when the rule does not apply to it). c.mu is held.
+func (c *EventCorrelator) place(key CorrelationKey, class int, self Participant, sent, now time.Duration, li *looseInfo) (g *group, n int, dup bool) {
 	head := c.groups[key]
-	start, refused := head, false
 	ci := c.chainOf(head)
 	var h deliveryHashes
+	start, refused := head, false
 	if ci != nil {
 		h = c.hashes(self)
-		if again, last, ok := ci.lookup(head, self, h); again != nil && now <= again.expires {
-			c.stats.Duplicates++ // a redelivery: the same message, whatever its time
-			return again, again.indexOf(self.Adapter, self.BotID) + 1, true
-		} else if ok && last != nil {
-			start = last.newer
-			if i := last.indexOf(self.Adapter, self.BotID); self.MessageID == "" && last.parts[i].MessageID == "" && now <= last.expires {
-				if c.sameTime(last.sent, sent) { // a redelivery without a message id
-					c.stats.Duplicates++
-					return last, i + 1, true
-				}
-				refused = true
-				c.stats.TimeRefused++
-			}
+		if g, n, dup, done := c.placeInChain(ci, head, h, self, sent, now); done {
+			return g, n, dup
+		} else if g != nil {
+			start, refused = g.newer, n > 0
 		}
 	}
 	for cand := start; cand != nil; cand = cand.newer {
@@ -297,16 +301,49 @@ func (c *EventCorrelator) place(key CorrelationKey, class int, self Participant,
 		if ci != nil {
 			ci.index(cand, self, h)
 		}
+		if li != nil && cand.img != nil {
+			cand.img.remember(li)
+		}
 		return cand, len(cand.parts), true
 	}
-	return c.create(head, ci, h, key, class, self, sent, now), 1, false
+	if li != nil {
+		if g, n, dup := c.looseJoin(li, self, sent, now); g != nil {
+			return g, n, dup
+		}
+	}
+	return c.create(head, ci, h, key, class, self, sent, now, li), 1, false
+}
+
+// placeInChain looks a delivery up in the index ci of its key's chain, which
+// starts at head; h are the delivery's hashes. done reports a redelivery,
+// placed in g. Otherwise g is the bot's newest group of the key, if it has one
+// and the index could tell (nil means walking the chain from head), and n is
+// 1 if a delivery without a message id was refused by it for its time.
+func (c *EventCorrelator) placeInChain(ci *chainIndex, head *group, h deliveryHashes, self Participant, sent, now time.Duration) (g *group, n int, dup, done bool) {
+	again, last, ok := ci.lookup(head, self, h)
+	if again != nil && now <= again.expires {
+		c.stats.Duplicates++ // a redelivery: the same message, whatever its time
+		return again, again.indexOf(self.Adapter, self.BotID) + 1, true, true
+	}
+	if !ok || last == nil {
+		return nil, 0, false, false
+	}
+	if i := last.indexOf(self.Adapter, self.BotID); self.MessageID == "" && last.parts[i].MessageID == "" && now <= last.expires {
+		if c.sameTime(last.sent, sent) { // a redelivery without a message id
+			c.stats.Duplicates++
+			return last, i + 1, true, true
+		}
+		c.stats.TimeRefused++
+		return last, 1, false, false
+	}
+	return last, 0, false, false
 }
 
 // create starts a group for a delivery, the newest of its key, whose oldest
 // group is head (nil if there is none) and chain index ci (nil if it has one
 // group or none; else h are the delivery's hashes), and evicts the oldest
 // groups beyond the cap. c.mu is held.
-func (c *EventCorrelator) create(head *group, ci *chainIndex, h deliveryHashes, key CorrelationKey, class int, self Participant, sent, now time.Duration) *group {
+func (c *EventCorrelator) create(head *group, ci *chainIndex, h deliveryHashes, key CorrelationKey, class int, self Participant, sent, now time.Duration, li *looseInfo) *group {
 	c.seq++
 	g := &group{key: key, seq: c.seq, expires: addSat(now, c.windows[class]), sent: sent, class: class}
 	g.inline[0] = self
@@ -321,6 +358,9 @@ func (c *EventCorrelator) create(head *group, ci *chainIndex, h deliveryHashes, 
 		ci.tail.newer = g
 		ci.tail = g
 		ci.index(g, self, h)
+	}
+	if li != nil {
+		c.addLoose(g, li)
 	}
 	c.fifo[class].pushBack(g)
 	c.n++
@@ -403,6 +443,7 @@ func (c *EventCorrelator) evictOldest(now time.Duration) {
 // c.mu is held.
 func (c *EventCorrelator) remove(g *group) {
 	c.unchain(g)
+	c.removeLoose(g)
 	c.fifo[g.class].remove(g)
 	c.n--
 	if g.newer != nil {

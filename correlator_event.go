@@ -101,6 +101,12 @@ const (
 // the empty session, which no group id is. The status says whether the form is
 // a key: not for other kinds, nor past [MaxCanonicalSize], where it stops.
 func (ev *Event) appendCanonical(buf []byte) ([]byte, keyStatus) {
+	return ev.appendForm(buf, true)
+}
+
+// appendForm appends the canonical form of the event, with the identities of
+// its images or, for the image rule, without them.
+func (ev *Event) appendForm(buf []byte, images bool) ([]byte, keyStatus) {
 	if ev.fieldsLen() > MaxCanonicalSize {
 		return buf, tooLarge
 	}
@@ -115,7 +121,7 @@ func (ev *Event) appendCanonical(buf []byte) ([]byte, keyStatus) {
 		buf = canon.AppendNetstring(buf, ev.MessageType)
 		buf = canon.AppendNetstring(buf, session)
 		buf = canon.AppendNetstring(buf, ev.UserID)
-		buf, ok := appendSignature(buf, ev.Segments, MaxCanonicalSize-(len(buf)-start))
+		buf, ok := appendSignature(buf, ev.Segments, MaxCanonicalSize-(len(buf)-start), images)
 		if !ok {
 			return buf, tooLarge
 		}

@@ -44,7 +44,7 @@ type Segment struct {
 //
 // Signature is deterministic and safe for concurrent use.
 func Signature(segs []Segment) string {
-	form, ok := appendSignature(nil, segs, MaxCanonicalSize)
+	form, ok := appendSignature(nil, segs, MaxCanonicalSize, true)
 	if !ok {
 		return "!" + string(form)
 	}
@@ -54,8 +54,9 @@ func Signature(segs []Segment) string {
 // appendSignature appends the signature of segs to buf. It is the hot path of
 // every message key, so the common segment types append without allocating.
 // ok is false, and the signature cut, when the signature and the canonical
-// forms of its payloads would take more than room bytes.
-func appendSignature(buf []byte, segs []Segment, room int) (_ []byte, ok bool) {
+// forms of its payloads would take more than room bytes. Without images, the
+// identities of images are left out, their types kept.
+func appendSignature(buf []byte, segs []Segment, room int, images bool) (_ []byte, ok bool) {
 	start, spent := len(buf), 0 // spent: bytes of payload forms digested
 	for i := range segs {
 		seg := &segs[i]
@@ -87,6 +88,10 @@ func appendSignature(buf []byte, segs []Segment, room int) (_ []byte, ok bool) {
 		case "image", "flash":
 			buf = canon.AppendNetstring(buf, seg.Type)
 			var id [128]byte
+			if !images {
+				buf = canon.AppendNetstring(buf, "")
+				continue
+			}
 			buf = canon.AppendNetstringBytes(buf, canon.AppendImageID(id[:0], seg.Data))
 		default: // video, record, file and unknown types
 			buf = canon.AppendNetstring(buf, seg.Type)
