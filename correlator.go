@@ -103,7 +103,18 @@ type CorrelatorStats struct {
 // duplicate. A delivery joins a group only if its send time
 // ([Identity.Timestamp]) is within [CorrelatorConfig].TimestampTolerance of the
 // group's, so a repeat is told from a copy even when a bot missed the first
-// message, and copies whose adapters round the time differently still meet. Windows are fixed from the
+// message, and copies whose adapters round the time differently still meet.
+//
+// Adapters name one image differently (its md5, or only a download URL), so
+// a copy's key may differ from its group's. A message that joins no group by
+// its key joins, by the image rule, the oldest live group of the same chat,
+// sender and content apart from image identities when it has a segment other
+// than images (a caption, a mention, a face…), no image of it is known to
+// differ (two different digests, or two different normalised URLs of one
+// host), both send times are known and within the tolerance, and its bot is
+// not yet in the group. The group remembers every identity it has seen of
+// each image. A message of images alone never joins this way: people send
+// several photos in one second. Windows are fixed from the
 // first arrival, end included. At most MaxGroups groups are kept, the oldest
 // evicted in constant time; an observation costs the same however many groups
 // or bots there are, and however often one sender repeats one text: the

@@ -45,7 +45,39 @@ func CheckCorrelatorInvariants(c *EventCorrelator) error {
 	if chained != c.n {
 		return fmt.Errorf("%d groups chained, %d listed", chained, c.n)
 	}
+	if err := checkLooseChains(c, listed); err != nil {
+		return err
+	}
 	return checkChainIndexes(c)
+}
+
+// checkLooseChains verifies that every group the image rule applies to is in
+// the chain of its loose key, in creation order, and each chain's head knows
+// its tail. c.mu is held.
+func checkLooseChains(c *EventCorrelator, listed map[*group]bool) error {
+	withImages, chained := 0, 0
+	for g := range listed {
+		if g.img != nil {
+			withImages++
+		}
+	}
+	for k, head := range c.loose {
+		var prev *group
+		for g := head; g != nil; g = g.img.newer {
+			if !listed[g] || g.img.loose != k || (prev != nil && prev.seq >= g.seq) {
+				return fmt.Errorf("loose chain of %v broken at group %d", k, g.seq)
+			}
+			chained++
+			prev = g
+		}
+		if head.img.tail != prev {
+			return fmt.Errorf("loose chain of %v: wrong tail", k)
+		}
+	}
+	if chained != withImages {
+		return fmt.Errorf("%d groups in loose chains, %d with images", chained, withImages)
+	}
+	return nil
 }
 
 // checkChainIndexes verifies that exactly the keys with more than one group
