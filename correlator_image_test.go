@@ -34,7 +34,9 @@ func urlOnlyImage(fileid string) dedupe.Segment {
 		"url": "https://Multimedia.NT.qq.com.cn:443/download?rkey=0.2&fileid=" + fileid + "&appid=1407"}}
 }
 
-func caption(s string) dedupe.Segment { return dedupe.Segment{Type: "text", Data: map[string]any{"text": s}} }
+func caption(s string) dedupe.Segment {
+	return dedupe.Segment{Type: "text", Data: map[string]any{"text": s}}
+}
 
 // TestCorrelatorImageRule checks the image rule step by step: which copies
 // whose keys differ only in how an image is named join a group, and which
