@@ -314,6 +314,7 @@ func (c *EventCorrelator) place(key CorrelationKey, class int, self Participant,
 		}
 		if li != nil && cand.img != nil {
 			cand.img.remember(li)
+			cand.img.rememberSent(self.Adapter, sent)
 		}
 		return cand, len(cand.parts), true
 	}
@@ -371,7 +372,7 @@ func (c *EventCorrelator) create(head *group, ci *chainIndex, h deliveryHashes, 
 		ci.index(g, self, h)
 	}
 	if li != nil {
-		c.addLoose(g, li)
+		c.addLoose(g, li, self)
 	}
 	c.fifo[class].pushBack(g)
 	c.n++

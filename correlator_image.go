@@ -57,6 +57,40 @@ type imageGroup struct {
 	tail  *group         // the newest group of the loose key, kept by the oldest
 	ids   []imageID      // every identity seen of its images
 	full  bool           // more than maxImageIDs were seen
+	sents []adapterSent  // the first send time each adapter gave, up to maxImageIDs
+}
+
+// adapterSent is the send time an adapter gave a group's message. One
+// adapter renders one message's send time the same way for every bot, so a
+// copy by an adapter the group has has the same send time: a delivery a
+// second off is a repeat from a bot that missed the original.
+type adapterSent struct {
+	adapter string
+	sent    time.Duration
+}
+
+// sentAgrees reports whether a send time by an adapter agrees with those of
+// the group: equal to its adapter's, if the group has one.
+func (ig *imageGroup) sentAgrees(adapter string, sent time.Duration) bool {
+	for _, as := range ig.sents {
+		if as.adapter == adapter {
+			return as.sent == sent
+		}
+	}
+	return true
+}
+
+// rememberSent records an adapter's send time, if it is the adapter's first.
+func (ig *imageGroup) rememberSent(adapter string, sent time.Duration) {
+	if sent == unsent || len(ig.sents) == maxImageIDs {
+		return
+	}
+	for _, as := range ig.sents {
+		if as.adapter == adapter {
+			return
+		}
+	}
+	ig.sents = append(ig.sents, adapterSent{adapter, sent})
 }
 
 // looseInfo computes the delivery's loose key and image identities, and
@@ -171,11 +205,12 @@ func (c *EventCorrelator) looseJoin(li *looseInfo, self Participant, sent, now t
 			}
 			continue
 		}
-		if cand.sent == unsent || !c.sameTime(cand.sent, sent) || cand.img.differs(li) {
+		if cand.sent == unsent || !c.sameTime(cand.sent, sent) || !cand.img.sentAgrees(self.Adapter, sent) || cand.img.differs(li) {
 			continue
 		}
 		cand.add(self)
 		cand.img.remember(li)
+		cand.img.rememberSent(self.Adapter, sent)
 		if ci := c.chainOf(c.groups[cand.key]); ci != nil {
 			ci.index(cand, self, c.hashes(self))
 		}
@@ -188,9 +223,10 @@ func (c *EventCorrelator) looseJoin(li *looseInfo, self Participant, sent, now t
 
 // addLoose puts a new group of a delivery the image rule applies to at the
 // end of its loose key's chain. c.mu is held.
-func (c *EventCorrelator) addLoose(g *group, li *looseInfo) {
-	g.img = &imageGroup{loose: li.key, ids: make([]imageID, 0, li.n+2)}
+func (c *EventCorrelator) addLoose(g *group, li *looseInfo, self Participant) {
+	g.img = &imageGroup{loose: li.key, ids: make([]imageID, 0, li.n+2), sents: make([]adapterSent, 0, 2)}
 	g.img.remember(li)
+	g.img.rememberSent(self.Adapter, g.sent)
 	if head := c.loose[li.key]; head != nil {
 		head.img.tail.img.newer = g
 		head.img.tail = g

@@ -99,6 +99,12 @@ func TestCorrelatorImageRule(t *testing.T) {
 			{"b2", "n1", []dedupe.Segment{caption("look!"), urlOnlyImage("f1")}, 0, "new"},
 			{"c3", "o1", []dedupe.Segment{caption("look"), urlOnlyImage("f1"), urlOnlyImage("f2")}, 0, "new"},
 		}},
+		{"one adapter gives copies one send time: a second off is a repeat", 1, []step{
+			{"a1", "m1", []dedupe.Segment{caption("look"), icqqImage(md5A)}, 8 * time.Second, "new"},
+			{"b2", "n1", []dedupe.Segment{caption("look"), onebotImage(md5A, "f1")}, 8 * time.Second, "a1/m1"},
+			{"b3", "o1", []dedupe.Segment{caption("look"), urlOnlyImage("f1")}, 9 * time.Second, "new"},
+			{"c4", "p1", []dedupe.Segment{caption("look"), urlOnlyImage("f1")}, 9 * time.Second, "a1/m1"},
+		}},
 		{"a repeat joins its own group, not the first", 1, []step{
 			{"a1", "m1", []dedupe.Segment{caption("look"), icqqImage(md5A)}, 0, "new"},
 			{"b2", "n1", []dedupe.Segment{caption("look"), onebotImage(md5A, "f1")}, 0, "a1/m1"},
