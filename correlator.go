@@ -230,9 +230,16 @@ func (c *EventCorrelator) Observe(ev *Event) Observation {
 	class, correlated := ev.windowClass()
 	var key CorrelationKey
 	var err error
+	var loose looseInfo
+	li := &loose // what the image rule needs, or nil if it does not apply
+	if !ev.looseEligible() {
+		li = nil
+	} else {
+		li.seed = c.seed
+	}
 	if correlated {
 		var st keyStatus
-		if key, st = ev.correlationKey(); st == tooLarge {
+		if key, st = ev.correlationKey(li); st == tooLarge {
 			correlated, err = false, ErrEventTooLarge
 		}
 	}
@@ -246,11 +253,6 @@ func (c *EventCorrelator) Observe(ev *Event) Observation {
 		return Observation{Primary: self, Participants: []Participant{self}, Err: err, c: c}
 	}
 	t, sent := c.now(), sendTime(ev.Identity.Timestamp)
-	var loose looseInfo
-	li := &loose
-	if !ev.looseInfo(c.seed, li) {
-		li = nil
-	}
 
 	c.mu.Lock()
 	c.stats.Observed++

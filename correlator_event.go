@@ -101,12 +101,12 @@ const (
 // the empty session, which no group id is. The status says whether the form is
 // a key: not for other kinds, nor past [MaxCanonicalSize], where it stops.
 func (ev *Event) appendCanonical(buf []byte) ([]byte, keyStatus) {
-	return ev.appendForm(buf, true)
+	return ev.appendForm(buf, nil)
 }
 
-// appendForm appends the canonical form of the event, with the identities of
-// its images or, for the image rule, without them.
-func (ev *Event) appendForm(buf []byte, images bool) ([]byte, keyStatus) {
+// appendForm appends the canonical form of the event, recording what the
+// image rule needs in li if it is not nil.
+func (ev *Event) appendForm(buf []byte, li *looseInfo) ([]byte, keyStatus) {
 	if ev.fieldsLen() > MaxCanonicalSize {
 		return buf, tooLarge
 	}
@@ -121,7 +121,7 @@ func (ev *Event) appendForm(buf []byte, images bool) ([]byte, keyStatus) {
 		buf = canon.AppendNetstring(buf, ev.MessageType)
 		buf = canon.AppendNetstring(buf, session)
 		buf = canon.AppendNetstring(buf, ev.UserID)
-		buf, ok := appendSignature(buf, ev.Segments, MaxCanonicalSize-(len(buf)-start), images)
+		buf, ok := appendSignature(buf, ev.Segments, MaxCanonicalSize-(len(buf)-start), li)
 		if !ok {
 			return buf, tooLarge
 		}
@@ -156,16 +156,20 @@ func (ev *Event) fieldsLen() int {
 // [Event.CanonicalForm], or the zero key for kinds that are not correlated and
 // for events whose canonical form is longer than [MaxCanonicalSize].
 func (ev *Event) CorrelationKey() CorrelationKey {
-	key, _ := ev.correlationKey()
+	key, _ := ev.correlationKey(nil)
 	return key
 }
 
-// correlationKey returns the event's key and whether it has one.
-func (ev *Event) correlationKey() (CorrelationKey, keyStatus) {
+// correlationKey returns the event's key and whether it has one. With li,
+// it also fills li for the image rule, whose loose key it sets.
+func (ev *Event) correlationKey(li *looseInfo) (CorrelationKey, keyStatus) {
 	var stack [512]byte
-	buf, st := ev.appendCanonical(stack[:0])
+	buf, st := ev.appendForm(stack[:0], li)
 	if st != keyed {
 		return CorrelationKey{}, st
+	}
+	if li != nil {
+		li.setKey(buf)
 	}
 	sum := sha256.Sum256(buf)
 	return CorrelationKey(sum[:len(CorrelationKey{})]), keyed

@@ -4,8 +4,6 @@ import (
 	"crypto/sha256"
 	"hash/maphash"
 	"time"
-
-	"github.com/gatewaykit/dedupe/internal/canon"
 )
 
 // The image rule: adapters name one image differently (one gives its md5,
@@ -44,9 +42,12 @@ type imageID struct {
 // looseInfo is what the image rule needs of a delivery, computed before the
 // correlator's lock is taken.
 type looseInfo struct {
-	key CorrelationKey // the digest of the canonical form without image identities
-	ids [2 * maxLooseImages]imageID
-	n   int
+	key    CorrelationKey // the digest of the canonical form without image identities
+	ids    [2 * maxLooseImages]imageID
+	n      int
+	spans  [maxLooseImages][2]int // where each image's identity is in the canonical form
+	images int
+	seed   maphash.Seed
 }
 
 // imageGroup is what a group of a message with images and other segments
@@ -93,9 +94,9 @@ func (ig *imageGroup) rememberSent(adapter string, sent time.Duration) {
 	ig.sents = append(ig.sents, adapterSent{adapter, sent})
 }
 
-// looseInfo computes the delivery's loose key and image identities, and
-// reports whether the image rule applies to it.
-func (ev *Event) looseInfo(seed maphash.Seed, li *looseInfo) bool {
+// looseEligible reports whether the image rule applies to a message: it has
+// at most maxLooseImages images and a segment other than images and replies.
+func (ev *Event) looseEligible() bool {
 	if ev.Kind != "message" {
 		return false
 	}
@@ -109,35 +110,37 @@ func (ev *Event) looseInfo(seed maphash.Seed, li *looseInfo) bool {
 			others++
 		}
 	}
-	if images == 0 || images > maxLooseImages || others == 0 {
-		return false
+	return images > 0 && images <= maxLooseImages && others > 0
+}
+
+// addImage records the identities of the next image, its digest and URL in
+// the forms of [canon.AppendImageIDs], and where its identity is in the
+// canonical form, at form[start:end].
+func (li *looseInfo) addImage(seed maphash.Seed, digest, url []byte, start, end int) {
+	slot := uint8(li.images)
+	li.spans[li.images] = [2]int{start, end}
+	li.images++
+	if len(digest) > 0 {
+		li.ids[li.n] = imageID{slot: slot, value: maphash.Bytes(seed, digest)}
+		li.n++
 	}
+	if len(url) > 0 {
+		li.ids[li.n] = imageID{slot: slot, isURL: true, host: maphash.Bytes(seed, urlHost(url)), value: maphash.Bytes(seed, url)}
+		li.n++
+	}
+}
+
+// setKey sets the loose key from the canonical form, whose image identities
+// are at li.spans: the digest of the form with each of them empty.
+func (li *looseInfo) setKey(form []byte) {
 	var stack [512]byte
-	buf, st := ev.appendForm(stack[:0], false)
-	if st != keyed {
-		return false
+	buf, at := stack[:0], 0
+	for _, sp := range li.spans[:li.images] {
+		buf = append(append(buf, form[at:sp[0]]...), "0:,"...)
+		at = sp[1]
 	}
-	sum := sha256.Sum256(buf)
-	li.key, li.n = CorrelationKey(sum[:len(CorrelationKey{})]), 0
-	slot := uint8(0)
-	for i := range ev.Segments {
-		seg := &ev.Segments[i]
-		if seg.Type != "image" && seg.Type != "flash" {
-			continue
-		}
-		var db, ub [128]byte
-		digest, url := canon.AppendImageIDs(db[:0], ub[:0], seg.Data)
-		if len(digest) > 0 {
-			li.ids[li.n] = imageID{slot: slot, value: maphash.Bytes(seed, digest)}
-			li.n++
-		}
-		if len(url) > 0 {
-			li.ids[li.n] = imageID{slot: slot, isURL: true, host: maphash.Bytes(seed, urlHost(url)), value: maphash.Bytes(seed, url)}
-			li.n++
-		}
-		slot++
-	}
-	return true
+	sum := sha256.Sum256(append(buf, form[at:]...))
+	li.key = CorrelationKey(sum[:len(CorrelationKey{})])
 }
 
 // urlHost returns the host of a URL identity ("url:" and a normalised URL).

@@ -44,7 +44,7 @@ type Segment struct {
 //
 // Signature is deterministic and safe for concurrent use.
 func Signature(segs []Segment) string {
-	form, ok := appendSignature(nil, segs, MaxCanonicalSize, true)
+	form, ok := appendSignature(nil, segs, MaxCanonicalSize, nil)
 	if !ok {
 		return "!" + string(form)
 	}
@@ -54,9 +54,11 @@ func Signature(segs []Segment) string {
 // appendSignature appends the signature of segs to buf. It is the hot path of
 // every message key, so the common segment types append without allocating.
 // ok is false, and the signature cut, when the signature and the canonical
-// forms of its payloads would take more than room bytes. Without images, the
-// identities of images are left out, their types kept.
-func appendSignature(buf []byte, segs []Segment, room int, images bool) (_ []byte, ok bool) {
+// forms of its payloads would take more than room bytes. With li, the
+// identities of the images and where they are in buf are recorded for the
+// image rule; li may be given only for a message [Event.looseEligible]
+// accepts.
+func appendSignature(buf []byte, segs []Segment, room int, li *looseInfo) (_ []byte, ok bool) {
 	start, spent := len(buf), 0 // spent: bytes of payload forms digested
 	for i := range segs {
 		seg := &segs[i]
@@ -87,11 +89,18 @@ func appendSignature(buf []byte, segs []Segment, room int, images bool) (_ []byt
 			buf = canon.AppendNetstringBytes(buf, d)
 		case "image", "flash":
 			buf = canon.AppendNetstring(buf, seg.Type)
-			var id [128]byte
-			if !images {
-				buf = canon.AppendNetstring(buf, "")
-				continue
+			if li != nil {
+				var db, ub [128]byte
+				digest, url := canon.AppendImageIDs(db[:0], ub[:0], seg.Data)
+				id, start := digest, len(buf)
+				if len(id) == 0 {
+					id = url // the identity AppendImageID gives
+				}
+				buf = canon.AppendNetstringBytes(buf, id)
+				li.addImage(li.seed, digest, url, start, len(buf))
+				break
 			}
+			var id [128]byte
 			buf = canon.AppendNetstringBytes(buf, canon.AppendImageID(id[:0], seg.Data))
 		default: // video, record, file and unknown types
 			buf = canon.AppendNetstring(buf, seg.Type)
