@@ -226,17 +226,19 @@ func NewEventCorrelator(cfg CorrelatorConfig) *EventCorrelator {
 // is computed before the correlator's lock is taken, in at most
 // [MaxCanonicalSize] bytes.
 func (c *EventCorrelator) Observe(ev *Event) Observation {
+	if ev.looseEligible() {
+		li := looseInfo{seed: c.seed}
+		return c.observe(ev, &li)
+	}
+	return c.observe(ev, nil)
+}
+
+// observe is Observe, with li to fill for the image rule if it applies.
+func (c *EventCorrelator) observe(ev *Event, li *looseInfo) Observation {
 	self := ev.participant()
 	class, correlated := ev.windowClass()
 	var key CorrelationKey
 	var err error
-	var loose looseInfo
-	li := &loose // what the image rule needs, or nil if it does not apply
-	if !ev.looseEligible() {
-		li = nil
-	} else {
-		li.seed = c.seed
-	}
 	if correlated {
 		var st keyStatus
 		if key, st = ev.correlationKey(li); st == tooLarge {
