@@ -226,19 +226,17 @@ func NewEventCorrelator(cfg CorrelatorConfig) *EventCorrelator {
 // is computed before the correlator's lock is taken, in at most
 // [MaxCanonicalSize] bytes.
 func (c *EventCorrelator) Observe(ev *Event) Observation {
-	if ev.looseEligible() {
-		li := looseInfo{seed: c.seed}
-		return c.observe(ev, &li)
-	}
-	return c.observe(ev, nil)
-}
-
-// observe is Observe, with li to fill for the image rule if it applies.
-func (c *EventCorrelator) observe(ev *Event, li *looseInfo) Observation {
 	self := ev.participant()
 	class, correlated := ev.windowClass()
 	var key CorrelationKey
 	var err error
+	var loose looseInfo // what the image rule needs, for messages
+	li := &loose
+	if ev.Kind != "message" {
+		li = nil
+	} else {
+		li.seed = c.seed
+	}
 	if correlated {
 		var st keyStatus
 		if key, st = ev.correlationKey(li); st == tooLarge {
@@ -255,6 +253,9 @@ func (c *EventCorrelator) observe(ev *Event, li *looseInfo) Observation {
 		return Observation{Primary: self, Participants: []Participant{self}, Err: err, c: c}
 	}
 	t, sent := c.now(), sendTime(ev.Identity.Timestamp)
+	if li != nil && !li.eligible() {
+		li = nil
+	}
 
 	c.mu.Lock()
 	c.stats.Observed++

@@ -161,14 +161,15 @@ func (ev *Event) CorrelationKey() CorrelationKey {
 }
 
 // correlationKey returns the event's key and whether it has one. With li,
-// it also fills li for the image rule, whose loose key it sets.
+// it also fills li for the image rule, and sets its loose key if the rule
+// applies to the event.
 func (ev *Event) correlationKey(li *looseInfo) (CorrelationKey, keyStatus) {
 	var stack [512]byte
 	buf, st := ev.appendForm(stack[:0], li)
 	if st != keyed {
 		return CorrelationKey{}, st
 	}
-	if li != nil {
+	if li != nil && li.eligible() {
 		li.setKey(buf)
 	}
 	sum := sha256.Sum256(buf)

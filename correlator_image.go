@@ -45,8 +45,9 @@ type looseInfo struct {
 	key    CorrelationKey // the digest of the canonical form without image identities
 	ids    [2 * maxLooseImages]imageID
 	n      int
-	spans  [maxLooseImages][2]int // where each image's identity is in the canonical form
-	images int
+	spans  [maxLooseImages][2]int32 // where each image's identity is in the canonical form
+	images int                      // images seen
+	others int                      // segments other than images and replies seen
 	seed   maphash.Seed
 }
 
@@ -59,6 +60,9 @@ type imageGroup struct {
 	ids   []imageID      // every identity seen of its images
 	full  bool           // more than maxImageIDs were seen
 	sents []adapterSent  // the first send time each adapter gave, up to maxImageIDs
+
+	inlineIDs   [4]imageID     // the first identities and send times, so that a
+	inlineSents [2]adapterSent // group takes one allocation
 }
 
 // adapterSent is the send time an adapter gave a group's message. One
@@ -94,32 +98,22 @@ func (ig *imageGroup) rememberSent(adapter string, sent time.Duration) {
 	ig.sents = append(ig.sents, adapterSent{adapter, sent})
 }
 
-// looseEligible reports whether the image rule applies to a message: it has
-// at most maxLooseImages images and a segment other than images and replies.
-func (ev *Event) looseEligible() bool {
-	if ev.Kind != "message" {
-		return false
-	}
-	images, others := 0, 0
-	for i := range ev.Segments {
-		switch ev.Segments[i].Type {
-		case "image", "flash":
-			images++
-		case "reply":
-		default:
-			others++
-		}
-	}
-	return images > 0 && images <= maxLooseImages && others > 0
+// eligible reports whether the image rule applies to the message li was
+// filled for: it has at most maxLooseImages images and a segment other than
+// images and replies.
+func (li *looseInfo) eligible() bool {
+	return li.images > 0 && li.images <= maxLooseImages && li.others > 0
 }
 
 // addImage records the identities of the next image, its digest and URL in
 // the forms of [canon.AppendImageIDs], and where its identity is in the
 // canonical form, at form[start:end].
 func (li *looseInfo) addImage(seed maphash.Seed, digest, url []byte, start, end int) {
-	slot := uint8(li.images)
-	li.spans[li.images] = [2]int{start, end}
-	li.images++
+	if li.images++; li.images > maxLooseImages {
+		return // too many: the rule does not apply
+	}
+	slot := uint8(li.images - 1)
+	li.spans[slot] = [2]int32{int32(start), int32(end)}
 	if len(digest) > 0 {
 		li.ids[li.n] = imageID{slot: slot, value: maphash.Bytes(seed, digest)}
 		li.n++
@@ -134,8 +128,8 @@ func (li *looseInfo) addImage(seed maphash.Seed, digest, url []byte, start, end 
 // are at li.spans: the digest of the form with each of them empty.
 func (li *looseInfo) setKey(form []byte) {
 	var stack [512]byte
-	buf, at := stack[:0], 0
-	for _, sp := range li.spans[:li.images] {
+	buf, at := stack[:0], int32(0)
+	for _, sp := range li.spans[:li.images] { // li is eligible: at most maxLooseImages
 		buf = append(append(buf, form[at:sp[0]]...), "0:,"...)
 		at = sp[1]
 	}
@@ -227,7 +221,8 @@ func (c *EventCorrelator) looseJoin(li *looseInfo, self Participant, sent, now t
 // addLoose puts a new group of a delivery the image rule applies to at the
 // end of its loose key's chain. c.mu is held.
 func (c *EventCorrelator) addLoose(g *group, li *looseInfo, self Participant) {
-	g.img = &imageGroup{loose: li.key, ids: make([]imageID, 0, li.n+2), sents: make([]adapterSent, 0, 2)}
+	g.img = &imageGroup{loose: li.key}
+	g.img.ids, g.img.sents = g.img.inlineIDs[:0], g.img.inlineSents[:0]
 	g.img.remember(li)
 	g.img.rememberSent(self.Adapter, g.sent)
 	if head := c.loose[li.key]; head != nil {

@@ -55,13 +55,13 @@ func Signature(segs []Segment) string {
 // every message key, so the common segment types append without allocating.
 // ok is false, and the signature cut, when the signature and the canonical
 // forms of its payloads would take more than room bytes. With li, the
-// identities of the images and where they are in buf are recorded for the
-// image rule; li may be given only for a message [Event.looseEligible]
-// accepts.
+// identities of the images and where they are in buf, and the number of other
+// segments, are recorded for the image rule.
 func appendSignature(buf []byte, segs []Segment, room int, li *looseInfo) (_ []byte, ok bool) {
 	start, spent := len(buf), 0 // spent: bytes of payload forms digested
 	for i := range segs {
 		seg := &segs[i]
+		other := true // a segment other than images (replies continue)
 		switch seg.Type {
 		case "reply":
 			continue
@@ -88,6 +88,7 @@ func appendSignature(buf []byte, segs []Segment, room int, li *looseInfo) (_ []b
 			spent += n
 			buf = canon.AppendNetstringBytes(buf, d)
 		case "image", "flash":
+			other = false
 			buf = canon.AppendNetstring(buf, seg.Type)
 			if li != nil {
 				var db, ub [128]byte
@@ -108,6 +109,9 @@ func appendSignature(buf []byte, segs []Segment, room int, li *looseInfo) (_ []b
 		}
 		if len(buf)-start+spent > room {
 			return buf, false
+		}
+		if other && li != nil {
+			li.others++
 		}
 	}
 	return buf, true
