@@ -109,6 +109,9 @@ func (ci *chainIndex) lookup(head *group, p Participant, h deliveryHashes) (rede
 // unchain forgets g, the oldest group of its key, in its chain's index, and
 // the index itself once one group is left. c.mu is held.
 func (c *EventCorrelator) unchain(g *group) {
+	if g.newer == nil {
+		return // the key's only group: it has no index
+	}
 	ci, ok := c.chains[g.key]
 	if !ok {
 		return
