@@ -1,7 +1,7 @@
 package dedupe
 
 import (
-	"math"
+	"hash/maphash"
 	"sync"
 	"time"
 )
@@ -39,6 +39,11 @@ type Observation struct {
 	// Participants are the group's deliveries in arrival order, up to this
 	// one (or the copy it repeats). The slice is shared: do not modify it.
 	Participants []Participant
+	// Err is [ErrEventTooLarge] for an event the correlator refused to
+	// correlate because its canonical form is longer than
+	// [MaxCanonicalSize]; it is its own primary, never a duplicate. Nil
+	// otherwise.
+	Err error
 
 	c *EventCorrelator // the correlator that made the observation
 	g *group           // the delivery's group; nil for kinds not correlated
@@ -53,8 +58,9 @@ type CorrelatorConfig struct {
 	// EventWindow is the same for notices and requests. Default 60 s.
 	EventWindow time.Duration
 	MaxGroups   int // groups kept, the oldest evicted beyond it; default 4096
-	// TimestampTolerance is how far a message's send time ([Identity.Timestamp])
-	// may be from its group's (that of the group's first timestamped delivery),
+	// TimestampTolerance is how far a delivery's send time
+	// ([Identity.Timestamp]: a message's, a notice's or a request's) may be
+	// from its group's (that of the group's first timestamped delivery),
 	// boundary included, for it to join; a delivery further off joins or starts
 	// a group of its own time. Missing send times are not compared. Default
 	// 1 s: OneBot and icqq send whole seconds, and adapters that truncate,
@@ -74,6 +80,13 @@ type CorrelatorStats struct {
 	// for their send time; Evicted counts groups dropped to stay within
 	// MaxGroups before their window ended.
 	TimeRefused, Evicted uint64
+	// TooLarge counts deliveries not correlated because their canonical
+	// form is longer than [MaxCanonicalSize] (see [ErrEventTooLarge]).
+	TooLarge uint64
+	// ImageMatched counts the duplicates that joined their group by the image
+	// rule (see [EventCorrelator]): their key differed from the group's only
+	// in how an image was named.
+	ImageMatched uint64
 }
 
 // EventCorrelator recognises the copies of one logical event delivered by
@@ -83,26 +96,44 @@ type CorrelatorStats struct {
 //
 // Deliveries with the same [Event.CorrelationKey] within the window of the first
 // form a group; the first is its primary. A bot delivering a key it already
-// delivered to a live group under another message id is a genuine repeat: it
-// joins the oldest live group of its key this bot has not delivered to, or
-// starts one. The same bot and message id again is a redelivery, a duplicate. A
-// message joins a group only if its send time ([Identity.Timestamp]) is within
-// [CorrelatorConfig].TimestampTolerance of the group's, so a repeat is told from
-// a copy even when a bot missed the first message. Windows are fixed from the
+// delivered to a live group under another message id is a genuine repeat: as
+// a bot delivers one sender's messages in the order they were sent, it joins
+// the oldest live group of its key newer than the newest this bot delivered
+// to, or starts one. The same bot and message id again is a redelivery, a
+// duplicate. A delivery joins a group only if its send time
+// ([Identity.Timestamp]) is within [CorrelatorConfig].TimestampTolerance of the
+// group's, so a repeat is told from a copy even when a bot missed the first
+// message, and copies whose adapters round the time differently still meet.
+//
+// Adapters name one image differently (its md5, or only a download URL), so
+// a copy's key may differ from its group's. A message that joins no group by
+// its key joins, by the image rule, the oldest live group of the same chat,
+// sender and content apart from image identities when it has a segment other
+// than images (a caption, a mention, a face…), no image of it is known to
+// differ (two different digests, or two different normalised URLs of one
+// host), both send times are known and within the tolerance, and its bot is
+// not yet in the group. The group remembers every identity it has seen of
+// each image. A message of images alone never joins this way: people send
+// several photos in one second. Windows are fixed from the
 // first arrival, end included. At most MaxGroups groups are kept, the oldest
 // evicted in constant time; an observation costs the same however many groups
-// or bots there are.
+// or bots there are, and however often one sender repeats one text: the
+// groups of a key with more than one are indexed by bot and message id.
 type EventCorrelator struct {
 	now       func() time.Time
-	epoch     time.Time        // the clock when the correlator was made; group times count from it
+	epoch     time.Time        // group arrival times count from it; see since
+	anchored  bool             // whether epoch was set
 	windows   [2]time.Duration // by window class: messages, notices and requests
 	max       int
 	tolerance time.Duration
 
 	mu     sync.Mutex
-	groups map[CorrelationKey]*group // the oldest live group of each key
-	fifo   [2]groupList              // live groups by class, oldest first
-	n      int                       // len of both lists
+	groups map[CorrelationKey]*group      // the oldest live group of each key
+	chains map[CorrelationKey]*chainIndex // the keys with more than one live group
+	seed   maphash.Seed                   // of the hashes chain indexes and image identities are
+	loose  map[CorrelationKey]*group      // the oldest live group of each loose key (see looseInfo)
+	fifo   [2]groupList                   // live groups by class, oldest first
+	n      int                            // len of both lists
 	seq    uint64
 	stats  CorrelatorStats
 }
@@ -112,7 +143,7 @@ type group struct {
 	key     CorrelationKey
 	seq     uint64        // creation order, for eviction across classes
 	expires time.Duration // the last instant the group accepts copies, since the epoch
-	sent    time.Duration // a message's send time since the epoch, from its first delivery with one, or unsent
+	sent    time.Duration // the send time (see sendTime), from the first delivery with one, or unsent
 	class   int
 
 	prev, next *group // in the class's FIFO list
@@ -121,13 +152,8 @@ type group struct {
 	parts  []Participant // in arrival order; only appended to
 	inline [3]Participant
 	index  map[bot]int // position in parts by bot, once there are more than linearParts
+	img    *imageGroup // for the image rule; nil for groups it does not apply to
 }
-
-// unsent is the send time of a delivery or group that has none. Times are
-// kept as durations since the correlator's epoch, not as time.Time, so that
-// a group fits the 256-byte allocation class; a send time more than 292
-// years away from the epoch saturates, and the earliest counts as unsent.
-const unsent = time.Duration(math.MinInt64)
 
 // bot identifies the bot of a delivery.
 type bot struct {
@@ -182,39 +208,60 @@ func NewEventCorrelator(cfg CorrelatorConfig) *EventCorrelator {
 	if c.now == nil {
 		c.now = time.Now
 	}
-	c.epoch = c.now()
 	if c.max <= 0 {
 		c.max = defaultMaxGroups
 	}
 	c.groups = make(map[CorrelationKey]*group, min(c.max, 1024))
+	c.chains = make(map[CorrelationKey]*chainIndex)
+	c.seed = maphash.MakeSeed()
+	c.loose = make(map[CorrelationKey]*group)
 	return c
 }
 
 // Observe correlates one delivery with those observed before and returns the
 // verdict, keeping nothing of ev but its key and [Participant]. Observing an
 // Event again is a redelivery: a duplicate while its group is live. An event of
-// a kind that is not correlated is its own primary, never a duplicate. The key
-// is computed before the correlator's lock is taken.
+// a kind that is not correlated is its own primary, never a duplicate, and so
+// is an event too large to correlate, whose observation's Err says so. The key
+// is computed before the correlator's lock is taken, in at most
+// [MaxCanonicalSize] bytes.
 func (c *EventCorrelator) Observe(ev *Event) Observation {
 	self := ev.participant()
 	class, correlated := ev.windowClass()
+	var key CorrelationKey
+	var err error
+	var loose looseInfo // what the image rule needs, for messages
+	li := &loose
+	if ev.Kind != "message" {
+		li = nil
+	} else {
+		li.seed = c.seed
+	}
+	if correlated {
+		var st keyStatus
+		if key, st = ev.correlationKey(li); st == tooLarge {
+			correlated, err = false, ErrEventTooLarge
+		}
+	}
 	if !correlated {
 		c.mu.Lock()
 		c.stats.Observed++
+		if err != nil {
+			c.stats.TooLarge++
+		}
 		c.mu.Unlock()
-		return Observation{Primary: self, Participants: []Participant{self}, c: c}
+		return Observation{Primary: self, Participants: []Participant{self}, Err: err, c: c}
 	}
-	key := ev.CorrelationKey()
-	now := c.now().Sub(c.epoch)
-	sent := unsent // the time rule is for messages
-	if ts := ev.Identity.Timestamp; class == 0 && !ts.IsZero() {
-		sent = ts.Sub(c.epoch)
+	t, sent := c.now(), sendTime(ev.Identity.Timestamp)
+	if li != nil && !li.eligible() {
+		li = nil
 	}
 
 	c.mu.Lock()
 	c.stats.Observed++
+	now := c.since(t)
 	c.sweep(now)
-	g, n, dup := c.place(key, class, self, sent, now)
+	g, n, dup := c.place(key, class, self, sent, now, li)
 	obs := Observation{Key: key, Duplicate: dup, Primary: g.parts[0], Participants: g.parts[:n:n], c: c, g: g}
 	c.mu.Unlock()
 	return obs
@@ -222,12 +269,25 @@ func (c *EventCorrelator) Observe(ev *Event) Observation {
 
 // place puts a delivery into its group, creating the group if needed, and
 // returns the group, the number of participants the delivery's observation
-// covers, and whether it is a duplicate. c.mu is held.
-func (c *EventCorrelator) place(key CorrelationKey, class int, self Participant, sent, now time.Duration) (g *group, n int, dup bool) {
-	var last *group
-	refused := false
-	for cand := c.groups[key]; cand != nil; cand = cand.newer {
-		last = cand
+// covers, and whether it is a duplicate. A bot's deliveries of one key come in
+// the order they were sent, so a delivery is looked for among the groups
+// newer than the bot's newest one: the walk skips no group the bot is in. A
+// delivery that joins no group of its key may join one by the image rule (li,
+// nil when the rule does not apply to it). c.mu is held.
+func (c *EventCorrelator) place(key CorrelationKey, class int, self Participant, sent, now time.Duration, li *looseInfo) (g *group, n int, dup bool) {
+	head := c.groups[key]
+	ci := c.chainOf(head)
+	var h deliveryHashes
+	start, refused := head, false
+	if ci != nil {
+		h = c.hashes(self)
+		if g, n, dup, done := c.placeInChain(ci, head, h, self, sent, now); done {
+			return g, n, dup
+		} else if g != nil {
+			start, refused = g.newer, n > 0
+		}
+	}
+	for cand := start; cand != nil; cand = cand.newer {
 		if now > cand.expires {
 			continue // ended, not swept yet because the clock went back
 		}
@@ -254,24 +314,77 @@ func (c *EventCorrelator) place(key CorrelationKey, class int, self Participant,
 		if cand.sent == unsent {
 			cand.sent = sent
 		}
+		if ci != nil {
+			ci.index(cand, self, h)
+		}
+		if li != nil && cand.img != nil {
+			cand.img.remember(li)
+			cand.img.rememberSent(self.Adapter, sent)
+		}
 		return cand, len(cand.parts), true
 	}
+	if li != nil {
+		if g, n, dup := c.looseJoin(li, self, sent, now); g != nil {
+			return g, n, dup
+		}
+	}
+	return c.create(head, ci, h, key, class, self, sent, now, li), 1, false
+}
 
+// placeInChain looks a delivery up in the index ci of its key's chain, which
+// starts at head; h are the delivery's hashes. done reports a redelivery,
+// placed in g. Otherwise g is the bot's newest group of the key, if it has one
+// and the index could tell (nil means walking the chain from head), and n is
+// 1 if a delivery without a message id was refused by it for its time.
+func (c *EventCorrelator) placeInChain(ci *chainIndex, head *group, h deliveryHashes, self Participant, sent, now time.Duration) (g *group, n int, dup, done bool) {
+	again, last, ok := ci.lookup(head, self, h)
+	if again != nil && now <= again.expires {
+		c.stats.Duplicates++ // a redelivery: the same message, whatever its time
+		return again, again.indexOf(self.Adapter, self.BotID) + 1, true, true
+	}
+	if !ok || last == nil {
+		return nil, 0, false, false
+	}
+	if i := last.indexOf(self.Adapter, self.BotID); self.MessageID == "" && last.parts[i].MessageID == "" && now <= last.expires {
+		if c.sameTime(last.sent, sent) { // a redelivery without a message id
+			c.stats.Duplicates++
+			return last, i + 1, true, true
+		}
+		c.stats.TimeRefused++
+		return last, 1, false, false
+	}
+	return last, 0, false, false
+}
+
+// create starts a group for a delivery, the newest of its key, whose oldest
+// group is head (nil if there is none) and chain index ci (nil if it has one
+// group or none; else h are the delivery's hashes), and evicts the oldest
+// groups beyond the cap. c.mu is held.
+func (c *EventCorrelator) create(head *group, ci *chainIndex, h deliveryHashes, key CorrelationKey, class int, self Participant, sent, now time.Duration, li *looseInfo) *group {
 	c.seq++
-	g = &group{key: key, seq: c.seq, expires: now + c.windows[class], sent: sent, class: class}
+	g := &group{key: key, seq: c.seq, expires: addSat(now, c.windows[class]), sent: sent, class: class}
 	g.inline[0] = self
 	g.parts = g.inline[:1]
-	if last == nil {
+	switch {
+	case head == nil:
 		c.groups[key] = g
-	} else {
-		last.newer = g
+	case ci == nil: // the key's second group
+		head.newer = g
+		c.chains[key] = c.newChainIndex(head)
+	default:
+		ci.tail.newer = g
+		ci.tail = g
+		ci.index(g, self, h)
+	}
+	if li != nil {
+		c.addLoose(g, li, self)
 	}
 	c.fifo[class].pushBack(g)
 	c.n++
 	for c.n > c.max {
 		c.evictOldest(now)
 	}
-	return g, 1, false
+	return g
 }
 
 // sameTime reports whether two send times are within the tolerance, or one
@@ -346,6 +459,8 @@ func (c *EventCorrelator) evictOldest(now time.Duration) {
 // is part of the key), so g is the oldest of its key and heads its chain.
 // c.mu is held.
 func (c *EventCorrelator) remove(g *group) {
+	c.unchain(g)
+	c.removeLoose(g)
 	c.fifo[g.class].remove(g)
 	c.n--
 	if g.newer != nil {
@@ -391,10 +506,10 @@ func (c *EventCorrelator) Participant(obs Observation, adapter, botID string) (_
 
 // Stats returns the correlator's counters, live groups only.
 func (c *EventCorrelator) Stats() CorrelatorStats {
-	now := c.now().Sub(c.epoch)
+	t := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.sweep(now)
+	c.sweep(c.since(t))
 	s := c.stats
 	s.Groups = c.n
 	return s

@@ -25,7 +25,7 @@ import (
 // them with the clock moved on by the corpus span plus the longest window at
 // each pass, so every pass starts with the previous pass's groups ended.
 func benchCorpus(b *testing.B, evs []corpusEvent, maxGroups int, newObserver func(now func() time.Time, maxGroups int) func(*dedupe.Event)) {
-	var cur time.Time
+	cur := evs[0].at // the clock reads the first delivery's time when the correlator is made
 	observe := newObserver(func() time.Time { return cur }, maxGroups)
 	span := evs[len(evs)-1].at.Sub(evs[0].at) + (60 * time.Second) + time.Second
 	var shift time.Duration
@@ -417,4 +417,21 @@ func genSaturated(n int, rate float64, seed uint64) []corpusEvent {
 	out = out[:n]
 	slices.SortStableFunc(out, func(a, b corpusEvent) int { return a.at.Compare(b.at) })
 	return out
+}
+
+// BenchmarkObserveRepeat measures one sender sending messages 1 ms apart,
+// each delivered by one bot or three, with a text of its own (distinct) or one
+// text again and again (repeated), observed at their send times; the key of
+// the repeated text has as many live groups as the cap allows.
+func BenchmarkObserveRepeat(b *testing.B) {
+	for _, bots := range []int{1, 3} {
+		for _, repeated := range []bool{false, true} {
+			name := fmt.Sprint("bots=", bots, "/text=distinct")
+			if repeated {
+				name = fmt.Sprint("bots=", bots, "/text=repeated")
+			}
+			evs := repeatTraffic(20000, bots, repeated)
+			b.Run(name, func(b *testing.B) { benchCorpus(b, evs, 4096, correlatorObserver) })
+		}
+	}
 }

@@ -3,7 +3,6 @@ package dedupe
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"strconv"
 	"time"
 
 	"github.com/gatewaykit/dedupe/internal/canon"
@@ -20,8 +19,9 @@ type Identity struct {
 
 	// Timestamp is when the platform says the event happened: for a message,
 	// its send time (OneBot's and icqq's "time"), never the time the adapter
-	// received it. Copies carry the same send time and a repeat a later one,
-	// which is how the correlator tells them apart. Zero if unknown.
+	// received it. Copies carry the same send time, give or take the
+	// adapters' rounding, and a repeat a later one, which is how the
+	// correlator tells them apart. Zero if unknown.
 	Timestamp time.Time
 }
 
@@ -65,6 +65,23 @@ func (ev *Event) windowClass() (class int, ok bool) {
 	return 0, false
 }
 
+// MaxCanonicalSize bounds, in bytes, the canonical form of one event (see
+// [Event.CanonicalForm]) together with the canonical forms of the JSON, ark
+// and XML payloads whose digests it holds, so that computing a key takes
+// bounded memory and time whatever an event holds. An event beyond it has no
+// key: [EventCorrelator.Observe] refuses to correlate it, with
+// [ErrEventTooLarge]. Chat messages are a few KiB at most.
+const MaxCanonicalSize = 1 << 20
+
+// keyStatus says whether an event has a correlation key.
+type keyStatus int
+
+const (
+	keyed         keyStatus = iota
+	notCorrelated           // a kind that is not correlated
+	tooLarge                // its canonical form is longer than MaxCanonicalSize
+)
+
 // appendCanonical appends the canonical form of the event's correlation key: a
 // sequence of netstrings ("{len}:{bytes},") of
 //
@@ -72,14 +89,28 @@ func (ev *Event) windowClass() (class int, ok bool) {
 //	         messages, else the group id, empty if there is none), sender
 //	         user id, then the [Signature] of the segments
 //	notice:  "notice", notice type, sub type, group id, user id, operator
-//	         id, event time in Unix seconds ("" if unknown)
+//	         id
 //	request: "request", request type, sub type, group id, user id, operator
-//	         id, event time in Unix seconds, comment
+//	         id, comment
+//
+// The event time is not part of the form: the correlator compares send times
+// with a tolerance, as adapters round them differently.
 //
 // Each kind has a fixed number of fields before the signature, so no two
 // different field lists give one form: a group message without a group id has
-// the empty session, which no group id is. ok is false for other kinds.
-func (ev *Event) appendCanonical(buf []byte) (_ []byte, ok bool) {
+// the empty session, which no group id is. The status says whether the form is
+// a key: not for other kinds, nor past [MaxCanonicalSize], where it stops.
+func (ev *Event) appendCanonical(buf []byte) ([]byte, keyStatus) {
+	return ev.appendForm(buf, nil)
+}
+
+// appendForm appends the canonical form of the event, recording what the
+// image rule needs in li if it is not nil.
+func (ev *Event) appendForm(buf []byte, li *looseInfo) ([]byte, keyStatus) {
+	if ev.fieldsLen() > MaxCanonicalSize {
+		return buf, tooLarge
+	}
+	start := len(buf)
 	switch ev.Kind {
 	case "message":
 		session := ev.GroupID
@@ -90,7 +121,11 @@ func (ev *Event) appendCanonical(buf []byte) (_ []byte, ok bool) {
 		buf = canon.AppendNetstring(buf, ev.MessageType)
 		buf = canon.AppendNetstring(buf, session)
 		buf = canon.AppendNetstring(buf, ev.UserID)
-		return appendSignature(buf, ev.Segments), true
+		buf, ok := appendSignature(buf, ev.Segments, MaxCanonicalSize-(len(buf)-start), li)
+		if !ok {
+			return buf, tooLarge
+		}
+		return buf, keyed
 	case "notice", "request":
 		buf = canon.AppendNetstring(buf, ev.Kind)
 		if ev.Kind == "notice" {
@@ -102,38 +137,54 @@ func (ev *Event) appendCanonical(buf []byte) (_ []byte, ok bool) {
 		buf = canon.AppendNetstring(buf, ev.GroupID)
 		buf = canon.AppendNetstring(buf, ev.UserID)
 		buf = canon.AppendNetstring(buf, ev.OperatorID)
-		var sec []byte
-		var tmp [24]byte
-		if !ev.Identity.Timestamp.IsZero() {
-			sec = strconv.AppendInt(tmp[:0], ev.Identity.Timestamp.Unix(), 10)
-		}
-		buf = canon.AppendNetstringBytes(buf, sec)
 		if ev.Kind == "request" {
 			buf = canon.AppendNetstring(buf, ev.Comment)
 		}
-		return buf, true
+		return buf, keyed
 	}
-	return buf, false
+	return buf, notCorrelated
+}
+
+// fieldsLen returns the length of the event's text fields, the part of its
+// canonical form that is not read from segments.
+func (ev *Event) fieldsLen() int {
+	return len(ev.Kind) + len(ev.MessageType) + len(ev.NoticeType) + len(ev.RequestType) + len(ev.SubType) +
+		len(ev.GroupID) + len(ev.UserID) + len(ev.OperatorID) + len(ev.Comment)
 }
 
 // CorrelationKey returns the first 128 bits of the SHA-256 of
-// [Event.CanonicalForm], or the zero key for kinds that are not correlated.
+// [Event.CanonicalForm], or the zero key for kinds that are not correlated and
+// for events whose canonical form is longer than [MaxCanonicalSize].
 func (ev *Event) CorrelationKey() CorrelationKey {
+	key, _ := ev.correlationKey(nil)
+	return key
+}
+
+// correlationKey returns the event's key and whether it has one. With li,
+// it also fills li for the image rule, and sets its loose key if the rule
+// applies to the event.
+func (ev *Event) correlationKey(li *looseInfo) (CorrelationKey, keyStatus) {
 	var stack [512]byte
-	buf, ok := ev.appendCanonical(stack[:0])
-	if !ok {
-		return CorrelationKey{}
+	buf, st := ev.appendForm(stack[:0], li)
+	if st != keyed {
+		return CorrelationKey{}, st
+	}
+	if li != nil && li.eligible() {
+		li.setKey(buf)
 	}
 	sum := sha256.Sum256(buf)
-	return CorrelationKey(sum[:len(CorrelationKey{})])
+	return CorrelationKey(sum[:len(CorrelationKey{})]), keyed
 }
 
 // CanonicalForm returns, for debugging, the bytes whose digest is
 // [Event.CorrelationKey]: netstrings of the kind, its fields and the content
 // [Signature], such as "7:message,5:group,3:286,5:25258,4:text,7:the bot,"; ""
-// for kinds that are not correlated.
+// for kinds that are not correlated and for events too large to correlate.
 func (ev *Event) CanonicalForm() string {
-	buf, _ := ev.appendCanonical(nil)
+	buf, st := ev.appendCanonical(nil)
+	if st != keyed {
+		return ""
+	}
 	return string(buf)
 }
 

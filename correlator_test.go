@@ -505,7 +505,7 @@ func TestCorrelatorTimeRule(t *testing.T) {
 			{0, "a1", "m1", 0, "new"},
 			{9 * s, "b2", "n2", 9 * s, "new"},
 		}},
-		{"copies with send times within the tolerance", dedupe.CorrelatorConfig{}, 4, []step{
+		{"copies with send times within the tolerance", dedupe.CorrelatorConfig{}, 3, []step{
 			{0, "a1", "m1", 300 * ms, "new"},
 			{100 * ms, "b2", "n1", 0, "a1/m1"},            // one adapter truncated to the second
 			{200 * ms, "c3", "o1", 1300 * ms, "a1/m1"},    // another rounded up: 1 s from the group's
@@ -515,7 +515,7 @@ func TestCorrelatorTimeRule(t *testing.T) {
 			{600 * ms, "f6", "r1", 1301 * ms, "d4/p1"},    // joins the group of its own time
 			{700 * ms, "g7", "s1", -300 * ms, "a1/m1"},    // earlier is compared as later is
 			{800 * ms, "h8", "t1", -1000*ms - 1, "new"},   // just past it, earlier
-			{900 * ms, "h8", "t1", -1000*ms - 1, "h8/t1"}, // and its redelivery
+			{900 * ms, "h8", "t1", -1000*ms - 1, "h8/t1"}, // and its redelivery, not refused by the others
 		}},
 		{"a group takes the send time of its first delivery with one", dedupe.CorrelatorConfig{}, 1, []step{
 			{0, "a1", "m1", unsent, "new"},
@@ -551,11 +551,33 @@ func TestCorrelatorTimeRule(t *testing.T) {
 			assert.Equal(t, tt.refused, c.Stats().TimeRefused)
 		})
 	}
-	t.Run("notices keep their rule", func(t *testing.T) {
-		c := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{})
-		c.Observe(delivery{bot: "a1", content: "notice:7", sent: 300 * time.Millisecond}.event())
-		assert.True(t, c.Observe(delivery{bot: "b2", content: "notice:7", sent: 900 * time.Millisecond}.event()).Duplicate)
-		assert.Zero(t, c.Stats().TimeRefused)
+	t.Run("notices and requests by tolerance", func(t *testing.T) {
+		const ms = time.Millisecond
+		clk := newCorrelatorClock()
+		start := clk.Now()
+		c := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{Now: clk.Now})
+		observe := func(at time.Duration, bot, content string, sent time.Duration) bool {
+			clk.Set(start.Add(at))
+			ev := delivery{bot: bot, content: content, sent: sent}.event()
+			if strings.HasPrefix(content, "request:") {
+				ev.Kind, ev.NoticeType, ev.RequestType, ev.Comment = "request", "", "friend", content
+			}
+			return c.Observe(ev).Duplicate
+		}
+		// One adapter truncates to the second, another rounds: 12.6 s is
+		// 12 s to one and 13 s to the other (they used to be two keys).
+		assert.False(t, observe(0, "a1", "notice:7", 12*time.Second))
+		assert.True(t, observe(100*ms, "b2", "notice:7", 13*time.Second), "a copy straddling a second")
+		assert.True(t, observe(200*ms, "a1", "notice:7", 12*time.Second), "a redelivery")
+		assert.False(t, observe(5*time.Second, "a1", "notice:7", 17*time.Second), "the same notice again, 5 s later")
+		assert.True(t, observe(5*time.Second+100*ms, "b2", "notice:7", 18*time.Second), "its copy")
+		assert.True(t, observe(5*time.Second+200*ms, "c3", "notice:7", 17*time.Second), "a bot that missed the first: its copy of the second")
+		assert.False(t, observe(0, "a1", "request:hi", 40*time.Second))
+		assert.True(t, observe(300*ms, "b2", "request:hi", 41*time.Second), "a request's copy straddling a second")
+		assert.False(t, observe(400*ms, "c3", "request:hi", 43*time.Second), "a request two seconds off")
+		st := c.Stats()
+		assert.EqualValues(t, 4, st.TimeRefused, "the second notice by a1, b2 and c3, and the request")
+		require.NoError(t, dedupe.CheckCorrelatorInvariants(c))
 	})
 }
 
@@ -727,35 +749,56 @@ func (m *modelCorrelator) observe(ev *dedupe.Event, now time.Time) (dup bool, pr
 	}
 	key := ev.CorrelationKey()
 	self := dedupe.Participant{Adapter: ev.Identity.Adapter, BotID: ev.Identity.BotID, MessageID: ev.Identity.MessageID}
-	var sent time.Time
-	if class == 0 {
-		sent = ev.Identity.Timestamp
-	}
+	sent := ev.Identity.Timestamp
 	m.groups = slices.DeleteFunc(m.groups, func(g *modelGroup) bool { return now.After(g.expires) })
-	refused := false
+	var chain []*modelGroup // the live groups of the key, oldest first
 	for _, g := range m.groups {
-		if g.key != key {
+		if g.key == key {
+			chain = append(chain, g)
+		}
+	}
+	botIn := func(g *modelGroup) int {
+		return slices.IndexFunc(g.parts, func(p dedupe.Participant) bool { return p.Adapter == self.Adapter && p.BotID == self.BotID })
+	}
+	for _, g := range chain {
+		if i := botIn(g); i >= 0 && self.MessageID != "" && g.parts[i].MessageID == self.MessageID {
+			return true, g.parts[0] // a redelivery, whatever its time
+		}
+	}
+	// A bot's deliveries of a key come in the order they were sent: only the
+	// groups newer than the bot's newest are candidates.
+	last := -1
+	for j, g := range chain {
+		if botIn(g) >= 0 {
+			last = j
+		}
+	}
+	refused := false
+	if last >= 0 {
+		g := chain[last]
+		if self.MessageID == "" && g.parts[botIn(g)].MessageID == "" { // a redelivery without an id?
+			if m.sameTime(g.sent, sent) {
+				return true, g.parts[0]
+			}
+			refused = true
+		}
+	}
+	for _, g := range chain[last+1:] {
+		if !m.sameTime(g.sent, sent) {
+			refused = true
 			continue
 		}
-		i := slices.IndexFunc(g.parts, func(p dedupe.Participant) bool { return p.Adapter == self.Adapter && p.BotID == self.BotID })
-		switch {
-		case i >= 0 && g.parts[i].MessageID != self.MessageID: // a repeat by this bot
-		case i >= 0 && self.MessageID != "": // a redelivery
-			return true, g.parts[0]
-		case !m.sameTime(g.sent, sent):
-			if !refused {
-				refused = true
-				m.refused++
-			}
-		case i >= 0: // a redelivery without an id
-			return true, g.parts[0]
-		default:
-			g.parts = append(g.parts, self)
-			if g.sent.IsZero() {
-				g.sent = sent
-			}
-			return true, g.parts[0]
+		g.parts = append(g.parts, self)
+		if g.sent.IsZero() {
+			g.sent = sent
 		}
+		if refused {
+			m.refused++
+		}
+		return true, g.parts[0]
+	}
+	if refused {
+		m.refused++
 	}
 	m.groups = append(m.groups, &modelGroup{key: key, expires: now.Add(m.windows[class]), sent: sent, parts: []dedupe.Participant{self}})
 	if len(m.groups) > m.max {

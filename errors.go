@@ -24,4 +24,7 @@ var (
 	// ErrInFlight is returned by [Deduper.Do] for a message another caller is
 	// processing right now.
 	ErrInFlight = errors.New("dedupe: message in flight")
+	// ErrEventTooLarge is an [Observation]'s error for an event whose
+	// canonical form is longer than [MaxCanonicalSize]: it was not correlated.
+	ErrEventTooLarge = errors.New("dedupe: event too large to correlate")
 )

@@ -37,22 +37,41 @@ type Segment struct {
 //   - reply: left out, since adapters disagree on sending it; video, record,
 //     file and unknown types: the type alone.
 //
+// The signature and the canonical forms of the payloads it digests are bounded
+// together by [MaxCanonicalSize] bytes: reading stops there, and the signature
+// of a message beyond it is "!" and the form read so far, which no message
+// read whole has; an [EventCorrelator] does not correlate such a message.
+//
 // Signature is deterministic and safe for concurrent use.
 func Signature(segs []Segment) string {
-	return string(appendSignature(nil, segs))
+	form, ok := appendSignature(nil, segs, MaxCanonicalSize, nil)
+	if !ok {
+		return "!" + string(form)
+	}
+	return string(form)
 }
 
 // appendSignature appends the signature of segs to buf. It is the hot path of
 // every message key, so the common segment types append without allocating.
-func appendSignature(buf []byte, segs []Segment) []byte {
+// ok is false, and the signature cut, when the signature and the canonical
+// forms of its payloads would take more than room bytes. With li, the
+// identities of the images and where they are in buf, and the number of other
+// segments, are recorded for the image rule.
+func appendSignature(buf []byte, segs []Segment, room int, li *looseInfo) (_ []byte, ok bool) {
+	start, spent := len(buf), 0 // spent: bytes of payload forms digested
 	for i := range segs {
 		seg := &segs[i]
+		other := true // a segment other than images (replies continue)
 		switch seg.Type {
 		case "reply":
 			continue
 		case "text":
+			text := seg.Data["text"]
+			if s, isText := text.(string); isText && len(buf)-start+spent+len(s) > room {
+				return buf, false // refused before it is copied
+			}
 			buf = canon.AppendNetstring(buf, "text")
-			buf = canon.AppendScalarNetstring(buf, seg.Data["text"])
+			buf = canon.AppendScalarNetstring(buf, text)
 		case "at":
 			buf = canon.AppendNetstring(buf, "at")
 			buf = canon.AppendScalarNetstring(buf, firstOf(seg.Data, "qq", "target"))
@@ -62,17 +81,40 @@ func appendSignature(buf []byte, segs []Segment) []byte {
 		case "json", "ark", "xml":
 			buf = canon.AppendNetstring(buf, seg.Type)
 			var digest [2 * digestLen]byte
-			buf = canon.AppendNetstringBytes(buf, structuredDigest(digest[:0], seg.Type, seg.Data))
+			d, n, ok := structuredDigest(digest[:0], seg.Type, seg.Data, room-(len(buf)-start+spent))
+			if !ok {
+				return buf, false
+			}
+			spent += n
+			buf = canon.AppendNetstringBytes(buf, d)
 		case "image", "flash":
+			other = false
 			buf = canon.AppendNetstring(buf, seg.Type)
+			if li != nil {
+				var db, ub [128]byte
+				digest, url := canon.AppendImageIDs(db[:0], ub[:0], seg.Data)
+				id, start := digest, len(buf)
+				if len(id) == 0 {
+					id = url // the identity AppendImageID gives
+				}
+				buf = canon.AppendNetstringBytes(buf, id)
+				li.addImage(li.seed, digest, url, start, len(buf))
+				break
+			}
 			var id [128]byte
 			buf = canon.AppendNetstringBytes(buf, canon.AppendImageID(id[:0], seg.Data))
 		default: // video, record, file and unknown types
 			buf = canon.AppendNetstring(buf, seg.Type)
 			buf = canon.AppendNetstring(buf, "")
 		}
+		if len(buf)-start+spent > room {
+			return buf, false
+		}
+		if other && li != nil {
+			li.others++
+		}
 	}
-	return buf
+	return buf, true
 }
 
 // firstOf returns the first of keys present in data with a non-nil value.
@@ -97,16 +139,20 @@ const (
 
 // structuredDigest appends the hex of the first digestLen bytes of the SHA-256
 // of the payload of a json, ark or xml segment, parsed and written
-// canonically; see [Signature].
-func structuredDigest(buf []byte, typ string, data map[string]any) []byte {
+// canonically; see [Signature]. It returns the length of the form digested,
+// and ok false, having digested nothing, if the payload or its form is longer
+// than room bytes.
+func structuredDigest(buf []byte, typ string, data map[string]any, room int) (_ []byte, n int, ok bool) {
 	payload := firstOf(data, "data", "content")
 	if payload == nil {
 		payload = data
 	}
+	s, isText := payload.(string)
+	if isText && len(s) >= room {
+		return buf, 0, false
+	}
 	cb := canonPool.Get().(*[]byte)
 	form := append((*cb)[:0], tagCanonical)
-	var ok bool
-	s, isText := payload.(string)
 	switch {
 	case isText && typ == "xml":
 		form, ok = canon.AppendXML(form, s)
@@ -118,13 +164,15 @@ func structuredDigest(buf []byte, typ string, data map[string]any) []byte {
 	if !ok {
 		form = append(append(form[:0], tagRaw), strings.TrimSpace(s)...)
 	}
-	sum := sha256.Sum256(form)
-	buf = hex.AppendEncode(buf, sum[:digestLen])
+	if n = len(form); n <= room {
+		sum := sha256.Sum256(form)
+		buf = hex.AppendEncode(buf, sum[:digestLen])
+	}
 	if cap(form) <= maxPooledForm {
 		*cb = form
 		canonPool.Put(cb)
 	}
-	return buf
+	return buf, n, n <= room
 }
 
 // canonPool holds the buffers canonical forms are written to, because the

@@ -57,7 +57,8 @@ func AppendScalarNetstring(buf []byte, v any) []byte {
 // AppendScalar appends the text form of an id or text value, so that the
 // number 10001 and the string "10001" give the same bytes. nil gives nothing.
 // Any other Go value (a map where an id belongs) is written as a NUL byte and
-// its bounded canonical form (see [AppendJSONValue]), never through fmt.
+// its bounded canonical form (see [AppendJSONValue] and [MaxSize]), never
+// through fmt.
 func AppendScalar(buf []byte, v any) []byte {
 	switch v := v.(type) {
 	case nil:
@@ -83,7 +84,7 @@ func AppendScalar(buf []byte, v any) []byte {
 // is written to a buffer of its own: passed through the recursive walk, buf
 // would escape, and every caller's stack buffer with it.
 func appendOther(buf []byte, v any) []byte {
-	w := walker{left: MaxValues}
+	w := walker{left: MaxValues, end: MaxSize}
 	return append(append(buf, 0), w.value(nil, v, 0)...)
 }
 

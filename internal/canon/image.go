@@ -14,9 +14,37 @@ import (
 // and the normalised URL (data "url", or a "file" that is an http URL), else
 // nothing. Hex digests are lower-cased. Only string fields are read.
 func AppendImageID(buf []byte, data map[string]any) []byte {
+	f := readImageFields(data)
+	if out, ok := f.appendDigest(buf); ok {
+		return out
+	}
+	if out, ok := f.appendURL(buf); ok {
+		return out
+	}
+	return buf
+}
+
+// AppendImageIDs appends to digest and url the two identities of an image or
+// flash segment's data that [AppendImageID] chooses between: its digest and
+// its normalised URL, each in the form AppendImageID writes it, or nothing
+// for an identity the data does not give.
+func AppendImageIDs(digest, url []byte, data map[string]any) (_, _ []byte) {
+	f := readImageFields(data)
+	digest, _ = f.appendDigest(digest)
+	url, _ = f.appendURL(url)
+	return digest, url
+}
+
+// imageFields are the string fields of an image segment's data that name
+// the image.
+type imageFields struct {
+	md5, sha1, url string
+	named          [7]string // file, filename, file_name, file_id, fileid, fid, id
+}
+
+func readImageFields(data map[string]any) imageFields {
 	// One pass over the few fields, rather than a lookup for each candidate.
-	var md5, sha1, u string
-	var named [7]string // file, filename, file_name, file_id, fileid, fid, id
+	var f imageFields
 	for k, v := range data {
 		s, ok := v.(string)
 		if !ok {
@@ -24,51 +52,62 @@ func AppendImageID(buf []byte, data map[string]any) []byte {
 		}
 		switch k {
 		case "md5":
-			md5 = s
+			f.md5 = s
 		case "sha1":
-			sha1 = s
+			f.sha1 = s
 		case "url":
-			u = s
+			f.url = s
 		case "file":
-			named[0] = s
+			f.named[0] = s
 		case "filename":
-			named[1] = s
+			f.named[1] = s
 		case "file_name":
-			named[2] = s
+			f.named[2] = s
 		case "file_id":
-			named[3] = s
+			f.named[3] = s
 		case "fileid":
-			named[4] = s
+			f.named[4] = s
 		case "fid":
-			named[5] = s
+			f.named[5] = s
 		case "id":
-			named[6] = s
+			f.named[6] = s
 		}
 	}
-	for _, d := range [...]struct{ name, v string }{{"md5", md5}, {"sha1", sha1}} {
+	return f
+}
+
+// appendDigest appends the image's digest identity, if it has one.
+func (f *imageFields) appendDigest(buf []byte) ([]byte, bool) {
+	for _, d := range [...]struct{ name, v string }{{"md5", f.md5}, {"sha1", f.sha1}} {
 		if d.v != "" {
 			buf = append(buf, d.name...)
 			buf = append(buf, ':')
 			if isHex(d.v) {
-				return appendLowerASCII(buf, d.v)
+				return appendLowerASCII(buf, d.v), true
 			}
-			return append(buf, d.v...)
+			return append(buf, d.v...), true
 		}
 	}
-	for _, s := range named {
+	for _, s := range f.named {
 		if md5, ok := embeddedMD5(s); ok {
 			buf = append(buf, "md5:"...)
-			return appendLowerASCII(buf, md5)
+			return appendLowerASCII(buf, md5), true
 		}
 	}
-	if u == "" && hasHTTPScheme(named[0]) {
-		u = named[0]
+	return buf, false
+}
+
+// appendURL appends the image's URL identity, if it has one.
+func (f *imageFields) appendURL(buf []byte) ([]byte, bool) {
+	u := f.url
+	if u == "" && hasHTTPScheme(f.named[0]) {
+		u = f.named[0]
 	}
 	if u = strings.TrimSpace(u); u != "" {
 		buf = append(buf, "url:"...)
-		return AppendNormalizedURL(buf, u)
+		return AppendNormalizedURL(buf, u), true
 	}
-	return buf
+	return buf, false
 }
 
 func hasHTTPScheme(s string) bool {

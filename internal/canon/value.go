@@ -15,10 +15,20 @@ import (
 // reached, so a value that contains itself is read until the limit.
 const MaxValues = 1 << 14
 
+// MaxSize bounds, in bytes, the canonical form [AppendJSONValue] and
+// [AppendScalar] write of one Go value: once the form is longer, no further
+// value is read and a "!b" marker ends it. A form of more than MaxSize bytes
+// was cut, so a caller that needs the whole form refuses it. One value is
+// written whole, so the form never exceeds MaxSize by more than the longest
+// string or raw JSON held in the value.
+const MaxSize = 1 << 20
+
 // Markers of the canonical form of Go values, beside the JSON alphabet:
 //
 //	"!d"  a value nested deeper than MaxDepth, not read
 //	"!n"  the MaxValues limit was reached here; nothing after it was read
+//	"!b"  the form had grown past MaxSize bytes here; nothing after it
+//	      was read
 //	"?"   a value JSON cannot hold, by its Go type: "?" then the type's
 //	      name as a string, then "{" fields "}" for a struct (each field a
 //	      name string and a value, unexported fields too), a string for a
@@ -37,14 +47,18 @@ const MaxValues = 1 << 14
 // structs by type name and fields, pointers through), never by their methods
 // or fmt. Reading is bounded by [MaxDepth] and [MaxValues]: past a limit a
 // marker is written, so a value that contains itself gives a stable form.
+// Reading also stops once the form is longer than [MaxSize] bytes: a form
+// that long was cut, and is no value's identity.
 func AppendJSONValue(buf []byte, v any) []byte {
-	w := walker{left: MaxValues}
+	w := walker{left: MaxValues, end: len(buf) + MaxSize}
 	return w.value(buf, v, 0)
 }
 
-// walker writes one Go value, counting the values it reads.
+// walker writes one Go value, counting the values it reads and the bytes it
+// writes.
 type walker struct {
-	left int // values that may still be read; -1 once the limit was reached
+	left int // values that may still be read; -1 once a limit was reached
+	end  int // the length of the buffer past which no value is read
 }
 
 // enter counts a value about to be written at depth and reports whether it
@@ -56,6 +70,9 @@ func (w *walker) enter(buf []byte, depth int) ([]byte, bool) {
 	case w.left == 0:
 		w.left = -1
 		return append(buf, '!', 'n'), false
+	case len(buf) > w.end:
+		w.left = -1
+		return append(buf, '!', 'b'), false
 	case depth > MaxDepth:
 		return append(buf, '!', 'd'), false
 	}

@@ -3,6 +3,7 @@ package canon
 import (
 	"encoding/json"
 	"math"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,6 +55,43 @@ func TestValueLimits(t *testing.T) {
 			for _, m := range tt.markers {
 				assert.True(t, strings.Contains(string(a), m), "no %q in the form", m)
 			}
+		})
+	}
+}
+
+// TestValueBytes checks the bound in bytes: one 16 KiB string referenced
+// 20,000 times (well within MaxValues' count) used to give a form of 320 MiB
+// and allocate 1.4-1.9 GiB; the form now stops past MaxSize with a marker,
+// and what is allocated stays within a few times MaxSize.
+func TestValueBytes(t *testing.T) {
+	big := strings.Repeat("x", 16<<10)
+	refs := make([]any, 20000)
+	for i := range refs {
+		refs[i] = big
+	}
+	raw := make([]any, 20000)
+	rawBig := json.RawMessage(`"` + big + `"`)
+	for i := range raw {
+		raw[i] = rawBig
+	}
+	for name, v := range map[string]any{
+		"string":              refs,
+		"raw JSON":            raw,
+		"map of references":   map[string]any{"a": refs, "b": refs},
+		"struct of reference": struct{ A, B []any }{refs, refs},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			form := AppendJSONValue(nil, v)
+			runtime.ReadMemStats(&after)
+			allocs := after.TotalAlloc - before.TotalAlloc
+			assert.Greater(t, len(form), MaxSize, "the form was cut past MaxSize")
+			assert.LessOrEqual(t, len(form), MaxSize+len(big)+64, "at most one value past MaxSize")
+			assert.Contains(t, string(form[len(form)-8:]), "!b", "the marker ends the form")
+			assert.Less(t, allocs, uint64(8*MaxSize), "bytes allocated")
+			scalar := AppendScalar(nil, v)
+			assert.LessOrEqual(t, len(scalar), MaxSize+len(big)+64, "as an id")
 		})
 	}
 }

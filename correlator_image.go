@@ -1,0 +1,250 @@
+package dedupe
+
+import (
+	"crypto/sha256"
+	"hash/maphash"
+	"time"
+)
+
+// The image rule: adapters name one image differently (one gives its md5,
+// another only a download URL), so the copies of a message with an image may
+// have different keys. A message that joins no group by its key may join a
+// live group of the same chat, sender and content apart from image identities
+// (its loose key) when it has a segment other than images, no image of it is
+// known to differ from the group's, both send times are known and within the
+// tolerance, and its bot is not yet in the group. A message of images alone
+// never joins this way: people send several photos in one second.
+
+// Bounds of the image rule.
+const (
+	// maxLooseImages is the most images a message may have to join by the
+	// image rule.
+	maxLooseImages = 8
+	// maxImageIDs is the most image identities a group remembers; a group
+	// that saw more takes no copy by the image rule.
+	maxImageIDs = 32
+	// maxLooseWalk is the most groups of one loose key a delivery is
+	// compared with.
+	maxLooseWalk = 32
+)
+
+// imageID is one identity of an image of a message, by seeded 64-bit hashes:
+// a digest, or a normalised URL and its host. Two identities of one kind
+// (and, for URLs, one host) with different values say the images differ;
+// URLs of different hosts say nothing.
+type imageID struct {
+	slot  uint8  // the image's position among the message's images
+	isURL bool   // a URL, else a digest
+	host  uint64 // for a URL, the hash of its host
+	value uint64 // the hash of the digest or URL
+}
+
+// looseInfo is what the image rule needs of a delivery, computed before the
+// correlator's lock is taken.
+type looseInfo struct {
+	key    CorrelationKey // the digest of the canonical form without image identities
+	ids    [2 * maxLooseImages]imageID
+	n      int
+	spans  [maxLooseImages][2]int32 // where each image's identity is in the canonical form
+	images int                      // images seen
+	others int                      // segments other than images and replies seen
+	seed   maphash.Seed
+}
+
+// imageGroup is what a group of a message with images and other segments
+// keeps for the image rule.
+type imageGroup struct {
+	loose CorrelationKey // its loose key
+	newer *group         // the next newer group of the loose key
+	tail  *group         // the newest group of the loose key, kept by the oldest
+	ids   []imageID      // every identity seen of its images
+	full  bool           // more than maxImageIDs were seen
+	sents []adapterSent  // the first send time each adapter gave, up to maxImageIDs
+
+	inlineIDs   [4]imageID     // the first identities and send times, so that a
+	inlineSents [2]adapterSent // group takes one allocation
+}
+
+// adapterSent is the send time an adapter gave a group's message. One
+// adapter renders one message's send time the same way for every bot, so a
+// copy by an adapter the group has has the same send time: a delivery a
+// second off is a repeat from a bot that missed the original.
+type adapterSent struct {
+	adapter string
+	sent    time.Duration
+}
+
+// sentAgrees reports whether a send time by an adapter agrees with those of
+// the group: equal to its adapter's, if the group has one.
+func (ig *imageGroup) sentAgrees(adapter string, sent time.Duration) bool {
+	for _, as := range ig.sents {
+		if as.adapter == adapter {
+			return as.sent == sent
+		}
+	}
+	return true
+}
+
+// rememberSent records an adapter's send time, if it is the adapter's first.
+func (ig *imageGroup) rememberSent(adapter string, sent time.Duration) {
+	if sent == unsent || len(ig.sents) == maxImageIDs {
+		return
+	}
+	for _, as := range ig.sents {
+		if as.adapter == adapter {
+			return
+		}
+	}
+	ig.sents = append(ig.sents, adapterSent{adapter, sent})
+}
+
+// eligible reports whether the image rule applies to the message li was
+// filled for: it has at most maxLooseImages images and a segment other than
+// images and replies.
+func (li *looseInfo) eligible() bool {
+	return li.images > 0 && li.images <= maxLooseImages && li.others > 0
+}
+
+// addImage records the identities of the next image, its digest and URL in
+// the forms of [canon.AppendImageIDs], and where its identity is in the
+// canonical form, at form[start:end].
+func (li *looseInfo) addImage(seed maphash.Seed, digest, url []byte, start, end int) {
+	if li.images++; li.images > maxLooseImages {
+		return // too many: the rule does not apply
+	}
+	slot := uint8(li.images - 1)
+	li.spans[slot] = [2]int32{int32(start), int32(end)}
+	if len(digest) > 0 {
+		li.ids[li.n] = imageID{slot: slot, value: maphash.Bytes(seed, digest)}
+		li.n++
+	}
+	if len(url) > 0 {
+		li.ids[li.n] = imageID{slot: slot, isURL: true, host: maphash.Bytes(seed, urlHost(url)), value: maphash.Bytes(seed, url)}
+		li.n++
+	}
+}
+
+// setKey sets the loose key from the canonical form, whose image identities
+// are at li.spans: the digest of the form with each of them empty.
+func (li *looseInfo) setKey(form []byte) {
+	var stack [512]byte
+	buf, at := stack[:0], int32(0)
+	for _, sp := range li.spans[:li.images] { // li is eligible: at most maxLooseImages
+		buf = append(append(buf, form[at:sp[0]]...), "0:,"...)
+		at = sp[1]
+	}
+	sum := sha256.Sum256(append(buf, form[at:]...))
+	li.key = CorrelationKey(sum[:len(CorrelationKey{})])
+}
+
+// urlHost returns the host of a URL identity ("url:" and a normalised URL).
+func urlHost(id []byte) []byte {
+	u := id[len("url:"):]
+	for i, c := range u {
+		if c == '/' || c == '?' {
+			return u[:i]
+		}
+	}
+	return u
+}
+
+// differs reports whether an image of li is known to differ from the
+// group's: two digests, or two URLs of one host, that are not equal. A group
+// that saw too many identities to keep differs from everything.
+func (ig *imageGroup) differs(li *looseInfo) bool {
+	if ig.full {
+		return true
+	}
+	for _, id := range li.ids[:li.n] {
+		for _, r := range ig.ids {
+			if r.slot == id.slot && r.isURL == id.isURL && r.host == id.host && r.value != id.value {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// remember adds the identities of li the group has not seen.
+func (ig *imageGroup) remember(li *looseInfo) {
+next:
+	for _, id := range li.ids[:li.n] {
+		for _, r := range ig.ids {
+			if r == id {
+				continue next
+			}
+		}
+		if len(ig.ids) == maxImageIDs {
+			ig.full = true
+			return
+		}
+		ig.ids = append(ig.ids, id)
+	}
+}
+
+// looseJoin places a delivery that joined no group of its key by the image
+// rule: into the oldest live group of its loose key it may join, as a
+// redelivery if its bot delivered its message id there. It returns nil if
+// there is none. c.mu is held.
+func (c *EventCorrelator) looseJoin(li *looseInfo, self Participant, sent, now time.Duration) (g *group, n int, dup bool) {
+	if sent == unsent {
+		return nil, 0, false
+	}
+	walked := 0
+	for cand := c.loose[li.key]; cand != nil && walked < maxLooseWalk; cand = cand.img.newer {
+		if walked++; now > cand.expires {
+			continue
+		}
+		if i := cand.indexOf(self.Adapter, self.BotID); i >= 0 {
+			if self.MessageID != "" && cand.parts[i].MessageID == self.MessageID {
+				c.stats.Duplicates++
+				return cand, i + 1, true // a redelivery of a copy that joined by the image rule
+			}
+			continue
+		}
+		if cand.sent == unsent || !c.sameTime(cand.sent, sent) || !cand.img.sentAgrees(self.Adapter, sent) || cand.img.differs(li) {
+			continue
+		}
+		cand.add(self)
+		cand.img.remember(li)
+		cand.img.rememberSent(self.Adapter, sent)
+		if ci := c.chainOf(c.groups[cand.key]); ci != nil {
+			ci.index(cand, self, c.hashes(self))
+		}
+		c.stats.Duplicates++
+		c.stats.ImageMatched++
+		return cand, len(cand.parts), true
+	}
+	return nil, 0, false
+}
+
+// addLoose puts a new group of a delivery the image rule applies to at the
+// end of its loose key's chain. c.mu is held.
+func (c *EventCorrelator) addLoose(g *group, li *looseInfo, self Participant) {
+	g.img = &imageGroup{loose: li.key}
+	g.img.ids, g.img.sents = g.img.inlineIDs[:0], g.img.inlineSents[:0]
+	g.img.remember(li)
+	g.img.rememberSent(self.Adapter, g.sent)
+	if head := c.loose[li.key]; head != nil {
+		head.img.tail.img.newer = g
+		head.img.tail = g
+	} else {
+		c.loose[li.key] = g
+		g.img.tail = g
+	}
+}
+
+// removeLoose takes g, the oldest group of its loose key, out of the loose
+// key's chain. c.mu is held.
+func (c *EventCorrelator) removeLoose(g *group) {
+	if g.img == nil {
+		return
+	}
+	if next := g.img.newer; next != nil {
+		c.loose[g.img.loose] = next
+		next.img.tail = g.img.tail
+	} else {
+		delete(c.loose, g.img.loose)
+	}
+	g.img.newer, g.img.tail = nil, nil
+}
