@@ -13,11 +13,12 @@ import (
 	"github.com/gatewaykit/dedupe/internal/jsonscan"
 )
 
-// Limits on the parts of a [Key], in bytes. They keep rows and cache entries
-// bounded; real platform ids are far shorter.
+// Limits on the parts of a [Key], in bytes: 64 for the channel, 256 for the
+// message id. They keep rows and cache entries bounded; real platform ids are
+// far shorter.
 const (
-	MaxChannelLen   = 64
-	MaxMessageIDLen = 256
+	maxChannelLen   = 64
+	maxMessageIDLen = 256
 )
 
 // Key identifies one platform message: the channel (adapter or platform, such
@@ -34,16 +35,16 @@ func (k Key) String() string {
 }
 
 // Validate reports whether k can be stored: both parts non-empty UTF-8 without
-// control characters, within [MaxChannelLen] and [MaxMessageIDLen], and no ':'
-// in the channel. The error wraps [ErrInvalidKey].
+// control characters, a channel of at most 64 bytes and a message id of at
+// most 256, and no ':' in the channel. The error wraps [ErrInvalidKey].
 func (k Key) Validate() error {
-	if err := checkPart("channel", k.Channel, MaxChannelLen); err != nil {
+	if err := checkPart("channel", k.Channel, maxChannelLen); err != nil {
 		return err
 	}
 	if strings.IndexByte(k.Channel, ':') >= 0 {
 		return fmt.Errorf("%w: channel %q contains ':'", ErrInvalidKey, k.Channel)
 	}
-	return checkPart("message id", k.MessageID, MaxMessageIDLen)
+	return checkPart("message id", k.MessageID, maxMessageIDLen)
 }
 
 func checkPart(name, s string, max int) error {
@@ -109,7 +110,7 @@ const maxExactFloat = 1 << 53
 // lost digits: decode with [json.Decoder.UseNumber]. A bad id gives
 // [ErrInvalidKey], no usable id [ErrNoMessageID].
 func ExtractKey(channel string, parsed map[string]any) (Key, error) {
-	if err := checkPart("channel", channel, MaxChannelLen); err != nil {
+	if err := checkPart("channel", channel, maxChannelLen); err != nil {
 		return Key{}, err
 	}
 	var candidates [3]any

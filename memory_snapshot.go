@@ -193,7 +193,7 @@ func removeTempSnapshots(path string) {
 
 // maxSnapshotRecord is the longest record of one mark: the longest channel
 // and message id with their lengths, and the expiry.
-const maxSnapshotRecord = binary.MaxVarintLen16 + MaxChannelLen + binary.MaxVarintLen16 + MaxMessageIDLen + binary.MaxVarintLen64
+const maxSnapshotRecord = binary.MaxVarintLen16 + maxChannelLen + binary.MaxVarintLen16 + maxMessageIDLen + binary.MaxVarintLen64
 
 // loadSnapshot reads the snapshot at path, checks all of it, and only then
 // adds its live marks. A missing file is an empty snapshot. The file is
@@ -273,10 +273,10 @@ func decodeSnapshot(data []byte) ([]snapshotMark, error) {
 	for len(r) > 0 {
 		var m snapshotMark
 		var ok bool
-		if m.key.Channel, r, ok = readSnapshotString(r, MaxChannelLen); !ok {
+		if m.key.Channel, r, ok = readSnapshotString(r, maxChannelLen); !ok {
 			return nil, fmt.Errorf("%w: bad channel in record %d", errBadSnapshot, len(marks))
 		}
-		if m.key.MessageID, r, ok = readSnapshotString(r, MaxMessageIDLen); !ok {
+		if m.key.MessageID, r, ok = readSnapshotString(r, maxMessageIDLen); !ok {
 			return nil, fmt.Errorf("%w: bad message id in record %d", errBadSnapshot, len(marks))
 		}
 		exp, n := binary.Varint(r)

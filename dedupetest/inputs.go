@@ -21,8 +21,8 @@ func testKeyForms(t *testing.T, s *suite) {
 		{Channel: "web", MessageID: base + ":a"},
 		{Channel: "Web", MessageID: base + ":a"},
 		{Channel: "qq", MessageID: base + "-消息-😀"},
-		{Channel: "discord", MessageID: base + "-" + strings.Repeat("9", dedupe.MaxMessageIDLen-len(base)-1)},
-		{Channel: strings.Repeat("c", dedupe.MaxChannelLen), MessageID: base},
+		{Channel: "discord", MessageID: base + "-" + strings.Repeat("9", maxMessageIDLen-len(base)-1)},
+		{Channel: strings.Repeat("c", maxChannelLen), MessageID: base},
 		{Channel: "sql", MessageID: base + "'; DROP TABLE x; --"},
 		{Channel: "pct", MessageID: base + "%_*?[]{}"},
 	}
@@ -49,8 +49,8 @@ func invalidKeys() []dedupe.Key {
 		{Channel: "ok", MessageID: "nul\x00byte"},
 		{Channel: "ok", MessageID: "bad\xffutf8"},
 		{Channel: "ok", MessageID: "new\nline"},
-		{Channel: "ok", MessageID: strings.Repeat("x", dedupe.MaxMessageIDLen+1)},
-		{Channel: strings.Repeat("c", dedupe.MaxChannelLen+1), MessageID: "1"},
+		{Channel: "ok", MessageID: strings.Repeat("x", maxMessageIDLen+1)},
+		{Channel: strings.Repeat("c", maxChannelLen+1), MessageID: "1"},
 	}
 }
 
@@ -71,7 +71,7 @@ func testInvalidKeys(t *testing.T, s *suite) {
 		wantErr(t, st.Extend(ctx, bad, time.Hour), dedupe.ErrInvalidKey, fmt.Sprintf("Extend(%q)", k))
 	}
 	// The valid prefix of an overlong id was not stored.
-	trunc := dedupe.Key{Channel: "ok", MessageID: strings.Repeat("x", dedupe.MaxMessageIDLen)}
+	trunc := dedupe.Key{Channel: "ok", MessageID: strings.Repeat("x", maxMessageIDLen)}
 	wantExists(t, st, trunc, false, "for the truncation of a refused key")
 	// The store still works.
 	k := s.key()
@@ -125,3 +125,9 @@ func testCancelledContext(t *testing.T, s *suite) {
 	_, err = st.Exists(expired, k)
 	wantErr(t, err, context.DeadlineExceeded, "Exists past its deadline")
 }
+
+// The longest channel and message id a [dedupe.Key] may hold, in bytes.
+const (
+	maxChannelLen   = 64
+	maxMessageIDLen = 256
+)
