@@ -241,9 +241,11 @@ func TestHandlerSpans(t *testing.T) {
 	opt := dedupeotel.WithTracerProvider(tp)
 	d := dedupe.New(dedupeotel.NewStore(dedupe.NewMemoryStore(dedupe.MemoryConfig{}), opt))
 	var seen []string
+	var traceID string
 	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, v := dedupehttp.KeyFrom(r.Context())
 		seen = append(seen, string(v))
+		traceID = dedupe.TraceID(r.Context())
 	})
 	mux := http.NewServeMux()
 	mux.Handle("POST /telegram", dedupeotel.Handler(dedupehttp.Middleware(d, dedupehttp.FromPreset(platform.Telegram))(dedupeotel.Annotate(app, opt)), opt))
@@ -275,6 +277,7 @@ func TestHandlerSpans(t *testing.T) {
 		assert.Equal(t, want.children, tr.children(s), "delivery %d", i)
 	}
 	assert.Equal(t, "1001", attrs(servers[0])["messaging.message.id"].AsString(), "Annotate names the key")
+	assert.Equal(t, servers[0].SpanContext.TraceID().String(), traceID, "the library's trace id is the span's")
 }
 
 func TestHandlerBehindAnotherSpan(t *testing.T) {

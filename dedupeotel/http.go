@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -30,6 +31,11 @@ import (
 //
 //	h := dedupehttp.New(d, tg, dedupeotel.Annotate(telegramHandler))
 //	http.Handle("POST /telegram", otelhttp.NewHandler(dedupeotel.Handler(h), "telegram"))
+//
+// Handler also sets the span's trace id with [dedupe.ContextWithTraceID]
+// (unless the context has one), so that the log records of dedupehttp and of
+// a Deduper without [dedupe.WithTraceID] carry it, and [dedupehttp.Async]'s
+// durable queue keeps it with the message.
 //
 // The ResponseWriter the wrapped handler sees unwraps to w
 // (http.ResponseController). The work of [dedupehttp.Async] done after the
@@ -66,6 +72,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer span.End()
 	} else {
 		span.SetAttributes(attrs...)
+	}
+	if sc := span.SpanContext(); sc.HasTraceID() && dedupe.TraceID(ctx) == "" {
+		ctx = dedupe.ContextWithTraceID(ctx, sc.TraceID().String())
 	}
 	ctx, cl := withCall(ctx)
 	rw := &recorder{ResponseWriter: w, status: http.StatusOK}
