@@ -158,36 +158,39 @@ func (d *Deduper) Do(ctx context.Context, key Key, fn func(context.Context) erro
 	if err := key.Validate(); err != nil {
 		return err
 	}
+	start := time.Now()
 	cs := &d.shared.counters
 	if d.shared.backlog.markQueued(key) { // processed here; its mark is queued
 		cs.duplicates.Add(1)
-		d.log(ctx, slog.LevelDebug, "dedupe: duplicate, mark queued", key, phaseClaim, nil)
+		d.decided(ctx, key, resultDuplicate, backlogPhase, start)
 		return ErrDuplicate
 	}
 	c := NewClaim(key)
-	claimed := time.Now()
+	claimed := start
 	status, layer, err := d.claim(ctx, c)
 	if err == nil && status == InFlight && d.wait > 0 {
 		status, layer, claimed, err = d.waitForOwner(ctx, c)
 	}
 	if err != nil {
+		d.decided(ctx, key, resultStoreError, layer, start)
 		return err
 	}
 	switch status {
 	case Duplicate:
 		cs.duplicates.Add(1)
-		d.log(ctx, slog.LevelDebug, "dedupe: duplicate", key, phaseClaim, nil, layerAttr(layer)...)
+		d.decided(ctx, key, resultDuplicate, layer, start)
 		return ErrDuplicate
 	case InFlight:
 		cs.inFlight.Add(1)
-		d.log(ctx, slog.LevelDebug, "dedupe: in flight", key, phaseClaim, nil, layerAttr(layer)...)
+		d.decided(ctx, key, resultInFlight, layer, start)
 		return ErrInFlight
 	case Claimed:
 	default:
 		cs.storeErrors.Add(1)
+		d.decided(ctx, key, resultStoreError, layer, start)
 		return fmt.Errorf("dedupe: %s store returned claim status %d", d.st.Backend(), status)
 	}
-	return d.run(ctx, c, layer, claimed, fn)
+	return d.run(ctx, c, layer, start, claimed, fn)
 }
 
 // claim claims c on the Deduper's store, settling an ambiguous failure.
@@ -279,9 +282,9 @@ const (
 	maxWaitBackoff = 250 * time.Millisecond
 )
 
-// run runs fn under claim c, taken at claimed, then marks c's key or
-// releases c.
-func (d *Deduper) run(ctx context.Context, c Claim, layer string, claimed time.Time, fn func(context.Context) error) error {
+// run runs fn under claim c, taken at claimed by a Do that started at
+// start, then marks c's key or releases c.
+func (d *Deduper) run(ctx context.Context, c Claim, layer string, start, claimed time.Time, fn func(context.Context) error) error {
 	cs := &d.shared.counters
 	fctx, h := d.hold(ctx, c, claimed)
 	done := false
@@ -290,6 +293,7 @@ func (d *Deduper) run(ctx context.Context, c Claim, layer string, claimed time.T
 			h.stop()
 			cs.failed.Add(1)
 			d.release(ctx, c)
+			d.decided(ctx, c.Key, resultFailed, layer, start)
 		}
 	}()
 	ferr := fn(fctx)
@@ -300,19 +304,21 @@ func (d *Deduper) run(ctx context.Context, c Claim, layer string, claimed time.T
 		cs.failed.Add(1)
 		d.release(ctx, c)
 		if lost != nil {
+			d.decided(ctx, c.Key, resultAbandoned, layer, start)
 			return fmt.Errorf("dedupe: %s abandoned: %w: %w", c.Key, lost, ferr)
 		}
+		d.decided(ctx, c.Key, resultFailed, layer, start)
 		return ferr
 	}
 	if err := d.markProcessed(ctx, c.Key); err != nil {
+		d.decided(ctx, c.Key, resultStoreError, layer, start)
 		return err
 	}
 	cs.processed.Add(1)
 	if lost != nil {
 		d.log(ctx, slog.LevelWarn, "dedupe: processed after its lease ran out", c.Key, phaseMark, lost, layerAttr(layer)...)
-	} else {
-		d.log(ctx, slog.LevelDebug, "dedupe: processed", c.Key, phaseMark, nil, layerAttr(layer)...)
 	}
+	d.decided(ctx, c.Key, resultProcessed, layer, start)
 	return nil
 }
 
@@ -348,7 +354,6 @@ func (d *Deduper) release(ctx context.Context, c Claim) {
 	err := d.timed(rctx, phaseRelease, func(ctx context.Context) error { return d.st.Release(ctx, c) })
 	switch {
 	case err == nil:
-		d.log(ctx, slog.LevelDebug, "dedupe: released after failure", c.Key, phaseRelease, nil)
 	case errors.Is(err, ErrNotOwner):
 		d.shared.counters.leasesLost.Add(1)
 		d.log(ctx, slog.LevelWarn, "dedupe: claim lost before release", c.Key, phaseRelease, err)
@@ -385,6 +390,45 @@ func layerAttr(layer string) []slog.Attr {
 		return nil
 	}
 	return []slog.Attr{slog.String("layer", layer)}
+}
+
+// decisionMsg is the message of the one record each decision of Do logs;
+// package dedupelog recognises it.
+const decisionMsg = "dedupe: decision"
+
+// Results of a decision, the "result" of its record.
+const (
+	resultProcessed  = "processed"   // fn succeeded and the key is marked
+	resultDuplicate  = "duplicate"   // the key was marked: fn did not run
+	resultInFlight   = "in_flight"   // another caller held the claim: fn did not run
+	resultFailed     = "failed"      // fn returned an error or panicked: the claim is released
+	resultStoreError = "store_error" // the store failed the claim, or the mark after fn succeeded
+	resultAbandoned  = "abandoned"   // fn failed after its lease was lost
+)
+
+// backlogPhase is the dedup_phase of a copy answered because its mark is
+// queued in the backlog.
+const backlogPhase = "backlog"
+
+// decided logs the record of one decision of Do, at debug level: trace_id,
+// platform (the key's channel), message_id, dedup_phase (the layer that
+// decided, "fallback", "backlog", or else the primary store's backend),
+// processing_time (since Do started) and result. docs/observability.md
+// lists the fields that can hold user data.
+func (d *Deduper) decided(ctx context.Context, key Key, result, layer string, start time.Time) {
+	if !d.logger.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	if layer == "" {
+		layer = d.shared.store.Backend()
+	}
+	d.logger.LogAttrs(ctx, slog.LevelDebug, decisionMsg,
+		slog.String("trace_id", d.traceID(ctx)),
+		slog.String("platform", key.Channel),
+		slog.String("message_id", key.MessageID),
+		slog.String("dedup_phase", layer),
+		slog.Duration("processing_time", time.Since(start)),
+		slog.String("result", result))
 }
 
 func (d *Deduper) log(ctx context.Context, level slog.Level, msg string, key Key, phase int, err error, extra ...slog.Attr) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -337,8 +338,9 @@ func TestDoLogs(t *testing.T) {
 	require.NoError(t, d.Do(ctx, key1, func(context.Context) error { return nil }))
 	require.ErrorIs(t, d.Do(ctx, key1, func(context.Context) error { return nil }), dedupe.ErrDuplicate)
 	out := buf.String()
-	assert.Contains(t, out, `level=DEBUG msg="dedupe: processed" key=telegram:1 backend=memory phase=mark trace_id=trace-42`)
-	assert.Contains(t, out, `level=DEBUG msg="dedupe: duplicate" key=telegram:1 backend=memory phase=claim trace_id=trace-42`)
+	assert.Regexp(t, `level=DEBUG msg="dedupe: decision" trace_id=trace-42 platform=telegram message_id=1 dedup_phase=memory processing_time=\S+ result=processed\n`, out)
+	assert.Regexp(t, `level=DEBUG msg="dedupe: decision" trace_id=trace-42 platform=telegram message_id=1 dedup_phase=memory processing_time=\S+ result=duplicate\n`, out)
+	assert.Equal(t, 2, strings.Count(out, "\n"), "one record per decision")
 
 	buf.Reset()
 	st := &flakyStore{Store: dedupe.NewMemoryStore(dedupe.MemoryConfig{})}
@@ -346,6 +348,13 @@ func TestDoLogs(t *testing.T) {
 	d = dedupe.New(st, dedupe.WithLogger(logger))
 	_ = d.Do(context.Background(), key1, func(context.Context) error { return nil })
 	assert.Contains(t, buf.String(), `level=WARN msg="dedupe: store error" key=telegram:1 backend=memory phase=claim error=`)
+	assert.Contains(t, buf.String(), `result=store_error`)
+
+	buf.Reset()
+	fb := dedupe.New(st, dedupe.WithLogger(logger), dedupe.WithFallback(dedupe.NewMemoryStore(dedupe.MemoryConfig{})))
+	defer fb.Close()
+	require.NoError(t, fb.Do(context.Background(), key1, func(context.Context) error { return nil }))
+	assert.Regexp(t, `msg="dedupe: decision" trace_id="" platform=telegram message_id=1 dedup_phase=fallback processing_time=\S+ result=processed\n`, buf.String())
 }
 
 func TestStatsLatencyBuckets(t *testing.T) {

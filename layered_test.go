@@ -70,14 +70,14 @@ func TestLayeredAnswersDuplicatesInFront(t *testing.T) {
 	claims := back.claims
 	require.ErrorIs(t, d.Do(ctx, key1, nop), dedupe.ErrDuplicate)
 	assert.Equal(t, claims, back.claims, "the retry never reached the shared store")
-	assert.Contains(t, logs.String(), `msg="dedupe: duplicate" key=telegram:1 backend=layered phase=claim layer=transport`)
+	assert.Regexp(t, `msg="dedupe: decision" trace_id="" platform=telegram message_id=1 dedup_phase=transport processing_time=\S+ result=duplicate`, logs.String())
 
 	// After the front's 5-minute window the shared store (72 h) decides, and
 	// the front learns the mark again.
 	clock.Advance(10 * time.Minute)
 	require.ErrorIs(t, d.Do(ctx, key1, nop), dedupe.ErrDuplicate)
 	assert.Equal(t, claims+1, back.claims)
-	assert.Contains(t, logs.String(), "layer=business")
+	assert.Contains(t, logs.String(), "dedup_phase=business processing_time=")
 	require.ErrorIs(t, d.Do(ctx, key1, nop), dedupe.ErrDuplicate)
 	assert.Equal(t, claims+1, back.claims, "copied to the front")
 

@@ -397,10 +397,11 @@ func TestContextFlows(t *testing.T) {
 
 		var found bool
 		for _, rec := range logs.records(t) {
-			if rec["msg"] == "dedupe: processed" {
+			if rec["msg"] == "dedupe: decision" && rec["result"] == "processed" {
 				found = true
 				assert.Equal(t, "trace-42", rec["trace_id"])
-				assert.Equal(t, "telegram:8", rec["key"])
+				assert.Equal(t, "telegram", rec["platform"])
+				assert.Equal(t, "8", rec["message_id"])
 			}
 		}
 		assert.True(t, found, "no processed record in %v", logs.records(t))

@@ -1,0 +1,47 @@
+// Package dedupeotel traces a [dedupe.Deduper] and the dedupehttp webhook
+// middleware with OpenTelemetry. It is a module of its own, so that the root
+// module never downloads the OpenTelemetry SDK.
+//
+// It is built as go-redis's redisotel and otelhttp are: wrappers that start a
+// span around each call of what they wrap, with a tracer from a
+// [trace.TracerProvider] ([WithTracerProvider], by default the global one)
+// and attributes named by the OpenTelemetry semantic conventions where they
+// have a name (messaging.system, messaging.message.id, db.system.name,
+// db.operation.name, error.type, http.*), and dedupe.* otherwise:
+//
+//	st := dedupeotel.NewStore(store)                  // a span per store call
+//	d := dedupe.New(st, dedupe.WithTraceID(dedupeotel.TraceID))
+//	td := dedupeotel.NewDeduper(d)                    // a span per Do
+//	err := td.Do(ctx, key, process)
+//
+// A gateway behind the dedupehttp middleware gets a span per delivery:
+//
+//	h := dedupehttp.New(d, tg, dedupeotel.Annotate(telegramHandler))
+//	http.Handle("POST /telegram", dedupeotel.Handler(h))
+//
+// # Spans
+//
+//	dedupe.Do or "POST /telegram"   dedupe.verdict, messaging.system, messaging.message.id
+//	├── dedupe.claim               dedupe.claim.status (in_flight)
+//	├── dedupe.wait                dedupe.wait.result, when the Deduper waits (dedupe.WithWait)
+//	│   ├── dedupe.claim           in_flight, asked again
+//	│   └── dedupe.claim           claimed or duplicate
+//	├── (fn's own spans)
+//	├── dedupe.extend              each lease renewal
+//	└── dedupe.mark or dedupe.release
+//
+// The wait is derived from the claims, since the Deduper has no hook of its
+// own: it starts when a claim under the Do's span finds the copy in flight,
+// and shows once a second claim is asked (a wait shorter than the first
+// backoff, 5 ms, is not shown).
+//
+// # Trace ids in the logs
+//
+// [TraceID] reads the trace id of the span a context carries, and the one
+// of [dedupe.ContextWithTraceID] otherwise; given to [dedupe.WithTraceID] it
+// puts the OpenTelemetry trace id in the Deduper's log records. A gateway
+// without OpenTelemetry keeps using ContextWithTraceID.
+//
+// A message id can identify a user or a conversation: [WithoutMessageID]
+// leaves it out of the spans (docs/observability.md lists the fields).
+package dedupeotel
