@@ -31,13 +31,13 @@
 // opens the queue.
 //
 // [New] creates its table (default "dedupe_keys") and an index if they are
-// missing, and checks an existing table without altering it; to create them
-// in a migration instead, take the statements from docs/internals-postgres.md,
-// and New then needs no CREATE privilege. The server's clock decides expiry,
-// so the gateways' clocks never matter. Each Claim is one statement, and
-// concurrent calls share one transaction (one commit) per batch. How it works
-// (the schema, the claim statement, the fencing of released tokens, batching)
-// is in docs/internals-postgres.md.
+// missing, and checks an existing table without altering it; to create them in
+// a migration instead, take the statements from docs/internals-postgres.md, and
+// New then needs no CREATE privilege. The server's clock decides expiry, so the
+// gateways' clocks never matter. Each Claim is one statement, and concurrent
+// calls share one transaction (one commit) per batch. How it works (the schema,
+// the claim statement, the fencing of released tokens, batching) is in
+// docs/internals-postgres.md in the repository.
 //
 // # Cleanup
 //
