@@ -3,6 +3,21 @@
 // timeouts, proxies retrying 502s, restarts, several bots in one group); a
 // gateway wraps its dispatch in [Deduper.Do] and each message runs once.
 //
+// Make one [Deduper] with [New] over a [Store] (nil is an in-memory
+// [MemoryStore]) and run each delivery through [Deduper.Do]. Example, in
+// example_test.go, is this gateway, compiled and run by go test:
+//
+//	d := dedupe.New(store) // dedupe.OpenSQLite, deduperedis.New, postgres.New, or nil
+//	defer d.Close()
+//	err := d.Do(ctx, dedupe.Key{Channel: "telegram", MessageID: id}, dispatch)
+//	if errors.Is(err, dedupe.ErrDuplicate) || errors.Is(err, dedupe.ErrInFlight) {
+//		err = nil // acknowledge: processed already, or being processed now
+//	}
+//	return err // a failure is released, so the platform's retry is processed
+//
+// For webhooks, package dedupehttp does this around a net/http handler and
+// authenticates each platform first.
+//
 // # Keys, marks and claims
 //
 // A [Key] is "{channel}:{message_id}", the key the NekoBot Python gateway

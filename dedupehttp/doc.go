@@ -2,7 +2,7 @@
 // with a [dedupe.Deduper]: each authentic message reaches the handler once,
 // however often the platform redelivers it, a forged one never touches the
 // store, and a message whose handler failed is processed when the platform
-// retries.
+// retries. ExampleNew, in example_test.go, is the endpoint below, run by go test:
 //
 //	d := dedupe.New(store) // one Deduper for every platform
 //	tg := platform.Telegram.WithSecret(os.Getenv("TELEGRAM_WEBHOOK_SECRET"))

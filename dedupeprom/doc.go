@@ -9,6 +9,9 @@
 //	prometheus.MustRegister(dedupeprom.NewCollector(d))
 //	http.Handle("/metrics", promhttp.Handler())
 //
+// ExampleNewCollector, in example_test.go, registers it and reads a counter
+// back, compiled and run by go test.
+//
 // [NewHTTPCollector] and [NewQueueCollector] do the same for the endpoints
 // built by dedupehttp.New and dedupehttp.NewAsync.
 //

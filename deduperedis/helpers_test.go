@@ -26,14 +26,30 @@ import (
 // Redis server the tests use, such as 127.0.0.1:6379.
 const addrEnv = "DEDUPE_REDIS_ADDR"
 
-// redisAddr returns the address of the shared test server, or skips the test.
+// requireEnv names the environment variable that, set to 1, turns the skip of
+// a test whose server is not configured into a failure: a run meant to have
+// the servers, such as .ci/run, then cannot pass with the store tests skipped.
+const requireEnv = "DEDUPE_REQUIRE_SERVERS"
+
+// redisAddr returns the address of the shared test server, or skips the test
+// (fails it when DEDUPE_REQUIRE_SERVERS=1).
 func redisAddr(t testing.TB) string {
 	t.Helper()
 	addr := os.Getenv(addrEnv)
 	if addr == "" {
-		t.Skipf("%s is not set; set it to a Redis server's address (for example 127.0.0.1:6379) to run the Redis tests", addrEnv)
+		skipOrFail(t, addrEnv+" is not set; set it to a Redis server's address (for example 127.0.0.1:6379) to run the Redis tests")
 	}
 	return addr
+}
+
+// skipOrFail skips tb with msg, or fails it with msg when
+// DEDUPE_REQUIRE_SERVERS=1.
+func skipOrFail(tb testing.TB, msg string) {
+	tb.Helper()
+	if os.Getenv(requireEnv) == "1" {
+		tb.Fatal(msg + " (" + requireEnv + "=1: failing instead of skipping)")
+	}
+	tb.Skip(msg)
 }
 
 // newClient returns a client of addr, checked with a PING and closed at the

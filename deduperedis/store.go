@@ -61,10 +61,10 @@ type Config struct {
 // claims expire. Each operation is one command touching one Redis key, which
 // makes the store work on Redis Cluster.
 //
-// A Store batches its calls (see the package documentation): the calls that
-// arrive while a pipeline is in flight are sent together in the next one, up
-// to 128; a call that finds nothing in flight is sent at once. Each call waits
-// for its own command's reply and gets its own result.
+// A Store batches its calls (docs/internals-redis.md, "Batching"): the calls
+// that arrive while a pipeline is in flight are sent together in the next one,
+// up to 128; a call that finds nothing in flight is sent at once. Each call
+// waits for its own command's reply and gets its own result.
 //
 // A Store does not own a client given to [New]: [Store.Close] leaves it open.
 // A Store made by [OpenURL] owns its client and closes it.

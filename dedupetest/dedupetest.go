@@ -10,7 +10,9 @@
 //		})
 //	}
 //
-// Keys are unique to each run, so stores that share a server need not be empty.
+// ExampleRun, in example_test.go, is this test for the memory store, compiled
+// by go test. Keys are unique to each run, so stores that share a server need
+// not be empty.
 package dedupetest
 
 import (

@@ -1,6 +1,12 @@
 // Package multibot runs a gateway whose bots share chats: several bot accounts,
 // through one or more adapters, deliver the same group traffic to one core.
 //
+// Make a [Dispatcher] over a [dedupe.EventCorrelator] with [NewDispatcher],
+// register the gateway's bots in its [Registry] ([Dispatcher.Bots]), add
+// handlers with [Dispatcher.Handle], and give it every delivery with
+// [Dispatcher.Dispatch]. ExampleDispatcher, in example_test.go, is this
+// program, compiled and run by go test.
+//
 // A [Registry] knows the gateway's own bots, which the loop guard
 // ([Registry.IsBotLoop]) and the choice of a reply bot
 // ([Dispatcher.PickReplyBot]) use. A [Dispatcher] observes every delivery with

@@ -7,6 +7,11 @@
 //		// a handshake, a heartbeat or an event without a message: no key
 //	}
 //
+// Give a preset its platform's secret with [Preset.WithSecret] and hand it to
+// dedupehttp.New, which authenticates, extracts and deduplicates each
+// delivery. ExamplePreset_Extract, in example_test.go, runs the extraction
+// above, compiled and checked by go test.
+//
 // # Presets
 //
 // A [Preset] is plain data: a Name, which is the Channel of every key it

@@ -21,13 +21,23 @@ import (
 // dsnEnv names the environment variable holding the test server's DSN.
 const dsnEnv = "DEDUPE_POSTGRES_DSN"
 
-// testDSN returns the test server's DSN, or skips tb when it is not set.
+// requireEnv names the environment variable that, set to 1, turns the skip of
+// a test whose server is not configured into a failure: a run meant to have
+// the servers, such as .ci/run, then cannot pass with the store tests skipped.
+const requireEnv = "DEDUPE_REQUIRE_SERVERS"
+
+// testDSN returns the test server's DSN, or skips tb when it is not set
+// (fails it when DEDUPE_REQUIRE_SERVERS=1).
 func testDSN(tb testing.TB) string {
 	tb.Helper()
 	dsn := os.Getenv(dsnEnv)
 	if dsn == "" {
-		tb.Skip(dsnEnv + " is not set: skipping the tests against a PostgreSQL server " +
-			"(for example " + dsnEnv + "=postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
+		msg := dsnEnv + " is not set: skipping the tests against a PostgreSQL server " +
+			"(for example " + dsnEnv + "=postgres://postgres@127.0.0.1:5432/test?sslmode=disable)"
+		if os.Getenv(requireEnv) == "1" {
+			tb.Fatal(msg + " (" + requireEnv + "=1: failing instead of skipping)")
+		}
+		tb.Skip(msg)
 	}
 	return dsn
 }

@@ -66,13 +66,13 @@ type Config struct {
 // Expired rows are absent to every method even before they are deleted.
 //
 // Exists, Mark, Claim, Extend and Release are each one statement. A Store
-// batches them (see the package documentation): the calls that arrive while a
-// batch is in flight are sent together in the next one, up to 128, in one
-// round trip and one transaction; a call that finds nothing in flight is sent
-// at once. Each call waits for the commit of its own batch and gets its own
-// result; a statement that fails does not fail the other calls of its batch.
-// A Claim takes a second statement only when it races with a concurrent
-// writer of the same key; see the package documentation.
+// batches them (docs/internals-postgres.md, "Batching"): the calls that arrive
+// while a batch is in flight are sent together in the next one, up to 128, in
+// one round trip and one transaction; a call that finds nothing in flight is
+// sent at once. Each call waits for the commit of its own batch and gets its
+// own result; a statement that fails does not fail the other calls of its
+// batch. A Claim takes a second statement only when it races with a concurrent
+// writer of the same key; see docs/internals-postgres.md, "Claims".
 //
 // The Store does not own a pool given to [New]: [Store.Close] leaves it open.
 // A Store made by [Open] owns its pool and closes it.

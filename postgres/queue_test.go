@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"crypto/rand"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,15 +17,11 @@ import (
 )
 
 // queuePool returns a pool on the server of DEDUPE_POSTGRES_DSN, closed at
-// the end of the test, or skips the test.
+// the end of the test, or skips the test (fails it when
+// DEDUPE_REQUIRE_SERVERS=1).
 func queuePool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	dsn := os.Getenv("DEDUPE_POSTGRES_DSN")
-	if dsn == "" {
-		t.Skip("DEDUPE_POSTGRES_DSN is not set: skipping the tests against a PostgreSQL server " +
-			"(for example DEDUPE_POSTGRES_DSN=postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
-	}
-	pool, err := pgxpool.New(context.Background(), dsn)
+	pool, err := pgxpool.New(context.Background(), postgres.ServerDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,9 @@
 //		process(it.Value) // it.Skipped > 0: numbers were given up before it
 //	}
 //
+// ExampleSequencer, in example_test.go, runs this, compiled and checked by
+// go test.
+//
 // # Keys and numbers
 //
 // A key is any string naming one ordered stream, a chat or an order, say;

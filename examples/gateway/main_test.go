@@ -115,7 +115,7 @@ func TestRunSQLiteTwoProcesses(t *testing.T) {
 func TestRunRedisTwoProcesses(t *testing.T) {
 	addr := os.Getenv("DEDUPE_REDIS_ADDR")
 	if addr == "" {
-		t.Skip("DEDUPE_REDIS_ADDR is not set; set it to a Redis server's address (for example 127.0.0.1:6379) to run the gateway on Redis")
+		skipOrFail(t, "DEDUPE_REDIS_ADDR is not set; set it to a Redis server's address (for example 127.0.0.1:6379) to run the gateway on Redis")
 	}
 	cfg := testConfig("redis://" + addr + "/0")
 	cfg.Instances = 2
@@ -128,7 +128,7 @@ func TestRunRedisTwoProcesses(t *testing.T) {
 func TestRunPostgresTwoProcesses(t *testing.T) {
 	dsn := os.Getenv("DEDUPE_POSTGRES_DSN")
 	if dsn == "" {
-		t.Skip("DEDUPE_POSTGRES_DSN is not set; set it to a PostgreSQL URL (for example postgres://postgres@127.0.0.1:5432/test?sslmode=disable) to run the gateway on PostgreSQL")
+		skipOrFail(t, "DEDUPE_POSTGRES_DSN is not set; set it to a PostgreSQL URL (for example postgres://postgres@127.0.0.1:5432/test?sslmode=disable) to run the gateway on PostgreSQL")
 	}
 	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
 		t.Skipf("DEDUPE_POSTGRES_DSN is not a postgres:// URL, which -store needs")
@@ -288,4 +288,15 @@ func TestHandler(t *testing.T) {
 	if len(processed) != 2 || processed[9007199254740993] != 1 || processed[9007199254740992] != 1 {
 		t.Errorf("core processed %v; want updates 9007199254740993 and 9007199254740992 once each", processed)
 	}
+}
+
+// skipOrFail skips tb with msg, for a test whose server is not configured, or
+// fails it with msg when DEDUPE_REQUIRE_SERVERS=1: a run meant to have the
+// servers, such as .ci/run, then cannot pass with those tests skipped.
+func skipOrFail(tb testing.TB, msg string) {
+	tb.Helper()
+	if os.Getenv("DEDUPE_REQUIRE_SERVERS") == "1" {
+		tb.Fatal(msg + " (DEDUPE_REQUIRE_SERVERS=1: failing instead of skipping)")
+	}
+	tb.Skip(msg)
 }

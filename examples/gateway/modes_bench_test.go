@@ -17,12 +17,12 @@ import (
 )
 
 // serverEnv returns the Redis address and the PostgreSQL URL of the test
-// servers, or skips tb.
+// servers, or skips tb (fails it when DEDUPE_REQUIRE_SERVERS=1).
 func serverEnv(tb testing.TB) (redisAddr, pgURL string) {
 	tb.Helper()
 	redisAddr, pgURL = os.Getenv("DEDUPE_REDIS_ADDR"), os.Getenv("DEDUPE_POSTGRES_DSN")
 	if redisAddr == "" || pgURL == "" {
-		tb.Skip("DEDUPE_REDIS_ADDR and DEDUPE_POSTGRES_DSN are not both set: skipping the Redis-to-PostgreSQL checks " +
+		skipOrFail(tb, "DEDUPE_REDIS_ADDR and DEDUPE_POSTGRES_DSN are not both set: skipping the Redis-to-PostgreSQL checks "+
 			"(for example 127.0.0.1:6379 and postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
 	}
 	return redisAddr, pgURL

@@ -59,6 +59,10 @@ type Config struct {
 
 	// Unit scales the durations of the tests: the visibility timeout is 4
 	// units and the retention 6. Default 100 ms; raise it for a slow server.
+	// Without Bubble, Run raises it further on a loaded machine: to 8 times
+	// the slowest call of 5 probes, each a push, a take and an update, and the
+	// overshoot of a 1 ms sleep, so that the margins of the timing checks
+	// outlast the delays the machine adds.
 	Unit time.Duration
 }
 
@@ -79,6 +83,10 @@ func Run(t *testing.T, cfg Config) {
 	}
 	if cfg.Unit <= 0 {
 		cfg.Unit = 100 * time.Millisecond
+	}
+	if !cfg.Bubble {
+		cfg.Unit = max(cfg.Unit, 8*probeDelay(t, cfg))
+		t.Logf("queuetest: real-time unit %v", cfg.Unit)
 	}
 	for _, tc := range []struct {
 		name  string
@@ -119,6 +127,34 @@ func Run(t *testing.T, cfg Config) {
 			}
 		})
 	}
+}
+
+// probeDelay returns the slowest of the calls of 5 probes of the delays a
+// real-time test meets here: a push, a take and an update to done, each
+// timed on its own, and the overshoot of a 1 ms sleep.
+func probeDelay(t *testing.T, cfg Config) time.Duration {
+	s := &suite{unit: cfg.Unit, vis: 4 * cfg.Unit, ret: 6 * cfg.Unit, run: rand.Text()[:10]}
+	s.q = cfg.New(t, Options{Visibility: s.vis, Retention: s.ret})
+	if s.q == nil {
+		t.Fatal("queuetest: New returned nil")
+	}
+	defer s.q.Close()
+	var worst time.Duration
+	timed := func(f func()) {
+		start := time.Now()
+		f()
+		worst = max(worst, time.Since(start))
+	}
+	for range 5 {
+		var d queue.Delivery
+		timed(func() { s.push(t, s.message()) })
+		timed(func() { d = s.take(t, 30*time.Second) })
+		timed(func() { s.update(t, d, queue.StateDone, 0) })
+		start := time.Now()
+		time.Sleep(time.Millisecond)
+		worst = max(worst, time.Since(start)-time.Millisecond)
+	}
+	return worst
 }
 
 // message returns a new message with a key of its own.

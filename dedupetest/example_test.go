@@ -1,0 +1,48 @@
+package dedupetest_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/dedupetest"
+)
+
+// A store's tests call Run from a test function, here for the memory store of
+// package dedupe: New gives each store the suite's defaults and its clock
+// (o.Now), so TTLs and leases pass without waiting. A store whose expiry is
+// a server's clock sets RealTime instead, and leaves Now unused. go test
+// compiles this example; the root package's TestMemoryConformance runs it.
+func ExampleRun() {
+	_ = func(t *testing.T) { // func TestConformance(t *testing.T)
+		dedupetest.Run(t, dedupetest.Config{
+			New: func(t *testing.T, o dedupetest.Options) dedupe.Store {
+				return dedupe.NewMemoryStore(dedupe.MemoryConfig{
+					TTL: o.TTL, Lease: o.Lease, MaxSize: o.MaxSize, Now: o.Now,
+				})
+			},
+		})
+	}
+}
+
+// A Clock is the Now of a store under test: advancing it past the TTL
+// expires a mark at once.
+func ExampleClock() {
+	clock := dedupetest.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	store := dedupe.NewMemoryStore(dedupe.MemoryConfig{TTL: time.Hour, Now: clock.Now})
+	defer store.Close()
+	ctx := context.Background()
+	k := dedupe.Key{Channel: "telegram", MessageID: "1"}
+
+	_ = store.Mark(ctx, k, 0) // 0: the store's TTL
+	seen, _ := store.Exists(ctx, k)
+	fmt.Println("marked:", seen)
+	clock.Advance(time.Hour + time.Second)
+	seen, _ = store.Exists(ctx, k)
+	fmt.Println("an hour later:", seen)
+	// Output:
+	// marked: true
+	// an hour later: false
+}
