@@ -32,9 +32,8 @@
 // Answers the middleware gives itself carry the [HeaderVerdict] header; the
 // handler learns the key and the verdict from [KeyFrom]. [Handler.Stats]
 // counts what the middleware refused or passed through; the Deduper counts
-// the rest. A preset without a secret is served unauthenticated, and New
-// logs a warning saying so when it is built. [Middleware] does the same for
-// a custom [Extractor], authenticating only with [WithVerify].
+// the rest. A preset without a secret, or a custom [Extractor] without
+// [WithVerify], is served unauthenticated, with a warning when it is built.
 //
 // # Asynchronous processing
 //
