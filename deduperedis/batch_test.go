@@ -47,6 +47,9 @@ func stuckStore(t *testing.T) (*deduperedis.Store, *faultproxy.Proxy, <-chan err
 	st := newStore(t, client, deduperedis.Config{Prefix: prefix})
 	p.DropReplies(true)
 	stuck := make(chan error, deduperedis.RoundsInFlight)
+	// One call at a time, each in a round trip of its own that went silent
+	// before the next starts: two calls gathered in one round would leave a
+	// round free, and the test's next call would be sent.
 	for i := range deduperedis.RoundsInFlight {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -54,8 +57,8 @@ func stuckStore(t *testing.T) (*deduperedis.Store, *faultproxy.Proxy, <-chan err
 			_, err := st.Exists(ctx, dedupe.Key{Channel: "stuck", MessageID: fmt.Sprint(i)})
 			stuck <- err
 		}()
+		until(t, "a silent round trip", func() bool { return p.Stats().Silenced >= i+1 })
 	}
-	until(t, "silent round trips", func() bool { return p.Stats().Silenced >= deduperedis.RoundsInFlight })
 	return st, p, stuck, prefix
 }
 

@@ -162,6 +162,9 @@ func stuckStore(t *testing.T) (*Store, *faultproxy.Proxy, <-chan error) {
 	}
 	p.DropReplies(true)
 	stuck := make(chan error, roundsInFlight)
+	// One call at a time, each in a round trip of its own that went silent
+	// before the next starts: two calls gathered in one round would leave a
+	// round free, and the test's next call would be sent.
 	for i := range roundsInFlight {
 		go func() {
 			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -169,8 +172,8 @@ func stuckStore(t *testing.T) (*Store, *faultproxy.Proxy, <-chan error) {
 			_, err := s.Exists(ctx, dedupe.Key{Channel: "stuck", MessageID: fmt.Sprint(i)})
 			stuck <- err
 		}()
+		until(t, "a silent round trip", func() bool { return p.Stats().Silenced >= i+1 })
 	}
-	until(t, "silent round trips", func() bool { return p.Stats().Silenced >= roundsInFlight })
 	return s, p, stuck
 }
 
