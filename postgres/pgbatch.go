@@ -3,9 +3,10 @@ package postgres
 import (
 	"context"
 	"errors"
-	"github.com/gatewaykit/dedupe/internal/batch"
 	"slices"
 	"strings"
+
+	"github.com/gatewaykit/dedupe/internal/batch"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
