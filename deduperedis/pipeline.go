@@ -9,13 +9,15 @@ import (
 
 // roundsInFlight is how many pipelines a Store has in flight at most, each on
 // a connection of its own, per Redis server (on a ClusterClient, per master).
-// Eight let up to eight callers go at once, one round trip each as without
-// batching, and keep Redis busy while the client reads the replies of other
-// pipelines; a pipeline that stops answering holds up only its own calls.
-// Measured on a 2-core machine (medians of three interleaved runs,
-// Claim+Mark): at 64 callers 70.6k keys/s with 2, 86.0k with 4, 87.8k with 8;
-// at 8 callers 0.68, 0.72 and 0.87 of the same commands sent per call.
-const roundsInFlight = 8
+// Two keep Redis busy while the client reads the replies of the other
+// pipeline, and keep the pipelines full: a call that finds a pipeline free is
+// sent at once, alone, so more pipelines in flight mean more of them carrying
+// one or two calls under load. Measured with 64 callers of Claim then Mark
+// (issue 22, item 7): 5.6 calls a pipeline with 8 in flight, 15.8 with 4,
+// 27.5 with 2 (batch.Batcher's gather on; the hand-gathered ceiling of 2
+// goroutines x 32 keys is 32). A pipeline that stops answering holds up only
+// its own calls.
+const roundsInFlight = 2
 
 // pipe is the request of one round trip: a go-redis pipeline on one
 // connection, or, for a lone call of a store that waits for no replica, the
