@@ -82,7 +82,11 @@ func TestFailoverRedisToPostgres(t *testing.T) {
 	cfg.Messages = 400
 	rep := runOK(t, cfg)
 	checkOnce(t, rep)
-	if rep.Fallbacks == 0 || rep.Deferred == 0 || rep.Replayed != rep.Deferred || rep.Dropped != 0 {
+	// How many calls the outage fails, and so how many the fallback serves
+	// and how many marks it queues, depends on when each call meets it (under
+	// a parallel test load, one run saw 2 served and no mark queued): what
+	// must hold is that some were served and every queued mark was written.
+	if rep.Fallbacks == 0 || rep.Replayed != rep.Deferred || rep.Dropped != 0 {
 		t.Errorf("fallback served %d calls, %d marks queued for Redis, %d written, %d dropped; want some served, all written",
 			rep.Fallbacks, rep.Deferred, rep.Replayed, rep.Dropped)
 	}
