@@ -4,7 +4,9 @@
 # Starts (or stops) a Redis Cluster of 6 nodes, 3 masters and 3 replicas, on
 # 127.0.0.1 ports FIRST_PORT..FIRST_PORT+5 (default 7100), each node with its
 # own directory, config file and pid file under DIR. AOF everysec and
-# cluster-node-timeout 5000 ms, as a deployment would run it.
+# cluster-node-timeout 5000 ms, as a deployment would run it; a replica may
+# take over however long it was cut off (cluster-replica-validity-factor 0),
+# and start returns once every replica has synced with its master.
 #
 # start prints the export line for the tests, and writes it to DIR/env:
 #   export DEDUPE_REDIS_CLUSTER_ADDRS=127.0.0.1:7100,...
@@ -59,6 +61,7 @@ cluster-enabled yes
 cluster-config-file nodes.conf
 cluster-node-timeout 5000
 cluster-announce-ip 127.0.0.1
+cluster-replica-validity-factor 0
 appendonly yes
 appendfsync everysec
 save ""
@@ -80,6 +83,20 @@ CONF
 		done
 		redis-cli -h 127.0.0.1 -p "$p" cluster info | grep -q 'cluster_state:ok' || {
 			echo "node $p: cluster state not ok" >&2
+			stop
+			exit 1
+		}
+	done
+	# Every replica must have finished its first sync: a replica that never
+	# synced cannot take over a master the tests kill.
+	for p in "${ports[@]}"; do
+		redis-cli -h 127.0.0.1 -p "$p" info replication | grep -q '^role:slave' || continue
+		for _ in $(seq 600); do
+			redis-cli -h 127.0.0.1 -p "$p" info replication | grep -q '^master_link_status:up' && break
+			sleep 0.1
+		done
+		redis-cli -h 127.0.0.1 -p "$p" info replication | grep -q '^master_link_status:up' || {
+			echo "replica $p: never synced with its master" >&2
 			stop
 			exit 1
 		}
