@@ -23,8 +23,8 @@ type backlog struct {
 
 	mu      sync.Mutex
 	jobs    []*job
-	marks   map[Key]int  // keys with a queued mark
-	nmarks  atomic.Int64 // len(marks), read without the lock on Do's path
+	marks   map[Key]*markCount // keys with a queued mark
+	nmarks  atomic.Int64       // len(marks), read without the lock on Do's path
 	running bool
 	closed  bool
 	ctx     context.Context // cancelled by close
@@ -34,8 +34,9 @@ type backlog struct {
 
 // job is one queued store call: a closure and its result (bbolt's Batch).
 type job struct {
-	mark   Key  // the key of a queued mark
-	isMark bool // a mark; otherwise a release
+	mark   Key    // the key of a queued mark
+	isMark bool   // a mark; otherwise a release
+	result []byte // kept with the mark (see ResultStore)
 	until  time.Time
 	do     func(context.Context) error
 	err    error         // the outcome, set before done is closed
@@ -74,14 +75,14 @@ func newBacklog(s settings, cs *counters) *backlog {
 
 // queueMark queues the mark of key on st for ttl (<= 0: the store's
 // default), counted from now. Copies of key are duplicates until it is done.
-func (b *backlog) queueMark(st Store, key Key, ttl time.Duration) *job {
+func (b *backlog) queueMark(st Store, key Key, res []byte, ttl time.Duration) *job {
 	until := b.now().Add(orDefault(ttl, DefaultTTL))
-	return b.add(&job{mark: key, isMark: true, until: until, do: func(ctx context.Context) error {
+	return b.add(&job{mark: key, isMark: true, result: res, until: until, do: func(ctx context.Context) error {
 		left := until.Sub(b.now())
 		if ttl <= 0 {
 			left = 0 // the store's own default, as the first attempt had
 		}
-		return st.Mark(ctx, key, left)
+		return markWith(ctx, st, key, res, left)
 	}})
 }
 
@@ -109,9 +110,17 @@ func (b *backlog) add(j *job) *job {
 	b.jobs = append(b.jobs, j)
 	if j.isMark {
 		if b.marks == nil {
-			b.marks = make(map[Key]int)
+			b.marks = make(map[Key]*markCount)
 		}
-		b.marks[j.mark]++
+		m := b.marks[j.mark]
+		if m == nil {
+			m = &markCount{}
+			b.marks[j.mark] = m
+		}
+		m.n++
+		if j.result != nil {
+			m.result = j.result
+		}
 		b.nmarks.Add(1)
 	}
 	if !b.running {
@@ -126,22 +135,34 @@ func (b *backlog) add(j *job) *job {
 	return j
 }
 
-// markQueued reports whether a mark of key is queued.
-func (b *backlog) markQueued(key Key) bool {
+// markCount counts the queued marks of one key and keeps the latest result.
+type markCount struct {
+	n      int
+	result []byte
+}
+
+// markQueued reports whether a mark of key is queued, and the result it
+// keeps.
+func (b *backlog) markQueued(key Key) ([]byte, bool) {
 	if b.nmarks.Load() == 0 {
-		return false
+		return nil, false
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.marks[key] > 0
+	if m := b.marks[key]; m != nil {
+		return m.result, true
+	}
+	return nil, false
 }
 
 // finish records j's outcome, forgets its mark and wakes its waiters.
 func (b *backlog) finish(j *job, err error) {
 	if j.isMark {
 		b.mu.Lock()
-		if b.marks[j.mark]--; b.marks[j.mark] <= 0 {
-			delete(b.marks, j.mark)
+		if m := b.marks[j.mark]; m != nil {
+			if m.n--; m.n <= 0 {
+				delete(b.marks, j.mark)
+			}
 		}
 		b.nmarks.Add(-1)
 		b.mu.Unlock()

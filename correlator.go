@@ -39,9 +39,9 @@ type Observation struct {
 	// Participants are the group's deliveries in arrival order, up to this
 	// one (or the copy it repeats). The slice is shared: do not modify it.
 	Participants []Participant
-	// Err is [ErrEventTooLarge] for an event the correlator refused to
+	// Err is [ErrTooLarge] for an event the correlator refused to
 	// correlate because its canonical form is longer than
-	// [MaxCanonicalSize]; it is its own primary, never a duplicate. Nil
+	// 1 MiB; it is its own primary, never a duplicate. Nil
 	// otherwise.
 	Err error
 
@@ -81,7 +81,7 @@ type CorrelatorStats struct {
 	// MaxGroups before their window ended.
 	TimeRefused, Evicted uint64
 	// TooLarge counts deliveries not correlated because their canonical
-	// form is longer than [MaxCanonicalSize] (see [ErrEventTooLarge]).
+	// form is longer than 1 MiB (see [ErrTooLarge]).
 	TooLarge uint64
 	// ImageMatched counts the duplicates that joined their group by the image
 	// rule (see [EventCorrelator]): their key differed from the group's only
@@ -224,7 +224,7 @@ func NewEventCorrelator(cfg CorrelatorConfig) *EventCorrelator {
 // a kind that is not correlated is its own primary, never a duplicate, and so
 // is an event too large to correlate, whose observation's Err says so. The key
 // is computed before the correlator's lock is taken, in at most
-// [MaxCanonicalSize] bytes.
+// maxCanonicalSize bytes.
 func (c *EventCorrelator) Observe(ev *Event) Observation {
 	self := ev.participant()
 	class, correlated := ev.windowClass()
@@ -240,7 +240,7 @@ func (c *EventCorrelator) Observe(ev *Event) Observation {
 	if correlated {
 		var st keyStatus
 		if key, st = ev.correlationKey(li); st == tooLarge {
-			correlated, err = false, ErrEventTooLarge
+			correlated, err = false, ErrTooLarge
 		}
 	}
 	if !correlated {

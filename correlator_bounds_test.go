@@ -27,8 +27,8 @@ func allocatedBy(fn func()) uint64 {
 // TestCorrelatorSizeBound checks the bound in bytes on what one Observe
 // reads: a card holding one 16 KiB string 20,000 times (within the bound on
 // the number of values read) used to allocate 1.4-1.9 GiB in one Observe. Such
-// an event, and a text beyond MaxCanonicalSize, are now refused, with
-// ErrEventTooLarge, after allocating a few MiB at most; an event within the
+// an event, and a text beyond maxCanonicalSize, are now refused, with
+// ErrTooLarge, after allocating a few MiB at most; an event within the
 // bound is correlated as before.
 func TestCorrelatorSizeBound(t *testing.T) {
 	big := strings.Repeat("x", 16<<10)
@@ -61,7 +61,7 @@ func TestCorrelatorSizeBound(t *testing.T) {
 			t.Logf("%s: %.1f MiB allocated by two Observe calls", name, float64(allocated)/(1<<20))
 			assert.Less(t, allocated, uint64(16<<20), "bytes allocated")
 			for _, obs := range []dedupe.Observation{first, again} {
-				require.ErrorIs(t, obs.Err, dedupe.ErrEventTooLarge)
+				require.ErrorIs(t, obs.Err, dedupe.ErrTooLarge)
 				assert.False(t, obs.Duplicate)
 				assert.True(t, obs.Key.IsZero())
 				assert.Len(t, obs.Participants, 1)

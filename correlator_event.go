@@ -65,13 +65,13 @@ func (ev *Event) windowClass() (class int, ok bool) {
 	return 0, false
 }
 
-// MaxCanonicalSize bounds, in bytes, the canonical form of one event (see
+// maxCanonicalSize bounds, in bytes, the canonical form of one event (see
 // [Event.CanonicalForm]) together with the canonical forms of the JSON, ark
 // and XML payloads whose digests it holds, so that computing a key takes
 // bounded memory and time whatever an event holds. An event beyond it has no
 // key: [EventCorrelator.Observe] refuses to correlate it, with
-// [ErrEventTooLarge]. Chat messages are a few KiB at most.
-const MaxCanonicalSize = 1 << 20
+// [ErrTooLarge]. Chat messages are a few KiB at most.
+const maxCanonicalSize = 1 << 20
 
 // keyStatus says whether an event has a correlation key.
 type keyStatus int
@@ -79,7 +79,7 @@ type keyStatus int
 const (
 	keyed         keyStatus = iota
 	notCorrelated           // a kind that is not correlated
-	tooLarge                // its canonical form is longer than MaxCanonicalSize
+	tooLarge                // its canonical form is longer than maxCanonicalSize
 )
 
 // appendCanonical appends the canonical form of the event's correlation key: a
@@ -99,7 +99,7 @@ const (
 // Each kind has a fixed number of fields before the signature, so no two
 // different field lists give one form: a group message without a group id has
 // the empty session, which no group id is. The status says whether the form is
-// a key: not for other kinds, nor past [MaxCanonicalSize], where it stops.
+// a key: not for other kinds, nor past maxCanonicalSize, where it stops.
 func (ev *Event) appendCanonical(buf []byte) ([]byte, keyStatus) {
 	return ev.appendForm(buf, nil)
 }
@@ -107,7 +107,7 @@ func (ev *Event) appendCanonical(buf []byte) ([]byte, keyStatus) {
 // appendForm appends the canonical form of the event, recording what the
 // image rule needs in li if it is not nil.
 func (ev *Event) appendForm(buf []byte, li *looseInfo) ([]byte, keyStatus) {
-	if ev.fieldsLen() > MaxCanonicalSize {
+	if ev.fieldsLen() > maxCanonicalSize {
 		return buf, tooLarge
 	}
 	start := len(buf)
@@ -121,7 +121,7 @@ func (ev *Event) appendForm(buf []byte, li *looseInfo) ([]byte, keyStatus) {
 		buf = canon.AppendNetstring(buf, ev.MessageType)
 		buf = canon.AppendNetstring(buf, session)
 		buf = canon.AppendNetstring(buf, ev.UserID)
-		buf, ok := appendSignature(buf, ev.Segments, MaxCanonicalSize-(len(buf)-start), li)
+		buf, ok := appendSignature(buf, ev.Segments, maxCanonicalSize-(len(buf)-start), li)
 		if !ok {
 			return buf, tooLarge
 		}
@@ -154,7 +154,7 @@ func (ev *Event) fieldsLen() int {
 
 // CorrelationKey returns the first 128 bits of the SHA-256 of
 // [Event.CanonicalForm], or the zero key for kinds that are not correlated and
-// for events whose canonical form is longer than [MaxCanonicalSize].
+// for events whose canonical form is longer than maxCanonicalSize.
 func (ev *Event) CorrelationKey() CorrelationKey {
 	key, _ := ev.correlationKey(nil)
 	return key

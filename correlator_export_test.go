@@ -132,3 +132,6 @@ func CorrelatorSettings(c *EventCorrelator) (windows [2]time.Duration, maxGroups
 // GroupSize is the size of a correlation group, which is allocated for every
 // logical event.
 const GroupSize = unsafe.Sizeof(group{})
+
+// MaxCanonicalSize is maxCanonicalSize, for the bounds tests.
+const MaxCanonicalSize = maxCanonicalSize

@@ -93,7 +93,7 @@ func (d *Deduper) Exists(ctx context.Context, key Key) (bool, error) {
 	if err := key.Validate(); err != nil {
 		return false, err
 	}
-	if d.shared.backlog.markQueued(key) {
+	if _, ok := d.shared.backlog.markQueued(key); ok {
 		return true, nil
 	}
 	var ok bool
@@ -155,15 +155,22 @@ const abandonTimeout = time.Second
 // is queued are answered with ErrDuplicate. Do waits up to 10 s for such a mark
 // and then returns the store's error; the mark stays queued ([Deduper.Flush]).
 func (d *Deduper) Do(ctx context.Context, key Key, fn func(context.Context) error) error {
+	_, err := d.do(ctx, key, fn, nil)
+	return err
+}
+
+// do is Do for fn, or DoResult for fnr (one of them is nil), and returns a
+// copy's stored result with ErrDuplicate.
+func (d *Deduper) do(ctx context.Context, key Key, fn func(context.Context) error, fnr func(context.Context) ([]byte, error)) ([]byte, error) {
 	if err := key.Validate(); err != nil {
-		return err
+		return nil, err
 	}
 	start := time.Now()
 	cs := &d.shared.counters
-	if d.shared.backlog.markQueued(key) { // processed here; its mark is queued
+	if res, ok := d.shared.backlog.markQueued(key); ok { // processed here; its mark is queued
 		cs.duplicates.Add(1)
 		d.decided(ctx, key, resultDuplicate, backlogPhase, start)
-		return ErrDuplicate
+		return res, ErrDuplicate
 	}
 	c := NewClaim(key)
 	claimed := start
@@ -173,24 +180,28 @@ func (d *Deduper) Do(ctx context.Context, key Key, fn func(context.Context) erro
 	}
 	if err != nil {
 		d.decided(ctx, key, resultStoreError, layer, start)
-		return err
+		return nil, err
 	}
 	switch status {
 	case Duplicate:
 		cs.duplicates.Add(1)
+		var res []byte
+		if fnr != nil {
+			res = d.storedResult(ctx, key)
+		}
 		d.decided(ctx, key, resultDuplicate, layer, start)
-		return ErrDuplicate
+		return res, ErrDuplicate
 	case InFlight:
 		cs.inFlight.Add(1)
 		d.decided(ctx, key, resultInFlight, layer, start)
-		return ErrInFlight
+		return nil, ErrInFlight
 	case Claimed:
 	default:
 		cs.storeErrors.Add(1)
 		d.decided(ctx, key, resultStoreError, layer, start)
-		return fmt.Errorf("dedupe: %s store returned claim status %d", d.st.Backend(), status)
+		return nil, fmt.Errorf("dedupe: %s store returned claim status %d", d.st.Backend(), status)
 	}
-	return d.run(ctx, c, layer, start, claimed, fn)
+	return d.run(ctx, c, layer, start, claimed, fn, fnr)
 }
 
 // claim claims c on the Deduper's store, settling an ambiguous failure.
@@ -284,7 +295,7 @@ const (
 
 // run runs fn under claim c, taken at claimed by a Do that started at
 // start, then marks c's key or releases c.
-func (d *Deduper) run(ctx context.Context, c Claim, layer string, start, claimed time.Time, fn func(context.Context) error) error {
+func (d *Deduper) run(ctx context.Context, c Claim, layer string, start, claimed time.Time, fn func(context.Context) error, fnr func(context.Context) ([]byte, error)) ([]byte, error) {
 	cs := &d.shared.counters
 	fctx, h := d.hold(ctx, c, claimed)
 	done := false
@@ -296,7 +307,13 @@ func (d *Deduper) run(ctx context.Context, c Claim, layer string, start, claimed
 			d.decided(ctx, c.Key, resultFailed, layer, start)
 		}
 	}()
-	ferr := fn(fctx)
+	var res []byte
+	var ferr error
+	if fnr != nil {
+		res, ferr = fnr(fctx)
+	} else {
+		ferr = fn(fctx)
+	}
 	done = true
 	lost := h.stop()
 
@@ -305,36 +322,36 @@ func (d *Deduper) run(ctx context.Context, c Claim, layer string, start, claimed
 		d.release(ctx, c)
 		if lost != nil {
 			d.decided(ctx, c.Key, resultAbandoned, layer, start)
-			return fmt.Errorf("dedupe: %s abandoned: %w: %w", c.Key, lost, ferr)
+			return res, fmt.Errorf("dedupe: %s abandoned: %w: %w", c.Key, lost, ferr)
 		}
 		d.decided(ctx, c.Key, resultFailed, layer, start)
-		return ferr
+		return res, ferr
 	}
-	if err := d.markProcessed(ctx, c.Key); err != nil {
+	if err := d.markProcessed(ctx, c.Key, d.keptResult(ctx, c.Key, res)); err != nil {
 		d.decided(ctx, c.Key, resultStoreError, layer, start)
-		return err
+		return res, err
 	}
 	cs.processed.Add(1)
 	if lost != nil {
 		d.log(ctx, slog.LevelWarn, "dedupe: processed after its lease ran out", c.Key, phaseMark, lost, layerAttr(layer)...)
 	}
 	d.decided(ctx, c.Key, resultProcessed, layer, start)
-	return nil
+	return res, nil
 }
 
 // markProcessed marks key after fn succeeded. A mark the store does not take
 // is queued in the backlog, which retries it while copies are answered as
 // duplicates; Do waits for it up to cleanupTimeout.
-func (d *Deduper) markProcessed(ctx context.Context, key Key) error {
+func (d *Deduper) markProcessed(ctx context.Context, key Key, res []byte) error {
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	err := d.timed(mctx, phaseMark, func(ctx context.Context) error { return d.st.Mark(ctx, key, d.ttl) })
+	err := d.timed(mctx, phaseMark, func(ctx context.Context) error { return markWith(ctx, d.st, key, res, d.ttl) })
 	if err == nil {
 		return nil
 	}
 	d.storeError(ctx, key, d.st, phaseMark, err)
 	if ambiguous(err) {
-		j := d.shared.backlog.queueMark(d.st, key, d.ttl)
+		j := d.shared.backlog.queueMark(d.st, key, res, d.ttl)
 		select {
 		case <-j.done:
 		case <-mctx.Done():

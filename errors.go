@@ -24,7 +24,8 @@ var (
 	// ErrInFlight is returned by [Deduper.Do] for a message another caller is
 	// processing right now.
 	ErrInFlight = errors.New("dedupe: message in flight")
-	// ErrEventTooLarge is an [Observation]'s error for an event whose
-	// canonical form is longer than [MaxCanonicalSize]: it was not correlated.
-	ErrEventTooLarge = errors.New("dedupe: event too large to correlate")
+	// ErrTooLarge reports a result longer than [MaxResultSize], which a
+	// [ResultStore] refused, and is an [Observation]'s error for an event
+	// whose canonical form is longer than 1 MiB: it was not correlated.
+	ErrTooLarge = errors.New("dedupe: too large")
 )

@@ -114,11 +114,19 @@ func (f *fallbackStore) heldLocally(c Claim, forget bool) bool {
 // does not take, or that the open breaker keeps from it, is queued in the
 // backlog, and a layered primary's front layers answer copies meanwhile.
 func (f *fallbackStore) Mark(ctx context.Context, key Key, ttl time.Duration) error {
-	_ = f.local.Mark(ctx, key, ttl) // also drops the local claim
+	return f.MarkResult(ctx, key, nil, ttl)
+}
+
+// MarkResult is Mark, keeping res with the mark on each store that can.
+func (f *fallbackStore) MarkResult(ctx context.Context, key Key, res []byte, ttl time.Duration) error {
+	if err := checkResult(f.Backend(), key, res); err != nil {
+		return err
+	}
+	_ = markWith(ctx, f.local, key, res, ttl) // also drops the local claim
 	held := !f.heldLocally(Claim{Key: key}, true)
 	probe, try := f.breaker.usePrimary()
 	if try || held {
-		err := f.primary.Mark(ctx, key, ttl)
+		err := markWith(ctx, f.primary, key, res, ttl)
 		if try {
 			f.breaker.primaryDone(probe, err == nil, err != nil && isOutage(ctx, err))
 		}
@@ -128,9 +136,9 @@ func (f *fallbackStore) Mark(ctx context.Context, key Key, ttl time.Duration) er
 		f.onError(ctx, key, f.primary, phaseMark, err)
 	}
 	if fr, ok := f.primary.(fronted); ok {
-		fr.markFront(ctx, key, ttl)
+		fr.markFront(ctx, key, res, ttl)
 	}
-	f.backlog.queueMark(f.primary, key, ttl).leave(f.cs)
+	f.backlog.queueMark(f.primary, key, res, ttl).leave(f.cs)
 	return nil
 }
 
@@ -173,6 +181,19 @@ func (f *fallbackStore) Exists(ctx context.Context, key Key) (bool, error) {
 		}
 	}
 	return f.local.Exists(ctx, key)
+}
+
+// Result asks the primary, or the local store while the primary fails.
+func (f *fallbackStore) Result(ctx context.Context, key Key) ([]byte, bool, error) {
+	probe, try := f.breaker.usePrimary()
+	if try {
+		res, ok, err := resultOf(ctx, f.primary, key)
+		f.breaker.primaryDone(probe, err == nil, err != nil && isOutage(ctx, err))
+		if err == nil || !isOutage(ctx, err) {
+			return res, ok, err
+		}
+	}
+	return resultOf(ctx, f.local, key)
 }
 
 // Backend returns the primary's backend.

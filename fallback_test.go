@@ -53,7 +53,7 @@ func TestFallbackPerCall(t *testing.T) {
 // period; then one call probes the primary before the others return to it.
 func TestFallbackBreaker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d, primary, local := newFallbackDeduper(t, dedupe.WithFallbackRetry(5*time.Second))
+		d, primary, local := newFallbackDeduper(t)
 		primary.down.Store(true)
 		for i := 0; i < 3; i++ {
 			require.NoError(t, d.Do(context.Background(), key(i), nop))
@@ -114,7 +114,7 @@ func TestFallbackNoOverlapAcrossFailover(t *testing.T) {
 // once, and once the primary is back every processed key is marked there.
 func TestFallbackOutageUnderLoad(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d, primary, _ := newFallbackDeduper(t, dedupe.WithFallbackRetry(time.Second))
+		d, primary, _ := newFallbackDeduper(t)
 		const keys, copies = 400, 4
 		var running, runs [keys]atomic.Int32
 		var overlaps atomic.Int32

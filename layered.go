@@ -106,11 +106,40 @@ func (l *LayeredStore) Exists(ctx context.Context, key Key) (bool, error) {
 // Mark marks key on the last layer for ttl, then on each front layer for its
 // own default TTL, or ttl if that is shorter.
 func (l *LayeredStore) Mark(ctx context.Context, key Key, ttl time.Duration) error {
-	if err := l.back().Mark(ctx, key, ttl); err != nil {
+	return l.MarkResult(ctx, key, nil, ttl)
+}
+
+// MarkResult is Mark, keeping res with the mark on each layer that can.
+func (l *LayeredStore) MarkResult(ctx context.Context, key Key, res []byte, ttl time.Duration) error {
+	if err := checkResult(l.Backend(), key, res); err != nil {
 		return err
 	}
-	l.mark(ctx, key, ttl, len(l.layers)-1)
+	if err := markWith(ctx, l.back(), key, res, ttl); err != nil {
+		return err
+	}
+	l.mark(ctx, key, res, ttl, len(l.layers)-1)
 	return nil
+}
+
+// Result asks the layers front to back for key's result; a front layer that
+// holds the mark without a result (one copied from behind) passes the
+// question on.
+func (l *LayeredStore) Result(ctx context.Context, key Key) ([]byte, bool, error) {
+	marked := false
+	for i, st := range l.layers {
+		res, ok, err := resultOf(ctx, st, key)
+		if err != nil {
+			if i < len(l.layers)-1 && ambiguous(err) && ctx.Err() == nil {
+				continue
+			}
+			return nil, false, err
+		}
+		if res != nil {
+			return res, true, nil
+		}
+		marked = marked || ok
+	}
+	return nil, marked, nil
 }
 
 // Claim answers Duplicate from the first front layer holding a mark of c.Key,
@@ -150,8 +179,8 @@ func (l *LayeredStore) frontMarked(ctx context.Context, key Key) (string, bool) 
 
 // markFront marks key on the front layers only, while the last layer's mark
 // is queued, so that they answer copies meanwhile.
-func (l *LayeredStore) markFront(ctx context.Context, key Key, ttl time.Duration) {
-	l.mark(ctx, key, ttl, len(l.layers)-1)
+func (l *LayeredStore) markFront(ctx context.Context, key Key, res []byte, ttl time.Duration) {
+	l.mark(ctx, key, res, ttl, len(l.layers)-1)
 }
 
 // frontMark reports whether a front layer holds key's mark, and which one
@@ -171,18 +200,18 @@ func (l *LayeredStore) frontMark(ctx context.Context, key Key) (i int, marked bo
 
 // backfill marks key, for their own default TTL, on the layers in front of
 // layer i.
-func (l *LayeredStore) backfill(ctx context.Context, key Key, i int) { l.mark(ctx, key, 0, i) }
+func (l *LayeredStore) backfill(ctx context.Context, key Key, i int) { l.mark(ctx, key, nil, 0, i) }
 
 // mark marks key on the layers in front of layer i, each for its own default
 // TTL or ttl if that is positive and shorter. Their failures are ignored: the
 // mark is held behind them.
-func (l *LayeredStore) mark(ctx context.Context, key Key, ttl time.Duration, i int) {
+func (l *LayeredStore) mark(ctx context.Context, key Key, res []byte, ttl time.Duration, i int) {
 	for _, st := range l.layers[:i] {
 		front := time.Duration(0)
 		if w, ok := st.(interface{ defaultTTL() time.Duration }); ok && ttl > 0 && ttl < w.defaultTTL() {
 			front = ttl
 		}
-		_ = st.Mark(ctx, key, front)
+		_ = markWith(ctx, st, key, res, front)
 	}
 }
 

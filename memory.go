@@ -24,6 +24,10 @@ type MemoryConfig struct {
 	// calls: a Claim is refused only while MaxClaims unexpired claims are
 	// held. Default MaxSize.
 	MaxClaims int
+	// MaxResultBytes bounds the bytes of results kept with marks
+	// ([ResultStore]): beyond it, keeping one drops others (their marks stay).
+	// Default 64 MiB.
+	MaxResultBytes int
 	// Now is the store's clock. Default: the monotonic clock, so that a change
 	// of the wall clock does not shorten or lengthen TTLs.
 	Now func() time.Time
@@ -56,6 +60,7 @@ type MemoryStore struct {
 	seed       maphash.Seed
 	mask       uint64
 	maxClaims  int64
+	maxResults int // bytes of results per shard
 	shards     []memShard
 	closed     atomic.Bool
 
@@ -67,9 +72,11 @@ type MemoryStore struct {
 }
 
 type memShard struct {
-	mu     sync.Mutex
-	marks  markLRU
-	claims map[Key]memClaim
+	mu          sync.Mutex
+	marks       markLRU
+	claims      map[Key]memClaim
+	results     map[Key][]byte // the results kept with marks, made on first use
+	resultBytes int            // the bytes of results
 }
 
 type memClaim struct {
@@ -93,20 +100,24 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	if cfg.MaxClaims <= 0 {
 		cfg.MaxClaims = cfg.MaxSize
 	}
+	if cfg.MaxResultBytes <= 0 {
+		cfg.MaxResultBytes = defaultMaxResultBytes
+	}
 	n := 1 << bits.Len(uint(4*runtime.GOMAXPROCS(0)-1)) // power of two >= 4 per core
 	n = min(n, maxShards)
 	for n > 1 && cfg.MaxSize/n < minShardSize {
 		n /= 2
 	}
 	s := &MemoryStore{
-		ttl:       cfg.TTL,
-		lease:     cfg.Lease,
-		now:       cfg.Now,
-		base:      time.Now(),
-		seed:      maphash.MakeSeed(),
-		mask:      uint64(n - 1),
-		maxClaims: int64(cfg.MaxClaims),
-		shards:    make([]memShard, n),
+		ttl:        cfg.TTL,
+		lease:      cfg.Lease,
+		now:        cfg.Now,
+		base:       time.Now(),
+		seed:       maphash.MakeSeed(),
+		mask:       uint64(n - 1),
+		maxClaims:  int64(cfg.MaxClaims),
+		shards:     make([]memShard, n),
+		maxResults: max(cfg.MaxResultBytes/n, MaxResultSize),
 	}
 	for i := range s.shards {
 		size := cfg.MaxSize / n
@@ -148,7 +159,7 @@ func (s *MemoryStore) Exists(ctx context.Context, key Key) (bool, error) {
 	exp, found := sh.marks.get(key, h)
 	ok := found && s.nanotime() < exp // the clock is read only for a key present
 	if found && !ok {
-		sh.marks.remove(key, h)
+		sh.remove(key, h)
 	}
 	sh.mu.Unlock()
 	if ok {
@@ -160,18 +171,7 @@ func (s *MemoryStore) Exists(ctx context.Context, key Key) (bool, error) {
 
 // Mark records key as processed for ttl (ttl <= 0: the configured TTL).
 func (s *MemoryStore) Mark(ctx context.Context, key Key, ttl time.Duration) error {
-	if err := checkCall(ctx, s.closed.Load(), key); err != nil {
-		return err
-	}
-	expires := s.nanotime() + int64(orDefault(ttl, s.ttl))
-	sh, h := s.shard(key)
-	sh.mu.Lock()
-	if len(sh.claims) != 0 {
-		s.dropClaim(sh, key)
-	}
-	sh.marks.add(key, h, expires)
-	sh.mu.Unlock()
-	return nil
+	return s.MarkResult(ctx, key, nil, ttl)
 }
 
 // Claim takes c.Key for c.Token unless it is marked or claimed by another
@@ -318,6 +318,7 @@ func (s *MemoryStore) Close() error {
 		sh.mu.Lock()
 		sh.marks.purge()
 		clear(sh.claims)
+		sh.results, sh.resultBytes = nil, 0
 		sh.mu.Unlock()
 	}
 	return err
@@ -344,7 +345,7 @@ func (sh *memShard) marked(k Key, h uint64, now int64) bool {
 		return false
 	}
 	if now >= exp {
-		sh.marks.remove(k, h)
+		sh.remove(k, h)
 		return false
 	}
 	return true

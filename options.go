@@ -123,7 +123,7 @@ func WithClock(now func() time.Time) Option {
 // in this process never run at once whichever store answered. A claim the
 // primary fails to take (other than an invalid key, a full or closed store or
 // the caller's context) is served by local alone ([Stats].Fallbacks). After three
-// failures in a row local serves alone for [WithFallbackRetry]'s period; then one
+// failures in a row local serves alone for 5 s (on the [WithClock] clock); then one
 // call probes the primary before the others return to it. Marks go to local
 // too; one the primary did not take is queued ([WithBacklog]) and written once
 // it answers, so other instances recognise the message after the outage.
@@ -131,18 +131,6 @@ func WithFallback(local Store) Option {
 	return func(s *settings) {
 		s.local = local
 		s.fbConfig++
-	}
-}
-
-// WithFallbackRetry sets how long the fallback of [WithFallback] serves alone
-// after three primary failures in a row, before a call probes the primary
-// (default 5 s; zero or less keeps it).
-func WithFallbackRetry(every time.Duration) Option {
-	return func(s *settings) {
-		if every > 0 {
-			s.retry = every
-			s.fbConfig++
-		}
 	}
 }
 

@@ -38,13 +38,13 @@ type Segment struct {
 //     file and unknown types: the type alone.
 //
 // The signature and the canonical forms of the payloads it digests are bounded
-// together by [MaxCanonicalSize] bytes: reading stops there, and the signature
+// together by 1 MiB: reading stops there, and the signature
 // of a message beyond it is "!" and the form read so far, which no message
 // read whole has; an [EventCorrelator] does not correlate such a message.
 //
 // Signature is deterministic and safe for concurrent use.
 func Signature(segs []Segment) string {
-	form, ok := appendSignature(nil, segs, MaxCanonicalSize, nil)
+	form, ok := appendSignature(nil, segs, maxCanonicalSize, nil)
 	if !ok {
 		return "!" + string(form)
 	}

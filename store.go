@@ -154,5 +154,5 @@ type fronted interface {
 	frontMarked(ctx context.Context, key Key) (string, bool)
 	// markFront marks key on the front parts only, for ttl or their shorter
 	// windows.
-	markFront(ctx context.Context, key Key, ttl time.Duration)
+	markFront(ctx context.Context, key Key, res []byte, ttl time.Duration)
 }

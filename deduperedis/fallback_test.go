@@ -34,7 +34,7 @@ func TestDeduperFailover(t *testing.T) {
 	local := dedupe.NewMemoryStore(dedupe.MemoryConfig{})
 	t.Cleanup(func() { _ = local.Close() })
 	clock := dedupetest.NewClock(time.Now())
-	d := dedupe.New(st, dedupe.WithFallback(local), dedupe.WithFallbackRetry(time.Minute), dedupe.WithClock(clock.Now))
+	d := dedupe.New(st, dedupe.WithFallback(local), dedupe.WithClock(clock.Now))
 	t.Cleanup(func() { _ = d.Close() })
 	up := dedupe.Key{Channel: "failover", MessageID: "up"}
 	if err := d.Do(ctx, up, func(context.Context) error { return nil }); err != nil {
