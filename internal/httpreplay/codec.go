@@ -64,7 +64,7 @@ func encode(resp Response, limit int) ([]byte, error) {
 // Decode reads a response that [Encode] wrote. Bytes it cannot read (another
 // version, cut short or followed by more, a status out of range, a header
 // name that is not a token or is [Forbidden], a value with a control
-// character) give an error wrapping [ErrCorrupt]; Decode never panics.
+// character, a number not in its shortest form, headers out of order) give an error wrapping [ErrCorrupt]; Decode never panics.
 func Decode(b []byte) (Response, error) {
 	if len(b) == 0 {
 		return Response{}, fmt.Errorf("%w: empty", ErrCorrupt)
@@ -82,8 +82,9 @@ func Decode(b []byte) (Response, error) {
 	if d.err == nil && count > uint64(len(d.b)/2) { // a pair takes 2 bytes at least
 		d.fail("%d headers in %d bytes", count, len(d.b))
 	}
+	prev := ""
 	for i := uint64(0); i < count && d.err == nil; i++ {
-		d.header(&resp)
+		prev = d.header(&resp, prev)
 	}
 	if body := d.bytes("body"); len(body) > 0 {
 		resp.Body = slices.Clone(body)
@@ -132,7 +133,7 @@ func (d *decoder) uvarint(what string) uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
+	if n <= 0 || n != uvarintLen(v) { // one encoding per response
 		d.fail("%s: bad uvarint", what)
 		return 0
 	}
@@ -154,16 +155,23 @@ func (d *decoder) bytes(what string) []byte {
 	return s
 }
 
-func (d *decoder) header(resp *Response) {
+// header reads one header value into resp; its name must not sort before
+// prev, the name read before it, as Encode sorts them. It returns the name.
+func (d *decoder) header(resp *Response, prev string) string {
 	name, value := string(d.bytes("header name")), string(d.bytes("header value"))
 	if d.err != nil {
-		return
+		return ""
 	}
 	if err := checkField(name, []string{value}); err != nil {
 		d.err = err
-		return
+		return ""
+	}
+	if name < prev {
+		d.fail("header %s after %s", name, prev)
+		return ""
 	}
 	resp.Header[name] = append(resp.Header[name], value)
+	return name
 }
 
 // checkField returns an error wrapping ErrCorrupt unless name is a canonical

@@ -62,7 +62,8 @@ func TestEncodeRefuses(t *testing.T) {
 }
 
 // TestDecodeCorrupt: every prefix of a valid encoding, a trailing byte,
-// another version and each malformed field is refused with ErrCorrupt.
+// another version, each malformed field and a second encoding of a response
+// (a long uvarint, unsorted headers) is refused with ErrCorrupt.
 func TestDecodeCorrupt(t *testing.T) {
 	good, err := Encode(sample(), 0)
 	require.NoError(t, err)
@@ -79,12 +80,18 @@ func TestDecodeCorrupt(t *testing.T) {
 		b = appendString(b, value)
 		return appendString(b, "")
 	}
+	unsorted := []byte{Version, 200, 2}
+	for _, s := range []string{"X-B", "1", "X-A", "2", ""} {
+		unsorted = appendString(unsorted, s)
+	}
 	for name, b := range map[string][]byte{
+		"headers unsorted":   unsorted,
 		"version 0":          {0, 200, 1, 0, 0},
 		"version 2":          {2, 200, 1, 0, 0},
 		"status 99":          {Version, 99, 0, 0},
 		"status 100":         {Version, 100, 0, 0},
 		"huge status":        {Version, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0, 0},
+		"long uvarint":       {Version, 200, 1, 0x80, 0x00, 0},
 		"bad uvarint":        {Version, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
 		"huge header count":  {Version, 200, 1, 0xff, 0xff, 0xff, 0xff, 0x0f, 0},
 		"body past the end":  {Version, 200, 1, 0, 5, 'a'},
