@@ -71,7 +71,10 @@
 //
 // Without [WithScope], keys are shared by every caller: a caller who learns
 // or guesses another's key can be replayed the other's response. Scope keys
-// by the authenticated caller wherever the API has more than one.
+// by the authenticated caller wherever the API has more than one, and put
+// the middleware after the API's authentication: it stores a key for every
+// covered request it serves, so an unauthenticated one should never reach
+// it.
 //
 // The middleware is safe for concurrent use, and so are the handlers it
 // returns. The handler's ResponseWriter passes everything to the client as
