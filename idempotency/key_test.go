@@ -8,10 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestParseKey: the sf-strings of the draft's section 2.1 are accepted,
+// TestParseIdempotencyKey: the sf-strings of the draft's section 2.1 are accepted,
 // unescaped, with parameters ignored; everything else is refused with
 // ErrMalformedKey.
-func TestParseKey(t *testing.T) {
+func TestParseIdempotencyKey(t *testing.T) {
 	valid := map[string]string{
 		`"8e03978e-40d5-43e8-bc93-6894a57f9324"`: "8e03978e-40d5-43e8-bc93-6894a57f9324",
 		`  "abc"  `:                              "abc",

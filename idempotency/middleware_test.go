@@ -56,10 +56,10 @@ func TestMalformedKey(t *testing.T) {
 	assertSame(t, first, f.do(post(`"8e03978e-40d5"`, "hi"))) // the same key, quoted
 }
 
-// TestReplay: a retry after the first request completed gets its response
+// TestRetryReplayed: a retry after the first request completed gets its response
 // again, status, kept headers and body, with Idempotent-Replayed: true, and
 // the handler runs once (draft 2.6, "Retry"). The handler gets the body.
-func TestReplay(t *testing.T) {
+func TestRetryReplayed(t *testing.T) {
 	a := &api{}
 	f := newFixture(t, nil, a)
 	first := f.do(post(key1, "hello"))
@@ -74,9 +74,9 @@ func TestReplay(t *testing.T) {
 	assert.EqualValues(t, 2, a.runs.Load())
 }
 
-// TestReplayOverServer: over a real server, the replay is the first
+// TestReplayByteForByteOverServer: over a real server, the replay is the first
 // response byte for byte but for Date, Set-Cookie and the replay header.
-func TestReplayOverServer(t *testing.T) {
+func TestReplayByteForByteOverServer(t *testing.T) {
 	srv := httptest.NewServer(newFixture(t, nil, &api{}).h)
 	defer srv.Close()
 	dump := func() string {
@@ -98,10 +98,10 @@ func TestReplayOverServer(t *testing.T) {
 	assert.Contains(t, first, `{"run":1,"echo":"hi"}`)
 }
 
-// TestInFlight: a retry while the first request runs is answered 409
+// TestConcurrentRetryConflict: a retry while the first request runs is answered 409
 // key-in-flight with Retry-After (draft 2.6, "Concurrent Request"), without
 // running the handler; once the first completed, a retry is replayed.
-func TestInFlight(t *testing.T) {
+func TestConcurrentRetryConflict(t *testing.T) {
 	a := &api{entered: make(chan struct{}, 1), gate: make(chan struct{})}
 	f := newFixture(t, nil, a)
 	firstc := f.async(post(key1, "hello"))
@@ -116,9 +116,9 @@ func TestInFlight(t *testing.T) {
 	assert.EqualValues(t, 1, a.runs.Load())
 }
 
-// TestInFlightWaits: WithWait, a concurrent retry waits for the first
+// TestConcurrentRetryWaits: WithWait, a concurrent retry waits for the first
 // request and is answered with its response.
-func TestInFlightWaits(t *testing.T) {
+func TestConcurrentRetryWaits(t *testing.T) {
 	a := &api{entered: make(chan struct{}, 1), gate: make(chan struct{})}
 	f := newFixture(t, nil, a, WithWait(time.Hour))
 	firstc := f.async(post(key1, "hello"))
@@ -150,10 +150,10 @@ func TestWaitingRetryRunsAfterFailure(t *testing.T) {
 	assert.Contains(t, retry.Body.String(), `"run":2`)
 }
 
-// TestReused: a key reused with another payload (body, path or method's
+// TestKeyReusedAfterCompletion: a key reused with another payload (body, path or method's
 // fingerprint) is refused with 422 key-reused (draft 2.7) after the first
 // completed, and the first is replayed still.
-func TestReused(t *testing.T) {
+func TestKeyReusedAfterCompletion(t *testing.T) {
 	a := &api{}
 	f := newFixture(t, nil, a)
 	first := f.do(post(key1, "hello"))
@@ -168,10 +168,10 @@ func TestReused(t *testing.T) {
 	assert.EqualValues(t, 1, a.runs.Load())
 }
 
-// TestReusedInFlight: a key reused with another payload while the first
+// TestKeyReusedInFlight: a key reused with another payload while the first
 // request runs is refused with 422, not 409, with or without a wait (and
 // the waiting kind does not wait).
-func TestReusedInFlight(t *testing.T) {
+func TestKeyReusedInFlight(t *testing.T) {
 	for _, opts := range [][]Option{nil, {WithWait(time.Hour)}} {
 		a := &api{entered: make(chan struct{}, 1), gate: make(chan struct{})}
 		f := newFixture(t, nil, a, opts...)
@@ -185,9 +185,9 @@ func TestReusedInFlight(t *testing.T) {
 	}
 }
 
-// TestReusedAfterFailure: a key whose first request failed stays bound to
+// TestKeyReusedAfterFailure: a key whose first request failed stays bound to
 // its payload: the same payload runs again, another is refused with 422.
-func TestReusedAfterFailure(t *testing.T) {
+func TestKeyReusedAfterFailure(t *testing.T) {
 	a := &api{status: func(n int64) int { return map[bool]int{true: 500, false: 201}[n == 1] }}
 	f := newFixture(t, nil, a)
 	assert.Equal(t, http.StatusInternalServerError, f.do(post(key1, "hello")).Code)
@@ -196,9 +196,9 @@ func TestReusedAfterFailure(t *testing.T) {
 	assert.EqualValues(t, 2, a.runs.Load())
 }
 
-// TestNotStored: a 5xx or 429 answer, or a panic, is not stored: the
+// TestFailureNotStored: a 5xx or 429 answer, or a panic, is not stored: the
 // client's retry runs the handler again. A 4xx is stored and replayed.
-func TestNotStored(t *testing.T) {
+func TestFailureNotStored(t *testing.T) {
 	for _, status := range []int{500, 502, 503, http.StatusTooManyRequests} {
 		a := &api{status: func(n int64) int { return map[bool]int{true: status, false: 201}[n == 1] }}
 		f := newFixture(t, nil, a)
@@ -233,9 +233,9 @@ func TestPanicNotStored(t *testing.T) {
 	assert.Equal(t, 2, runs)
 }
 
-// TestExpiry: after the TTL, on the store's clock, a key is new again; just
+// TestKeyExpires: after the TTL, on the store's clock, a key is new again; just
 // before it, it is replayed.
-func TestExpiry(t *testing.T) {
+func TestKeyExpires(t *testing.T) {
 	c := &clock{now: time.Unix(1_800_000_000, 0)}
 	a := &api{}
 	store := dedupe.NewMemoryStore(dedupe.MemoryConfig{Now: c.Now})
@@ -332,9 +332,9 @@ func TestMethodsNotCovered(t *testing.T) {
 	assertProblem(t, f.do(request{method: http.MethodPut, path: "/"}), keyMissing)
 }
 
-// TestScope: WithScope keeps two callers' equal keys apart; one caller's
+// TestScopeSeparatesCallers: WithScope keeps two callers' equal keys apart; one caller's
 // retry is replayed.
-func TestScope(t *testing.T) {
+func TestScopeSeparatesCallers(t *testing.T) {
 	a := &api{}
 	f := newFixture(t, nil, a, WithScope(func(r *http.Request) string { return r.Header.Get("X-User") }))
 	alice, bob := post(key1, "hello"), post(key1, "goodbye")
@@ -361,17 +361,17 @@ func TestTooLargeToReplay(t *testing.T) {
 	assert.EqualValues(t, 1, a.runs.Load())
 }
 
-// TestBodyLimit: a body over WithMaxBody is refused with 413.
-func TestBodyLimit(t *testing.T) {
+// TestRequestBodyLimit: a body over WithMaxBody is refused with 413.
+func TestRequestBodyLimit(t *testing.T) {
 	a := &api{}
 	f := newFixture(t, nil, a, WithMaxBody(4))
 	assertProblem(t, f.do(post(key1, "hello")), bodyTooLarge)
 	assert.Equal(t, http.StatusCreated, f.do(post(key1, "hell")).Code)
 }
 
-// TestStoreFailure: a store that fails is answered 503 with Retry-After, and
+// TestStoreFailureUnavailable: a store that fails is answered 503 with Retry-After, and
 // the handler does not run.
-func TestStoreFailure(t *testing.T) {
+func TestStoreFailureUnavailable(t *testing.T) {
 	a := &api{}
 	store := dedupe.NewMemoryStore(dedupe.MemoryConfig{})
 	f := newFixture(t, store, a)
@@ -382,9 +382,9 @@ func TestStoreFailure(t *testing.T) {
 	assert.Zero(t, a.runs.Load())
 }
 
-// TestDurable: the response is replayed by a new middleware over the same
+// TestReplayAfterRestart: the response is replayed by a new middleware over the same
 // SQLite file after a restart.
-func TestDurable(t *testing.T) {
+func TestReplayAfterRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "idem.db")
 	open := func() *dedupe.SQLiteStore {
 		st, err := dedupe.OpenSQLite(path, dedupe.SQLiteConfig{})

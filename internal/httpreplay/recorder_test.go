@@ -160,11 +160,11 @@ func TestRecorderFlush(t *testing.T) {
 	assert.ErrorIs(t, http.NewResponseController(rec).Flush(), http.ErrNotSupported)
 }
 
-// TestReplayByteForByte: over a real server, a replayed response is the
+// TestRecorderReplayByteForByte: over a real server, a replayed response is the
 // recorded one byte for byte, Date aside: the whole dump for a body sent in
 // one piece, and status, headers and body for one the first answer sent
 // chunked (the replay has a Content-Length). Set-Cookie is not replayed.
-func TestReplayByteForByte(t *testing.T) {
+func TestRecorderReplayByteForByte(t *testing.T) {
 	for _, n := range []int{10, 3000} {
 		text := strings.Repeat("é", n)
 		var stored []byte
