@@ -78,18 +78,29 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	fp := fingerprint(sha256.Sum256(h.c.fingerprint(r, body)))
 	ks := keysFor(h.c.channel, h.c.scope(r), key)
-	if h.c.wait > 0 { // tell a reuse at once rather than after the wait
-		if bound, err := h.boundTo(r.Context(), ks.bind); err != nil {
-			h.c.problem(w, unavailable, "The idempotency store failed: retry later.")
-			return
-		} else if bound != nil && *bound != fp {
-			h.c.problem(w, keyReused, h.c.detailReused())
-			return
-		}
+	if h.c.wait > 0 && h.refusedEarly(w, r, ks, fp) {
+		return
 	}
 	h.serve(w, r, ks, fp)
 }
 
+// refusedEarly answers 422, and returns true, if the key is bound to another
+// fingerprint: with WithWait, a reuse is told at once rather than after the
+// first request, which the Deduper would wait for.
+func (h *handler) refusedEarly(w http.ResponseWriter, r *http.Request, ks keys, fp fingerprint) bool {
+	bound, err := h.boundTo(r.Context(), ks.bind)
+	switch {
+	case err != nil:
+		h.c.problem(w, unavailable, detailUnavailable)
+	case bound != nil && *bound != fp:
+		h.c.problem(w, keyReused, h.c.detailReused())
+	default:
+		return false
+	}
+	return true
+}
+
+// parseKey parses an Idempotency-Key field as the options say.
 func (c *config) parseKey(field string) (string, error) {
 	if c.bare {
 		return parseBareKey(field)
@@ -145,7 +156,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, ks keys, fp fing
 	case errors.Is(err, errReused):
 		h.c.problem(w, keyReused, h.c.detailReused())
 	default:
-		h.c.problem(w, unavailable, "The idempotency store failed: retry later.")
+		h.c.problem(w, unavailable, detailUnavailable)
 	}
 }
 

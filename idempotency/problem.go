@@ -62,8 +62,9 @@ func (c *config) problem(w http.ResponseWriter, k kind, detail string) {
 
 // Details of the problems.
 const (
-	detailRequired = "This operation is idempotent and requires an Idempotency-Key header, a quoted string such as \"8e03978e-40d5-43e8-bc93-6894a57f9324\"."
-	detailInFlight = "A request with the same Idempotency-Key for the same operation is being processed. Retry it later."
+	detailRequired    = "This operation is idempotent and requires an Idempotency-Key header, a quoted string such as \"8e03978e-40d5-43e8-bc93-6894a57f9324\"."
+	detailInFlight    = "A request with the same Idempotency-Key for the same operation is being processed. Retry it later."
+	detailUnavailable = "The store of idempotency keys failed. Retry later."
 )
 
 func (c *config) detailReused() string {
