@@ -372,13 +372,28 @@ func TestRequestBodyLimit(t *testing.T) {
 // TestStoreFailureUnavailable: a store that fails is answered 503 with Retry-After, and
 // the handler does not run.
 func TestStoreFailureUnavailable(t *testing.T) {
+	for _, opts := range [][]Option{nil, {WithWait(time.Hour)}} {
+		a := &api{}
+		store := dedupe.NewMemoryStore(dedupe.MemoryConfig{})
+		f := newFixture(t, store, a, opts...)
+		require.NoError(t, store.Close())
+		w := f.do(post(key1, "hello"))
+		assertProblem(t, w, unavailable)
+		assert.Equal(t, "1", w.Header().Get("Retry-After"))
+		assert.Zero(t, a.runs.Load())
+	}
+}
+
+// plainStore is a Store that keeps no results.
+type plainStore struct{ dedupe.Store }
+
+// TestStoreWithoutResults: over a store that keeps no results the
+// middleware refuses covered requests with 500 no-results, a
+// misconfiguration, rather than run them without a replay.
+func TestStoreWithoutResults(t *testing.T) {
 	a := &api{}
-	store := dedupe.NewMemoryStore(dedupe.MemoryConfig{})
-	f := newFixture(t, store, a)
-	require.NoError(t, store.Close())
-	w := f.do(post(key1, "hello"))
-	assertProblem(t, w, unavailable)
-	assert.Equal(t, "1", w.Header().Get("Retry-After"))
+	f := newFixture(t, plainStore{dedupe.NewMemoryStore(dedupe.MemoryConfig{})}, a)
+	assertProblem(t, f.do(post(key1, "hello")), noResults)
 	assert.Zero(t, a.runs.Load())
 }
 
