@@ -41,8 +41,8 @@ func (c *config) replays() bool {
 func (rn *run) serveKept(ctx context.Context) ([]byte, error) {
 	rec := &answerRecorder{ResponseWriter: rn.ResponseWriter, names: rn.h.c.replayHeaders}
 	rn.ResponseWriter = rec
-	if err := rn.serve(ctx); err != nil {
-		return nil, err
+	if err := rn.serve(ctx); err != nil || rn.panicked != nil {
+		return nil, err // a handler that panicked after its status: its answer may be cut short
 	}
 	ans, ok := rec.answer(rn.status)
 	if !ok {

@@ -65,6 +65,12 @@ func (a *answerRecorder) Write(p []byte) (int, error) {
 	return a.ResponseWriter.Write(p)
 }
 
+// Flush records the headers, which a flush sends, and flushes.
+func (a *answerRecorder) Flush() {
+	a.snap()
+	_ = http.NewResponseController(a.ResponseWriter).Flush()
+}
+
 // Unwrap returns the underlying ResponseWriter, for [http.ResponseController].
 func (a *answerRecorder) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
