@@ -309,3 +309,25 @@ func TestReplayOffByDefault(t *testing.T) {
 		assert.Equal(t, p.Name == "slack" || p.Name == "discord" || p.Name == "feishu", p.Replay, p.Name)
 	}
 }
+
+// TestReplayNotAfterPanic checks that a handler that panicked after sending
+// a 2xx status, whose message is marked, keeps no answer: what the platform
+// got may be cut short, so its copies get the plain duplicate answer.
+func TestReplayNotAfterPanic(t *testing.T) {
+	c := shownAnswers(t)[0]
+	var calls atomic.Int32
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", c.ctype)
+		_, _ = io.WriteString(w, c.answer[:10])
+		panic("cut short")
+	})
+	ep := dedupehttp.New(dedupe.New(nil), c.preset, h, dedupehttp.WithClock(at), dedupehttp.WithLogger(quiet))
+	first := deliver(ep, c.body, c.header)
+	assert.Equal(t, c.answer[:10], first.Body.String())
+	w := deliver(ep, c.body, c.header)
+	assert.Equal(t, "duplicate", w.Header().Get(dedupehttp.HeaderVerdict))
+	assert.Empty(t, w.Body.String())
+	assert.EqualValues(t, 1, calls.Load())
+	assert.EqualValues(t, 1, ep.Stats().PanicsAfterSuccess)
+}
