@@ -150,57 +150,91 @@ func TestReplayRedelivery(t *testing.T) {
 }
 
 // TestReplayToWaitingCopy checks that a copy arriving while the first is
-// processed waits for it and gets its answer, for each platform.
+// processed waits for it and gets its answer, for each platform and store.
 func TestReplayToWaitingCopy(t *testing.T) {
-	for _, c := range shownAnswers(t) {
-		t.Run(c.name, func(t *testing.T) {
-			c.preset.AckBudget = time.Minute // the copy waits for the release, however slow the machine
-			h := &answering{c: c, block: make(chan struct{}), in: make(chan struct{})}
-			d := dedupe.New(nil)
-			ep := dedupehttp.New(d, c.preset, h, dedupehttp.WithClock(at), dedupehttp.WithLogger(quiet))
-			firstDone := make(chan *httptest.ResponseRecorder)
-			go func() { firstDone <- deliver(ep, c.body, c.header) }()
-			<-h.in
-			copyDone := make(chan *httptest.ResponseRecorder)
-			go func() { copyDone <- deliver(ep, c.body, c.header) }()
-			require.Eventually(t, func() bool { return d.Stats().Waits == 1 }, time.Minute, time.Millisecond,
-				"the copy waits for the first")
-			close(h.block)
-			first, cp := <-firstDone, <-copyDone
-			assert.Equal(t, http.StatusOK, first.Code)
-			assert.Equal(t, c.answer, first.Body.String())
-			assert.Equal(t, first.Code, cp.Code)
-			assert.Equal(t, c.ctype, cp.Header().Get("Content-Type"))
-			assert.Equal(t, first.Body.Bytes(), cp.Body.Bytes(), "the body byte for byte")
-			assert.Equal(t, "replayed", cp.Header().Get(dedupehttp.HeaderVerdict))
-			assert.EqualValues(t, 1, h.calls.Load(), "the handler ran once")
-			assert.EqualValues(t, 1, d.Stats().WaitsDuplicate)
-		})
+	for storeName, open := range replayStores(t) {
+		for _, c := range shownAnswers(t) {
+			t.Run(storeName+"/"+c.name, func(t *testing.T) { waitingCopy(t, open(t), c) })
+		}
 	}
+}
+
+func waitingCopy(t *testing.T, st dedupe.Store, c shownAnswer) {
+	c.preset.AckBudget = time.Minute // the copy waits for the release, however slow the machine
+	h := &answering{c: c, block: make(chan struct{}), in: make(chan struct{})}
+	d := dedupe.New(st)
+	ep := dedupehttp.New(d, c.preset, h, dedupehttp.WithClock(at), dedupehttp.WithLogger(quiet))
+	firstDone := make(chan *httptest.ResponseRecorder)
+	go func() { firstDone <- deliver(ep, c.body, c.header) }()
+	<-h.in
+	copyDone := make(chan *httptest.ResponseRecorder)
+	go func() { copyDone <- deliver(ep, c.body, c.header) }()
+	require.Eventually(t, func() bool { return d.Stats().Waits == 1 }, time.Minute, time.Millisecond,
+		"the copy waits for the first")
+	close(h.block)
+	first, cp := <-firstDone, <-copyDone
+	assert.Equal(t, http.StatusOK, first.Code)
+	assert.Equal(t, c.answer, first.Body.String())
+	assert.Equal(t, first.Code, cp.Code)
+	assert.Equal(t, c.ctype, cp.Header().Get("Content-Type"))
+	assert.Equal(t, first.Body.Bytes(), cp.Body.Bytes(), "the body byte for byte")
+	assert.Equal(t, "replayed", cp.Header().Get(dedupehttp.HeaderVerdict))
+	assert.EqualValues(t, 1, h.calls.Load(), "the handler ran once")
+	assert.EqualValues(t, 1, d.Stats().WaitsDuplicate)
 }
 
 // TestReplayNotAfterFailure checks that a failed first run is not replayed:
 // the retry runs the handler, and its answer is the one replayed next.
 func TestReplayNotAfterFailure(t *testing.T) {
+	for storeName, open := range replayStores(t) {
+		for _, c := range shownAnswers(t) {
+			t.Run(storeName+"/"+c.name, func(t *testing.T) { notAfterFailure(t, open(t), c) })
+		}
+	}
+}
+
+func notAfterFailure(t *testing.T, st dedupe.Store, c shownAnswer) {
+	h := &answering{c: c, fail: func(n int32) int {
+		if n == 1 {
+			return http.StatusInternalServerError
+		}
+		return 0
+	}}
+	ep := dedupehttp.New(dedupe.New(st), c.preset, h, dedupehttp.WithClock(at), dedupehttp.WithLogger(quiet))
+	w := deliver(ep, c.body, c.header)
+	assert.Equal(t, http.StatusInternalServerError, w.Code)
+	w = deliver(ep, c.body, c.header)
+	assert.Equal(t, http.StatusOK, w.Code, "the retry is processed")
+	assert.Equal(t, c.answer, w.Body.String())
+	assert.Empty(t, w.Header().Get(dedupehttp.HeaderVerdict))
+	w = deliver(ep, c.body, c.header)
+	assert.Equal(t, "replayed", w.Header().Get(dedupehttp.HeaderVerdict))
+	assert.Equal(t, c.answer, w.Body.String(), "the retry's answer is replayed")
+	assert.EqualValues(t, 2, h.calls.Load())
+}
+
+// TestReplayAfterRestart checks that the answer is kept in the SQLite file:
+// a redelivery served by a new process (a new store, Deduper and endpoint on
+// the same file) gets the first answer, without running the handler.
+func TestReplayAfterRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dedupe.db")
 	for _, c := range shownAnswers(t) {
 		t.Run(c.name, func(t *testing.T) {
-			h := &answering{c: c, fail: func(n int32) int {
-				if n == 1 {
-					return http.StatusInternalServerError
-				}
-				return 0
-			}}
-			ep := dedupehttp.New(dedupe.New(nil), c.preset, h, dedupehttp.WithClock(at), dedupehttp.WithLogger(quiet))
-			w := deliver(ep, c.body, c.header)
-			assert.Equal(t, http.StatusInternalServerError, w.Code)
-			w = deliver(ep, c.body, c.header)
-			assert.Equal(t, http.StatusOK, w.Code, "the retry is processed")
-			assert.Equal(t, c.answer, w.Body.String())
-			assert.Empty(t, w.Header().Get(dedupehttp.HeaderVerdict))
-			w = deliver(ep, c.body, c.header)
-			assert.Equal(t, "replayed", w.Header().Get(dedupehttp.HeaderVerdict))
-			assert.Equal(t, c.answer, w.Body.String(), "the retry's answer is replayed")
-			assert.EqualValues(t, 2, h.calls.Load())
+			h := &answering{c: c}
+			var answers []*httptest.ResponseRecorder
+			for range 2 { // two processes, one after the other
+				st, err := dedupe.OpenSQLite(path, dedupe.SQLiteConfig{})
+				require.NoError(t, err)
+				ep := dedupehttp.New(dedupe.New(st), c.preset, h, dedupehttp.WithClock(at), dedupehttp.WithLogger(quiet))
+				answers = append(answers, deliver(ep, c.body, c.header))
+				require.NoError(t, st.Close())
+			}
+			assert.Equal(t, c.answer, answers[0].Body.String())
+			assert.Equal(t, answers[0].Code, answers[1].Code)
+			assert.Equal(t, c.ctype, answers[1].Header().Get("Content-Type"))
+			assert.Equal(t, answers[0].Body.Bytes(), answers[1].Body.Bytes())
+			assert.Equal(t, "replayed", answers[1].Header().Get(dedupehttp.HeaderVerdict))
+			assert.EqualValues(t, 1, h.calls.Load())
 		})
 	}
 }
