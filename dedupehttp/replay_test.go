@@ -365,3 +365,22 @@ func TestReplayNotAfterPanic(t *testing.T) {
 	assert.EqualValues(t, 1, calls.Load())
 	assert.EqualValues(t, 1, ep.Stats().PanicsAfterSuccess)
 }
+
+// TestReplayIgnoredByAsync checks that an Async, which answers 202 before
+// its handler runs, answers a copy of a message it processed as a plain
+// duplicate, even for a preset with Replay and given WithReplay.
+func TestReplayIgnoredByAsync(t *testing.T) {
+	c := shownAnswers(t)[2] // Discord
+	h := &answering{c: c}
+	done := make(chan ended, 1)
+	a := dedupehttp.NewAsync(dedupe.New(nil), dedupehttp.FromPreset(c.preset), h, dedupehttp.WithReplay(),
+		dedupehttp.WithClock(at), dedupehttp.WithLogger(quiet), dedupehttp.WithDone(doneTo(done)))
+	t.Cleanup(func() { require.NoError(t, a.Close(context.Background())) })
+	assert.Equal(t, http.StatusAccepted, deliver(a, c.body, c.header).Code)
+	require.NoError(t, (<-done).err)
+	w := deliver(a, c.body, c.header)
+	assert.Equal(t, http.StatusOK, w.Code)
+	assert.Equal(t, "duplicate", w.Header().Get(dedupehttp.HeaderVerdict))
+	assert.Empty(t, w.Body.String())
+	assert.EqualValues(t, 1, h.calls.Load())
+}
