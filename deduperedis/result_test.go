@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,8 +51,9 @@ func resultPayloads(t testing.TB) []struct {
 // the key is a mark to every other call: Exists finds it, Claim is answered
 // Duplicate, and Extend and Release of a claim token find no claim and leave
 // the value and its expiry as they were.
-func TestResultRoundTrip(t *testing.T) {
-	client := newClient(t, redisAddr(t), nil)
+func TestResultRoundTrip(t *testing.T) { checkRoundTrip(t, newClient(t, redisAddr(t), nil)) }
+
+func checkRoundTrip(t *testing.T, client redis.UniversalClient) {
 	st := newStore(t, client, deduperedis.Config{})
 	ctx := context.Background()
 	for i, p := range resultPayloads(t) {
@@ -107,8 +109,9 @@ func checkResult(t *testing.T, st dedupe.ResultStore, k dedupe.Key, want []byte)
 // absent, claimed, released and holding a value the store did not write are
 // not marked; a mark without a result, and a mark written by the previous
 // release (the value "m", set directly), are marked without one.
-func TestResultStates(t *testing.T) {
-	client := newClient(t, redisAddr(t), nil)
+func TestResultStates(t *testing.T) { checkStates(t, newClient(t, redisAddr(t), nil)) }
+
+func checkStates(t *testing.T, client redis.UniversalClient) {
 	st := newStore(t, client, deduperedis.Config{})
 	ctx := context.Background()
 	key := func(id string) dedupe.Key { return dedupe.Key{Channel: "states", MessageID: id} }
@@ -170,8 +173,9 @@ func TestResultStates(t *testing.T) {
 // TestResultTooLarge checks that a result one byte over MaxResultSize is
 // refused with ErrTooLarge and writes nothing: not on a free key, and not
 // over a claim, which keeps its value and lease.
-func TestResultTooLarge(t *testing.T) {
-	client := newClient(t, redisAddr(t), nil)
+func TestResultTooLarge(t *testing.T) { checkTooLarge(t, newClient(t, redisAddr(t), nil)) }
+
+func checkTooLarge(t *testing.T, client redis.UniversalClient) {
 	st := newStore(t, client, deduperedis.Config{})
 	ctx := context.Background()
 	big := make([]byte, dedupe.MaxResultSize+1)
@@ -201,8 +205,9 @@ func TestResultTooLarge(t *testing.T) {
 
 // TestMarkDropsResult checks that a later Mark drops the result kept with
 // the mark before it, and a later MarkResult replaces it.
-func TestMarkDropsResult(t *testing.T) {
-	client := newClient(t, redisAddr(t), nil)
+func TestMarkDropsResult(t *testing.T) { checkMarkDrops(t, newClient(t, redisAddr(t), nil)) }
+
+func checkMarkDrops(t *testing.T, client redis.UniversalClient) {
 	st := newStore(t, client, deduperedis.Config{})
 	ctx := context.Background()
 	k := dedupe.Key{Channel: "drop", MessageID: "1"}
@@ -235,8 +240,9 @@ func TestMarkDropsResult(t *testing.T) {
 // same key: MarkResult sets the TTL it is given (the configured TTL for 0),
 // writes one key, and once that key expires Result reports the message
 // neither marked nor with a result, and a Claim takes it.
-func TestResultExpiry(t *testing.T) {
-	client := newClient(t, redisAddr(t), nil)
+func TestResultExpiry(t *testing.T) { checkExpiry(t, newClient(t, redisAddr(t), nil)) }
+
+func checkExpiry(t *testing.T, client redis.UniversalClient) {
 	st := newStore(t, client, deduperedis.Config{TTL: 2 * time.Hour})
 	ctx := context.Background()
 	prefix := deduperedis.Prefix(st)
@@ -253,9 +259,8 @@ func TestResultExpiry(t *testing.T) {
 			t.Errorf("PTTL of MarkResult(ttl %v) = %v, %v; want about %v", tc.ttl, ttl, err, tc.want)
 		}
 	}
-	keys, err := client.Keys(ctx, prefix+"*").Result()
-	if err != nil || len(keys) != 2 {
-		t.Errorf("keys under the prefix = %q, %v; want one per message", keys, err)
+	if keys := keysUnder(t, client, prefix); len(keys) != 2 {
+		t.Errorf("keys under the prefix = %q; want one per message", keys)
 	}
 
 	// Redis decides expiry by its own clock: a 1 ms mark is gone at once, or
@@ -339,4 +344,32 @@ func TestMarkResultReplicas(t *testing.T) {
 		t.Errorf("MarkResult returned after %v, before the WAIT's %v", d, timeout)
 	}
 	checkResult(t, st, k, []byte("answer"))
+}
+
+// keysUnder returns the keys that start with prefix, on every master of a
+// cluster.
+func keysUnder(t *testing.T, client redis.UniversalClient, prefix string) []string {
+	t.Helper()
+	ctx := context.Background()
+	cluster, ok := client.(*redis.ClusterClient)
+	if !ok {
+		keys, err := client.Keys(ctx, prefix+"*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return keys
+	}
+	var mu sync.Mutex
+	var keys []string
+	err := cluster.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		ks, err := node.Keys(ctx, prefix+"*").Result()
+		mu.Lock()
+		keys = append(keys, ks...)
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
 }
