@@ -163,7 +163,9 @@ func TestResultBatched(t *testing.T) {
 	// Results to read, written beforehand by a store that is not stuck.
 	other := newStore(t, newClient(t, redisAddr(t), nil), deduperedis.Config{Prefix: prefix})
 	const n = 16
-	key := func(kind string, i int) dedupe.Key { return dedupe.Key{Channel: "batched", MessageID: fmt.Sprint(kind, i)} }
+	key := func(kind string, i int) dedupe.Key {
+		return dedupe.Key{Channel: "batched", MessageID: fmt.Sprint(kind, i)}
+	}
 	for i := range n {
 		if err := other.MarkResult(ctx, key("read", i), []byte(fmt.Sprint("kept ", i)), time.Minute); err != nil {
 			t.Fatal(err)

@@ -247,7 +247,7 @@ func checkExpiry(t *testing.T, client redis.UniversalClient) {
 	ctx := context.Background()
 	prefix := deduperedis.Prefix(st)
 	for _, tc := range []struct {
-		id       string
+		id        string
 		ttl, want time.Duration
 	}{{"hour", time.Hour, time.Hour}, {"default", 0, 2 * time.Hour}} {
 		k := dedupe.Key{Channel: "expiry", MessageID: tc.id}
