@@ -4,13 +4,13 @@ import "github.com/redis/go-redis/v9"
 
 // Values stored under a message key. A mark is the single byte "m", or, kept
 // with a result ([Store.MarkResult]), "m:" followed by the result's bytes,
-// which may be any bytes: nothing reads past the first two. A claim is "c:"
-// followed by its token (see [dedupe.Claim]). The tokens of released claims
-// follow, each after a space: they are fenced, for as long as the key keeps
-// its value (see releaseScript). A key whose claim was released holds "r:"
-// and the fenced tokens, and is absent to any other token. Tokens hold no
-// spaces, so " " + token + " " is found in a value only as a fence. Any other
-// value found under a key is treated as a claim held by someone else.
+// which may be any bytes: the first two bytes alone tell a mark. A claim is
+// "c:" followed by its token (see [dedupe.Claim]). The tokens of released
+// claims follow, each after a space: they are fenced, for as long as the key
+// keeps its value (see releaseScript). A key whose claim was released holds
+// "r:" and the fenced tokens, and is absent to any other token. Tokens hold
+// no spaces, so " " + token + " " is found in a value only as a fence. Any
+// other value found under a key is treated as a claim held by someone else.
 const markValue = "m"
 
 // Outcomes of claimScript.
