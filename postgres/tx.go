@@ -18,7 +18,7 @@ import (
 // sees its outcome: of concurrent MarkTx calls of one key, one writes.
 func markTxSQL(t string) string {
 	return `INSERT INTO ` + t + ` AS d (key, token, expires_at) VALUES ($1, NULL, ` + fmt.Sprintf(after, "$2") + `)
-ON CONFLICT (key) DO UPDATE SET token = NULL, expires_at = excluded.expires_at
+ON CONFLICT (key) DO UPDATE SET token = NULL, expires_at = excluded.expires_at, result = NULL
 WHERE d.expires_at <= now() OR split_part(d.token, ' ', 1) = ''
 RETURNING 1`
 }
@@ -55,6 +55,11 @@ func (s *Store) MarkTx(ctx context.Context, tx pgx.Tx, key dedupe.Key, ttl time.
 		ttl = s.ttl
 	}
 	k := key.String()
+	if s.sql.lock != "" {
+		if _, err := tx.Exec(ctx, s.sql.lock, k); err != nil {
+			return 0, s.fail(ctx, "mark in transaction", key, err)
+		}
+	}
 	for range maxClaimTrials {
 		tag, err := tx.Exec(ctx, s.sql.markTx, k, micros(ttl))
 		if err != nil {
