@@ -99,12 +99,30 @@ func (s *Store) MarkTx(ctx context.Context, tx pgx.Tx, key dedupe.Key, ttl time.
 // redelivery then finds the key marked, or runs fn again in a new transaction;
 // either way the effects are applied once.
 func (s *Store) DoTx(ctx context.Context, key dedupe.Key, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	_, err := s.doTx(ctx, key, func(ctx context.Context, tx pgx.Tx) ([]byte, error) { return nil, fn(ctx, tx) })
+	return err
+}
+
+// DoResultTx is [Store.DoTx] for a function with a result, which is kept
+// with key's mark, written in the same transaction after fn returns, so that
+// the mark, the result and fn's effects commit together. A copy of the key,
+// in DoResultTx or in [dedupe.Deduper.DoResult] on this store, gets the
+// result with [dedupe.ErrDuplicate], as DoResult's copies do; it is nil if
+// the result was empty or longer than [dedupe.MaxResultSize] (the key is
+// then marked without it, and the store's Logger warned). When fn runs,
+// DoResultTx returns what fn returned, with DoTx's error.
+func (s *Store) DoResultTx(ctx context.Context, key dedupe.Key, fn func(ctx context.Context, tx pgx.Tx) ([]byte, error)) ([]byte, error) {
+	return s.doTx(ctx, key, fn)
+}
+
+// doTx is DoResultTx.
+func (s *Store) doTx(ctx context.Context, key dedupe.Key, fn func(ctx context.Context, tx pgx.Tx) ([]byte, error)) ([]byte, error) {
 	if err := s.check(ctx, "do in transaction", key); err != nil {
-		return err
+		return nil, err
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return s.fail(ctx, "do in transaction", key, err)
+		return nil, s.fail(ctx, "do in transaction", key, err)
 	}
 	committed := false
 	defer func() {
@@ -114,18 +132,43 @@ func (s *Store) DoTx(ctx context.Context, key dedupe.Key, fn func(ctx context.Co
 	}()
 	switch status, err := s.MarkTx(ctx, tx, key, 0); {
 	case err != nil:
-		return err
+		return nil, err
 	case status == dedupe.Duplicate:
-		return dedupe.ErrDuplicate
+		_ = tx.Rollback(ctx)
+		res, _, err := s.Result(ctx, key)
+		if err != nil {
+			s.log.Warn("dedupe: postgres: result of a duplicate unreadable", "table", s.table, "key", key.String(), "error", err)
+		}
+		return res, dedupe.ErrDuplicate
 	case status == dedupe.InFlight:
-		return dedupe.ErrInFlight
+		return nil, dedupe.ErrInFlight
 	}
-	if err := fn(ctx, tx); err != nil {
-		return err
+	res, err := fn(ctx, tx)
+	if err != nil {
+		return res, err
+	}
+	if err := s.keepResult(ctx, tx, key, res); err != nil {
+		return res, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return s.fail(ctx, "commit", key, err)
+		return res, s.fail(ctx, "commit", key, err)
 	}
 	committed = true
+	return res, nil
+}
+
+// keepResult writes res with the mark tx holds on key, unless it is empty
+// or too long to keep.
+func (s *Store) keepResult(ctx context.Context, tx pgx.Tx, key dedupe.Key, res []byte) error {
+	if len(res) == 0 {
+		return nil
+	}
+	if err := checkResult(key, res); err != nil {
+		s.log.Warn("dedupe: postgres: result not kept: longer than MaxResultSize", "table", s.table, "key", key.String(), "error", err)
+		return nil
+	}
+	if _, err := tx.Exec(ctx, s.sql.keepResult, key.String(), res); err != nil {
+		return s.fail(ctx, "keep result in transaction", key, err)
+	}
 	return nil
 }
