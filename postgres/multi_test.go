@@ -24,7 +24,7 @@ func TestMultiInstance(t *testing.T) {
 	ctx := context.Background()
 
 	rec := newRecorder()
-	stores := startInstances(t, instances, table, rec)
+	stores := startInstances(t, instances, table, Config{}, rec)
 
 	id := randomHex(t, 4)
 	ks := make([]dedupe.Key, keys)
@@ -97,9 +97,9 @@ func checkProcessedEverywhere(t *testing.T, stores []*Store, ks []dedupe.Key) {
 	}
 }
 
-// startInstances starts n stores, each on a pool of its own, together, on a
-// table that does not exist yet, and closes them when t ends.
-func startInstances(t *testing.T, n int, table string, rec *recorder) []*Store {
+// startInstances starts n stores configured by cfg, each on a pool of its
+// own, together, on table, and closes them when t ends.
+func startInstances(t *testing.T, n int, table string, cfg Config, rec *recorder) []*Store {
 	t.Helper()
 	ctx := context.Background()
 	stores := make([]*Store, n)
@@ -107,7 +107,9 @@ func startInstances(t *testing.T, n int, table string, rec *recorder) []*Store {
 	for i := range stores {
 		pool := newPool(t, "", 4)
 		startWG.Go(func() {
-			s, err := New(ctx, pool, Config{Table: table, Logger: rec.logger()})
+			cfg := cfg
+			cfg.Table, cfg.Logger = table, rec.logger()
+			s, err := New(ctx, pool, cfg)
 			if err != nil {
 				t.Errorf("New of instance %d: %v", i, err)
 				return

@@ -129,30 +129,34 @@ func TestDoTxBesideDo(t *testing.T) {
 
 // Of concurrent DoTx calls of one key, one runs fn.
 func TestDoTxConcurrent(t *testing.T) {
-	s := newTestStore(t, newPool(t, "", 16), Config{})
-	effects := effectsTable(t)
-	const keys, copies = 20, 8
-	var runs atomic.Int64
-	var wg sync.WaitGroup
-	for i := range keys {
-		k := dedupe.Key{Channel: "tx", MessageID: "c" + string(rune('a'+i))}
-		for range copies {
-			wg.Go(func() {
-				err := s.DoTx(context.Background(), k, func(ctx context.Context, tx pgx.Tx) error {
-					runs.Add(1)
-					_, err := tx.Exec(ctx, "INSERT INTO "+effects+" (key) VALUES ($1)", k.String())
-					time.Sleep(time.Millisecond)
-					return err
-				})
-				if err != nil && !errors.Is(err, dedupe.ErrDuplicate) {
-					t.Errorf("DoTx: %v", err)
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) {
+			s := newTestStore(t, newPool(t, "", 16), l.cfg)
+			effects := effectsTable(t)
+			const keys, copies = 20, 8
+			var runs atomic.Int64
+			var wg sync.WaitGroup
+			for i := range keys {
+				k := dedupe.Key{Channel: "tx", MessageID: "c" + string(rune('a'+i))}
+				for range copies {
+					wg.Go(func() {
+						err := s.DoTx(context.Background(), k, func(ctx context.Context, tx pgx.Tx) error {
+							runs.Add(1)
+							_, err := tx.Exec(ctx, "INSERT INTO "+effects+" (key) VALUES ($1)", k.String())
+							time.Sleep(time.Millisecond)
+							return err
+						})
+						if err != nil && !errors.Is(err, dedupe.ErrDuplicate) {
+							t.Errorf("DoTx: %v", err)
+						}
+					})
 				}
-			})
-		}
-	}
-	wg.Wait()
-	if runs.Load() != keys {
-		t.Fatalf("%d runs of %d keys with %d copies each, want one per key", runs.Load(), keys, copies)
+			}
+			wg.Wait()
+			if runs.Load() != keys {
+				t.Fatalf("%d runs of %d keys with %d copies each, want one per key", runs.Load(), keys, copies)
+			}
+		})
 	}
 }
 
