@@ -18,13 +18,23 @@ import (
 // TestMultiInstance runs four stores, each on its own pool as separate
 // gateway processes would be, with 64 goroutines each racing on the same keys:
 // exactly one claim per key across all of them, and every key marked once.
+//
+// On the partitioned layout the instances also race on creating the table,
+// its function and its partitions.
 func TestMultiInstance(t *testing.T) {
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) { raceInstances(t, l.cfg) })
+	}
+}
+
+// raceInstances is TestMultiInstance on the layout of cfg.
+func raceInstances(t *testing.T, cfg Config) {
 	const instances, racers, keys = 4, 64, 32
 	table := testTable(t)
 	ctx := context.Background()
 
 	rec := newRecorder()
-	stores := startInstances(t, instances, table, Config{}, rec)
+	stores := startInstances(t, instances, table, cfg, rec)
 
 	id := randomHex(t, 4)
 	ks := make([]dedupe.Key, keys)
@@ -78,6 +88,7 @@ func TestMultiInstance(t *testing.T) {
 	t.Logf("%d claims: %d duplicate, %d in flight; %d claim statements run again",
 		instances*racers*keys, dups, held, rec.count(msgClaimAgain))
 	checkProcessedEverywhere(t, stores, ks)
+	checkOneRowPerKey(t, table)
 }
 
 // checkProcessedEverywhere checks that every instance sees every key as

@@ -22,6 +22,8 @@ import "fmt"
 func (pt *partitions) statements(t string) statements {
 	s := buildStatements(t)
 	s.lock = fmt.Sprintf(`SELECT pg_advisory_xact_lock(hashtextextended($1::text, %d))`, pt.oid)
+	s.claimLock = `SELECT set_config('` + lockedSetting + `', CASE WHEN EXISTS (` + heldRowSQL(t) + `) THEN ''
+	ELSE (SELECT $1::text FROM (` + s.lock + `) l) END, true)`
 	s.mark = `WITH gone AS (DELETE FROM ` + t + ` WHERE key = $1::text)
 INSERT INTO ` + t + ` (key, token, expires_at, result) VALUES ($1::text, NULL, ` + fmt.Sprintf(after, "$2") + `, $3)`
 	s.claim = partClaimSQL(t)
@@ -38,12 +40,35 @@ RETURNING 1`
 	return s
 }
 
-// partClaimSQL is claimSQL for the partitioned layout, under the key's lock:
-// cur is the key's live row, if any, and held is it unless it is the
-// caller's own claim (renewed) or holds only the fences of other tokens
-// (taken over, keeping them). Without held, the key's rows are replaced by
-// the caller's claim. The outcomes are claimSQL's; there is no race left to
-// report, so a row is always returned.
+// lockedSetting is the setting, local to the transaction, in which the lock
+// statement of a claim leaves the key it locked, or '' if it skipped the
+// lock.
+const lockedSetting = "dedupe.locked_key"
+
+// heldRowSQL selects the row that makes a claim of key $1 with token $2 an
+// outcome without a write: a live mark, a live claim of another token, or
+// one that fences the token.
+func heldRowSQL(t string) string {
+	return `SELECT token IS NULL AS marked FROM ` + t + `
+	WHERE key = $1::text AND expires_at > now() AND (token IS NULL
+		OR split_part(token, ' ', 1) NOT IN ('', $2::text)
+		OR strpos(token || ' ', ' ' || $2::text || ' ') > 0)`
+}
+
+// partClaimSQL is claimSQL for the partitioned layout: cur is the key's
+// live row, if any, and held is it unless it is the caller's own claim
+// (renewed) or holds only the fences of other tokens (taken over, keeping
+// them). Without held, the key's rows are replaced by the caller's claim,
+// under the key's lock. The outcomes are claimSQL's.
+//
+// The claim's lock statement (claimLock) takes the lock only if it finds
+// the key held, so that copies of a processed or in-flight message, the
+// claims that write nothing, wait for no lock and no other writer of the
+// key, as on the plain table. It leaves the key it locked, or '', in a
+// setting local to the transaction (lockedSetting), and the claim writes
+// only under the lock. If the lock was skipped but the holder has gone by
+// the claim's snapshot, no row is returned, and Claim runs both again, as
+// it does on the plain table after a race.
 func partClaimSQL(t string) string {
 	return `WITH cur AS (
 	SELECT token FROM ` + t + ` WHERE key = $1::text AND expires_at > now()
@@ -52,15 +77,17 @@ func partClaimSQL(t string) string {
 	WHERE token IS NULL
 		OR split_part(token, ' ', 1) NOT IN ('', $2::text)
 		OR strpos(token || ' ', ' ' || $2::text || ' ') > 0
+), locked AS (
+	SELECT 1 WHERE current_setting('` + lockedSetting + `', true) = $1::text
 ), gone AS (
-	DELETE FROM ` + t + ` WHERE key = $1::text AND NOT EXISTS (SELECT 1 FROM held)
+	DELETE FROM ` + t + ` WHERE key = $1::text AND NOT EXISTS (SELECT 1 FROM held) AND EXISTS (SELECT 1 FROM locked)
 ), ins AS (
 	INSERT INTO ` + t + ` (key, token, expires_at)
 	SELECT $1::text, CASE WHEN c.token IS NULL THEN $2::text
 			WHEN left(c.token, 1) = ' ' THEN $2::text || c.token
 			ELSE c.token END, ` + fmt.Sprintf(after, "$3") + `
 	FROM (SELECT (SELECT token FROM cur) AS token) c
-	WHERE NOT EXISTS (SELECT 1 FROM held)
+	WHERE NOT EXISTS (SELECT 1 FROM held) AND EXISTS (SELECT 1 FROM locked)
 	RETURNING 1
 )
 SELECT 1 FROM ins

@@ -115,7 +115,8 @@ type statements struct {
 	// lock, on the partitioned layout, takes the key's advisory lock for the
 	// transaction, ahead of each statement that writes the key; "" on the
 	// plain table, whose unique index on key serialises the writers.
-	lock string
+	// claimLock is lock for a claim, which it skips when the key is held.
+	lock, claimLock string
 }
 
 // after is the SQL of a time a duration after the server's now. Durations
@@ -366,7 +367,7 @@ func (s *Store) Claim(ctx context.Context, c dedupe.Claim, lease time.Duration) 
 	k, token, us := key.String(), c.Token, micros(lease)
 	for range maxClaimTrials {
 		var outcome int
-		err := s.do(ctx, k, lease, func(p *pgBatch) func() error {
+		err := s.do(ctx, k, lease, lockOf(s.sql.claimLock, k, token), func(p *pgBatch) func() error {
 			p.Queue(s.sql.claim, k, token, us)
 			return func() error {
 				if err := p.results.QueryRow().Scan(&outcome); !isNoRows(err) {
@@ -429,7 +430,7 @@ func (s *Store) Release(ctx context.Context, c dedupe.Claim) error {
 	}
 	k, token, us := c.Key.String(), c.Token, micros(s.lease)
 	var held int
-	err := s.do(ctx, k, s.lease, func(p *pgBatch) func() error {
+	err := s.do(ctx, k, s.lease, lockOf(s.sql.lock, k), func(p *pgBatch) func() error {
 		p.Queue(s.sql.release, k, token, us)
 		return func() error { return p.results.QueryRow().Scan(&held) }
 	})
@@ -448,7 +449,7 @@ func (s *Store) Release(ctx context.Context, c dedupe.Claim) error {
 // [Store.do]).
 func (s *Store) write(ctx context.Context, d time.Duration, k, sql string, args ...any) (int64, error) {
 	var n int64
-	err := s.do(ctx, k, d, func(p *pgBatch) func() error {
+	err := s.do(ctx, k, d, lockOf(s.sql.lock, k), func(p *pgBatch) func() error {
 		p.Queue(sql, append([]any{k}, args...)...)
 		return func() error {
 			tag, err := p.results.Exec()
@@ -462,15 +463,26 @@ func (s *Store) write(ctx context.Context, d time.Duration, k, sql string, args 
 	return n, nil
 }
 
+// lockStmt is a statement taking a key's lock, with its arguments.
+type lockStmt struct {
+	sql  string
+	args []any
+}
+
+// lockOf returns the statement sql with args; sql "" (the plain layout)
+// takes no lock.
+func lockOf(sql string, args ...any) lockStmt { return lockStmt{sql, args} }
+
 // do runs a call that writes key k, queued by queue, in the next batch. On
-// the partitioned layout the call first takes k's lock, and if the expiry it
-// writes, at most d from now, has no partition yet, do creates the
-// partitions up to d ahead and runs the call again, once.
-func (s *Store) do(ctx context.Context, k string, d time.Duration, queue func(p *pgBatch) func() error) error {
+// the partitioned layout the call first runs the statement lock, which takes
+// k's lock, and if the expiry it writes, at most d from now, has no
+// partition yet, do creates the partitions up to d ahead and runs the call
+// again, once.
+func (s *Store) do(ctx context.Context, k string, d time.Duration, lock lockStmt, queue func(p *pgBatch) func() error) error {
 	call := queue
-	if s.sql.lock != "" {
+	if lock.sql != "" {
 		call = func(p *pgBatch) func() error {
-			p.Queue(s.sql.lock, k)
+			p.Queue(lock.sql, lock.args...)
 			read := queue(p)
 			return func() error {
 				if _, err := p.results.Exec(); err != nil {

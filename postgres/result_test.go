@@ -18,7 +18,7 @@ var layouts = []struct {
 	cfg  Config
 }{
 	{"plain", Config{}},
-	{"partitioned", Config{Partitioned: true, PartitionSpan: time.Hour}},
+	{"partitioned", Config{Partitioned: true}},
 }
 
 // TestResults checks MarkResult and Result on both layouts against the
