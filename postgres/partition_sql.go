@@ -41,7 +41,7 @@ RETURNING 1`
 }
 
 // lockedSetting is the setting, local to the transaction, in which the lock
-// statement of a claim leaves the key it locked, or '' if it skipped the
+// statement of a claim leaves the key it locked, or ” if it skipped the
 // lock.
 const lockedSetting = "dedupe.locked_key"
 
@@ -64,7 +64,7 @@ func heldRowSQL(t string) string {
 // The claim's lock statement (claimLock) takes the lock only if it finds
 // the key held, so that copies of a processed or in-flight message, the
 // claims that write nothing, wait for no lock and no other writer of the
-// key, as on the plain table. It leaves the key it locked, or '', in a
+// key, as on the plain table. It leaves the key it locked, or ”, in a
 // setting local to the transaction (lockedSetting), and the claim writes
 // only under the lock. If the lock was skipped but the holder has gone by
 // the claim's snapshot, no row is returned, and Claim runs both again, as
