@@ -41,8 +41,8 @@ RETURNING 1`
 }
 
 // lockedSetting is the setting, local to the transaction, in which the lock
-// statement of a claim leaves the key it locked, or ” if it skipped the
-// lock.
+// statement of a claim leaves the key it locked, or an empty string if it
+// skipped the lock.
 const lockedSetting = "dedupe.locked_key"
 
 // heldRowSQL selects the row that makes a claim of key $1 with token $2 an
@@ -61,12 +61,12 @@ func heldRowSQL(t string) string {
 // them). Without held, the key's rows are replaced by the caller's claim,
 // under the key's lock. The outcomes are claimSQL's.
 //
-// The claim's lock statement (claimLock) takes the lock only if it finds
-// the key held, so that copies of a processed or in-flight message, the
+// The claim's lock statement (claimLock) skips the lock if it finds the key
+// held (heldRowSQL), so that copies of a processed or in-flight message, the
 // claims that write nothing, wait for no lock and no other writer of the
-// key, as on the plain table. It leaves the key it locked, or ”, in a
-// setting local to the transaction (lockedSetting), and the claim writes
-// only under the lock. If the lock was skipped but the holder has gone by
+// key, as on the plain table. It leaves the key it locked, or an empty
+// string, in a setting local to the transaction (lockedSetting), and the
+// claim writes only under the lock. If the lock was skipped but the holder has gone by
 // the claim's snapshot, no row is returned, and Claim runs both again, as
 // it does on the plain table after a race.
 func partClaimSQL(t string) string {
