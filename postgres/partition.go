@@ -55,35 +55,48 @@ func newPartitions(ident pgx.Identifier, span, ttl, lease time.Duration) (*parti
 		return nil, fmt.Errorf("dedupe: postgres: a TTL or lease of %v makes %d partitions of %v ahead, over %d: raise PartitionSpan",
 			max(ttl, lease), n, span, maxPartitionsAhead)
 	}
-	return &partitions{ident: ident, span: span, ahead: ahead}, nil
+	pt := &partitions{ident: ident, span: span, ahead: ahead}
+	if len(ident) == 2 {
+		pt.nsp = ident[0]
+	}
+	return pt, nil
 }
 
 // create creates the partitioned table, its key index and comment, the
 // function creating its partitions, and the partitions ahead.
 func (pt *partitions) create(ctx context.Context, tx pgx.Tx) error {
-	name := pt.ident.Sanitize()
-	rel := pt.ident[len(pt.ident)-1]
-	for _, sql := range []string{
+	if len(pt.ident) == 1 { // CREATE puts it in the first schema of the search path
+		if err := tx.QueryRow(ctx, `SELECT current_schema()::text`).Scan(&pt.nsp); err != nil {
+			return err
+		}
+	}
+	for _, sql := range pt.createSQL() {
+		if _, err := tx.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("create: %w", err)
+		}
+	}
+	return pt.resolve(ctx, tx)
+}
+
+// createSQL returns the statements creating the partitioned table, its key
+// index and comment, the function creating its partitions, and the
+// partitions ahead. pt.nsp is the table's schema.
+func (pt *partitions) createSQL() []string {
+	pt.rel = pt.ident[len(pt.ident)-1]
+	pt.addFn = pgx.Identifier{pt.nsp, pt.rel + addFnSuffix}.Sanitize()
+	name := pgx.Identifier{pt.nsp, pt.rel}.Sanitize()
+	return []string{
 		`CREATE TABLE ` + name + ` (
 	key text COLLATE "C" NOT NULL,
 	token text,
 	expires_at timestamptz NOT NULL,
 	result bytea
 ) PARTITION BY RANGE (expires_at)`,
-		`CREATE INDEX ` + pgx.Identifier{rel + keyIndexSuffix}.Sanitize() + ` ON ` + name + ` (key)`,
+		`CREATE INDEX ` + pgx.Identifier{pt.rel + keyIndexSuffix}.Sanitize() + ` ON ` + name + ` (key)`,
 		`COMMENT ON TABLE ` + name + ` IS ` + literal(versionComment(int64(pt.span/time.Minute))),
-	} {
-		if _, err := tx.Exec(ctx, sql); err != nil {
-			return fmt.Errorf("create: %w", err)
-		}
+		pt.functionSQL(),
+		`SELECT ` + pt.addFn + `(now() + interval '` + fmt.Sprint(int64(pt.ahead/time.Second)) + ` seconds')`,
 	}
-	if err := pt.resolve(ctx, tx); err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, pt.functionSQL()); err != nil {
-		return fmt.Errorf("create function: %w", err)
-	}
-	return pt.add(ctx, tx, pt.ahead)
 }
 
 // resolve reads the table's schema, name and OID from the catalog.

@@ -255,12 +255,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.TTL <= 0 {
-		cfg.TTL = dedupe.DefaultTTL
-	}
-	if cfg.Lease <= 0 {
-		cfg.Lease = dedupe.DefaultLease
-	}
+	cfg.TTL = orDefault(cfg.TTL, dedupe.DefaultTTL)
+	cfg.Lease = orDefault(cfg.Lease, dedupe.DefaultLease)
 	if cfg.CleanupBatch <= 0 {
 		cfg.CleanupBatch = DefaultCleanupBatch
 	}

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
+
+	"github.com/gatewaykit/dedupe"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -118,28 +121,74 @@ func ensureSchema(ctx context.Context, pool *pgxpool.Pool, ident pgx.Identifier,
 }
 
 // createTable creates the table of the current schema version.
+func createTable(ctx context.Context, tx pgx.Tx, ident pgx.Identifier, pt *partitions) error {
+	if pt != nil {
+		return pt.create(ctx, tx)
+	}
+	for _, sql := range plainCreateSQL(ident)[:2] { // New makes the index after checking the table
+		if _, err := tx.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("create: %w", err)
+		}
+	}
+	return nil
+}
+
+// plainCreateSQL returns the statements creating the plain table, its
+// comment and its expiry index.
 //
 // key is the text form of a dedupe.Key ("telegram:123"). token is NULL for a
 // mark and the claim's token for a claim. result is the result kept with a
 // mark, NULL for none. The "C" collation compares bytes, which is both exact
 // and the fastest.
-func createTable(ctx context.Context, tx pgx.Tx, ident pgx.Identifier, pt *partitions) error {
+func plainCreateSQL(ident pgx.Identifier) []string {
 	name := ident.Sanitize()
-	if pt != nil {
-		return pt.create(ctx, tx)
-	}
-	if _, err := tx.Exec(ctx, `CREATE TABLE `+name+` (
+	return []string{
+		`CREATE TABLE ` + name + ` (
 	key text COLLATE "C" PRIMARY KEY,
 	token text,
 	expires_at timestamptz NOT NULL,
 	result bytea
-)`); err != nil {
-		return fmt.Errorf("create: %w", err)
+)`,
+		`COMMENT ON TABLE ` + name + ` IS ` + literal(versionComment(0)),
+		`CREATE INDEX ` + pgx.Identifier{ident[len(ident)-1] + indexSuffix}.Sanitize() + ` ON ` + name + ` (expires_at)`,
 	}
-	if _, err := tx.Exec(ctx, `COMMENT ON TABLE `+name+` IS `+literal(versionComment(0))); err != nil {
-		return fmt.Errorf("create: %w", err)
+}
+
+// MigrationSQL returns the statements that [New] runs to create the table
+// of cfg (its Table, Partitioned, PartitionSpan, TTL and Lease), for a
+// migration run by a role that may create tables; New, given the same cfg,
+// then only checks the table, and needs no CREATE privilege. The table of
+// the partitioned layout must be named with its schema ("public.dedupe_keys"),
+// which its function and partitions are created in; the last statement
+// creates its first partitions.
+func MigrationSQL(cfg Config) ([]string, error) {
+	if cfg.Table == "" {
+		cfg.Table = DefaultTable
 	}
-	return nil
+	ident, err := parseTable(cfg.Table)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.Partitioned {
+		return plainCreateSQL(ident), nil
+	}
+	if len(ident) == 1 {
+		return nil, fmt.Errorf("dedupe: postgres: table name %q: name the schema of a partitioned table (%q)",
+			cfg.Table, "public."+cfg.Table)
+	}
+	pt, err := newPartitions(ident, cfg.PartitionSpan, orDefault(cfg.TTL, dedupe.DefaultTTL), orDefault(cfg.Lease, dedupe.DefaultLease))
+	if err != nil {
+		return nil, err
+	}
+	return pt.createSQL(), nil
+}
+
+// orDefault returns d, or def if d <= 0.
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
 }
 
 // ensureExpiryIndex creates the index on expires_at of the plain table, which
@@ -155,8 +204,7 @@ func ensureExpiryIndex(ctx context.Context, tx pgx.Tx, ident pgx.Identifier) err
 	if indexed {
 		return nil
 	}
-	idx := pgx.Identifier{ident[len(ident)-1] + indexSuffix}.Sanitize()
-	if _, err := tx.Exec(ctx, `CREATE INDEX `+idx+` ON `+ident.Sanitize()+` (expires_at)`); err != nil {
+	if _, err := tx.Exec(ctx, plainCreateSQL(ident)[2]); err != nil {
 		return fmt.Errorf("create index: %w", err)
 	}
 	return nil

@@ -194,3 +194,44 @@ func TestLayoutMismatch(t *testing.T) {
 		t.Errorf("New with a span of 90 s = %v", err)
 	}
 }
+
+// TestMigrationSQL creates tables of both layouts with the statements of
+// MigrationSQL, as a migration would, and checks that New accepts each and
+// creates nothing more.
+func TestMigrationSQL(t *testing.T) {
+	admin := adminConn(t)
+	ctx := context.Background()
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) {
+			cfg := l.cfg
+			cfg.Table = "public." + testTable(t)
+			stmts, err := MigrationSQL(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, sql := range stmts {
+				if _, err := admin.Exec(ctx, sql); err != nil {
+					t.Fatalf("%s: %v", sql, err)
+				}
+			}
+			objects := func() (n int) {
+				if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relname LIKE $1`,
+					cfg.Table[len("public."):]+"%").Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			before := objects()
+			s := newTestStore(t, newPool(t, "", 1), cfg)
+			if after := objects(); after != before {
+				t.Fatalf("New on the migrated table made %d relations more", after-before)
+			}
+			if err := s.MarkResult(ctx, testKey(t, "migration"), []byte("r"), time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if _, err := MigrationSQL(Config{Partitioned: true}); err == nil || !strings.Contains(err.Error(), `"public.dedupe_keys"`) {
+		t.Errorf("MigrationSQL of an unqualified partitioned table = %v, want an error asking for the schema", err)
+	}
+}
