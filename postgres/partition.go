@@ -113,7 +113,10 @@ FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_r
 // functionSQL creates the function that creates the partitions covering
 // now() to upto, which are missing, and returns how many it created. Ranges
 // start at whole multiples of the span since the Unix epoch; an advisory
-// lock serialises the callers.
+// lock serialises the callers. Each partition is created as a table of its
+// own and then attached, which locks the parent in SHARE UPDATE EXCLUSIVE
+// mode (CREATE TABLE … PARTITION OF would lock it against every reader and
+// writer, and wait for every transaction using it).
 func (pt *partitions) functionSQL() string {
 	return `CREATE FUNCTION ` + pt.addFn + `(upto timestamptz) RETURNS integer LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -126,8 +129,10 @@ BEGIN
 	WHILE to_timestamp(lo) <= upto LOOP
 		part := ` + literal(pt.rel+partSuffix) + ` || to_char(to_timestamp(lo) AT TIME ZONE 'UTC', 'YYYYMMDDHH24MI');
 		IF to_regclass(format('%I.%I', ` + literal(pt.nsp) + `, part)) IS NULL THEN
-			EXECUTE format('CREATE TABLE %I.%I PARTITION OF %I.%I FOR VALUES FROM (%L) TO (%L)',
-				` + literal(pt.nsp) + `, part, ` + literal(pt.nsp) + `, ` + literal(pt.rel) + `, to_timestamp(lo), to_timestamp(lo + span));
+			EXECUTE format('CREATE TABLE %I.%I (LIKE %I.%I INCLUDING DEFAULTS)',
+				` + literal(pt.nsp) + `, part, ` + literal(pt.nsp) + `, ` + literal(pt.rel) + `);
+			EXECUTE format('ALTER TABLE %I.%I ATTACH PARTITION %I.%I FOR VALUES FROM (%L) TO (%L)',
+				` + literal(pt.nsp) + `, ` + literal(pt.rel) + `, ` + literal(pt.nsp) + `, part, to_timestamp(lo), to_timestamp(lo + span));
 			made := made + 1;
 		END IF;
 		lo := lo + span;

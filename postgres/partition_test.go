@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupetest"
 )
@@ -250,4 +252,51 @@ func TestPartitionDropRace(t *testing.T) {
 	}
 	checkOneRowPerKey(t, table)
 	t.Logf("%d marks made during 2 drops, all kept; %d expired rows dropped", total, dropped)
+}
+
+// TestPartitionsOnDemand moves the clock past the partitions created ahead,
+// with no cleanup creating more: a Mark, a Claim, a DoTx and a Mark of a TTL
+// of many spans each create the partitions they need and succeed, and each
+// row is in the partition of its expiry.
+func TestPartitionsOnDemand(t *testing.T) {
+	const span = time.Hour
+	c := newServerClock(t)
+	pool := c.pool(t, 4)
+	table := c.table(t)
+	s := newTestStore(t, pool, Config{Table: table, Partitioned: true, PartitionSpan: span, TTL: time.Hour})
+	ctx := context.Background()
+	check := func(k dedupe.Key) {
+		t.Helper()
+		p := readPart(t, c, table, k)
+		if p.rows != 1 || p.partition != wantPartition(c, table, p.expires, span) {
+			t.Fatalf("%s: %d rows, in %s, expiring at %v", k, p.rows, p.partition, p.expires)
+		}
+	}
+	c.advance(t, 5*time.Hour)
+	k := testKey(t, "demand")
+	if err := s.Mark(ctx, k, 0); err != nil {
+		t.Fatal(err)
+	}
+	check(k)
+	c.advance(t, 5*time.Hour)
+	k = testKey(t, "demand")
+	if _, st, err := claimNew(ctx, s, k, time.Minute); err != nil || st != dedupe.Claimed {
+		t.Fatalf("Claim = %v, %v", st, err)
+	}
+	check(k)
+	c.advance(t, 5*time.Hour)
+	k = testKey(t, "demand")
+	runs := 0
+	if err := s.DoTx(ctx, k, func(context.Context, pgx.Tx) error { runs++; return nil }); err != nil || runs != 1 {
+		t.Fatalf("DoTx = %v after %d runs of fn", err, runs)
+	}
+	check(k)
+	k = testKey(t, "demand")
+	if err := s.Mark(ctx, k, 30*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	check(k)
+	if ok, err := s.Exists(ctx, k); err != nil || !ok {
+		t.Fatalf("Exists = %v, %v", ok, err)
+	}
 }

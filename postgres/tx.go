@@ -43,7 +43,10 @@ func heldSQL(t string) string {
 // level (PostgreSQL's default): under REPEATABLE READ or SERIALIZABLE a
 // concurrent commit makes the statement fail with a serialization error.
 // The store's table may live in any schema of that database; tx's own tables
-// too.
+// too. On the partitioned layout, a mark whose expiry has no partition yet (a
+// ttl longer than the partitions created ahead) fails tx; MarkTx creates the
+// partitions meanwhile, so that the transaction run again succeeds, as DoTx
+// does.
 func (s *Store) MarkTx(ctx context.Context, tx pgx.Tx, key dedupe.Key, ttl time.Duration) (dedupe.Status, error) {
 	if err := s.check(ctx, "mark in transaction", key); err != nil {
 		return 0, err
@@ -63,7 +66,7 @@ func (s *Store) MarkTx(ctx context.Context, tx pgx.Tx, key dedupe.Key, ttl time.
 	for range maxClaimTrials {
 		tag, err := tx.Exec(ctx, s.sql.markTx, k, micros(ttl))
 		if err != nil {
-			return 0, s.fail(ctx, "mark in transaction", key, err)
+			return 0, s.failTx(ctx, key, ttl, err)
 		}
 		if tag.RowsAffected() == 1 {
 			return dedupe.Claimed, nil
@@ -81,6 +84,18 @@ func (s *Store) MarkTx(ctx context.Context, tx pgx.Tx, key dedupe.Key, ttl time.
 		}
 	}
 	return 0, fmt.Errorf("dedupe: postgres: mark in transaction %s: the key changed hands %d times in a row", key, maxClaimTrials)
+}
+
+// failTx is fail for MarkTx. On the partitioned layout, if the mark's
+// expiry had no partition, it creates the missing partitions (the caller's
+// transaction has failed, and another one can then write the mark).
+func (s *Store) failTx(ctx context.Context, key dedupe.Key, ttl time.Duration, err error) error {
+	if s.part != nil && noPartition(err) {
+		if aerr := s.part.add(ctx, s.pool, ttl); aerr != nil {
+			err = fmt.Errorf("%w; %w", err, aerr)
+		}
+	}
+	return s.fail(ctx, "mark in transaction", key, err)
 }
 
 // DoTx runs fn once in effect for key: in one transaction of the store's
@@ -115,14 +130,26 @@ func (s *Store) DoResultTx(ctx context.Context, key dedupe.Key, fn func(ctx cont
 	return s.doTx(ctx, key, fn)
 }
 
-// doTx is DoResultTx.
+// doTx is DoResultTx. On the partitioned layout, if the mark's expiry had no
+// partition, which MarkTx then created, it runs the transaction again, once.
 func (s *Store) doTx(ctx context.Context, key dedupe.Key, fn func(ctx context.Context, tx pgx.Tx) ([]byte, error)) ([]byte, error) {
+	res, again, err := s.doTxOnce(ctx, key, fn)
+	if again {
+		res, _, err = s.doTxOnce(ctx, key, fn)
+	}
+	return res, err
+}
+
+// doTxOnce is doTx, once; again reports that MarkTx failed for want of a
+// partition, which it created, so that fn did not run and may run in a new
+// transaction.
+func (s *Store) doTxOnce(ctx context.Context, key dedupe.Key, fn func(ctx context.Context, tx pgx.Tx) ([]byte, error)) (res []byte, again bool, err error) {
 	if err := s.check(ctx, "do in transaction", key); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return nil, s.fail(ctx, "do in transaction", key, err)
+		return nil, false, s.fail(ctx, "do in transaction", key, err)
 	}
 	committed := false
 	defer func() {
@@ -132,29 +159,28 @@ func (s *Store) doTx(ctx context.Context, key dedupe.Key, fn func(ctx context.Co
 	}()
 	switch status, err := s.MarkTx(ctx, tx, key, 0); {
 	case err != nil:
-		return nil, err
+		return nil, s.part != nil && noPartition(err), err
 	case status == dedupe.Duplicate:
 		_ = tx.Rollback(ctx)
 		res, _, err := s.Result(ctx, key)
 		if err != nil {
 			s.log.Warn("dedupe: postgres: result of a duplicate unreadable", "table", s.table, "key", key.String(), "error", err)
 		}
-		return res, dedupe.ErrDuplicate
+		return res, false, dedupe.ErrDuplicate
 	case status == dedupe.InFlight:
-		return nil, dedupe.ErrInFlight
+		return nil, false, dedupe.ErrInFlight
 	}
-	res, err := fn(ctx, tx)
-	if err != nil {
-		return res, err
+	if res, err = fn(ctx, tx); err != nil {
+		return res, false, err
 	}
 	if err := s.keepResult(ctx, tx, key, res); err != nil {
-		return res, err
+		return res, false, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return res, s.fail(ctx, "commit", key, err)
+		return res, false, s.fail(ctx, "commit", key, err)
 	}
 	committed = true
-	return res, nil
+	return res, false, nil
 }
 
 // keepResult writes res with the mark tx holds on key, unless it is empty
