@@ -300,3 +300,72 @@ func TestPartitionsOnDemand(t *testing.T) {
 		t.Fatalf("Exists = %v, %v", ok, err)
 	}
 }
+
+// TestPartitionDetachResumed interrupts a cleanup while its DETACH …
+// CONCURRENTLY waits for a transaction still reading the table, which leaves
+// the partition half detached, and leaves a detached partition undropped (as
+// a process killed between DETACH and DROP would): the next cleanup finishes
+// the one and drops both, counting their rows, and nothing live.
+func TestPartitionDetachResumed(t *testing.T) {
+	const span = time.Hour
+	c := newServerClock(t)
+	pool := c.pool(t, 4)
+	table := c.table(t)
+	s := newTestStore(t, pool, Config{Table: table, Partitioned: true, PartitionSpan: span, TTL: time.Hour})
+	ctx := context.Background()
+	for range 3 {
+		if err := s.Mark(ctx, testKey(t, "old"), 10*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.advance(t, 2*span)
+	live := testKey(t, "live")
+	if err := s.Mark(ctx, live, 0); err != nil {
+		t.Fatal(err)
+	}
+	// A detached partition left behind, of a range long past, holding a row.
+	orphan := table + partSuffix + "200001010000"
+	if _, err := c.admin.Exec(ctx, `CREATE TABLE `+orphan+` (LIKE `+table+`);
+INSERT INTO `+orphan+` VALUES ('orphan:1', NULL, '2000-01-01 00:30:00+00', NULL)`); err != nil {
+		t.Fatal(err)
+	}
+
+	reader, err := adminConn(t).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reader.Exec(ctx, `SELECT count(*) FROM `+table); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	n1, err := s.CleanupExpired(short)
+	cancel()
+	if err == nil {
+		t.Fatal("CleanupExpired finished while a transaction read the partition it detaches")
+	}
+	var pending int
+	if err := c.admin.QueryRow(ctx, `SELECT count(*) FROM pg_inherits WHERE inhparent = $1::regclass AND inhdetachpending`,
+		table).Scan(&pending); err != nil {
+		t.Fatal(err)
+	}
+	if pending != 1 {
+		t.Fatalf("%d partitions half detached after the interrupted cleanup (%v), want 1", pending, err)
+	}
+	if err := reader.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n2, err := s.CleanupExpired(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n1+n2 != 4 {
+		t.Fatalf("the cleanups dropped %d and %d rows, want the 3 expired marks and the orphan's row", n1, n2)
+	}
+	var left bool
+	if err := c.admin.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, orphan).Scan(&left); err != nil || left {
+		t.Fatalf("the detached partition is still there (%v)", err)
+	}
+	if ok, err := s.Exists(ctx, live); err != nil || !ok {
+		t.Fatalf("Exists(live) = %v, %v", ok, err)
+	}
+}
