@@ -235,7 +235,7 @@ func (pt *partitions) drop(ctx context.Context, pool *pgxpool.Pool) (int64, erro
 		return 0, err
 	}
 	defer conn.Release()
-	lock := "github.com/gatewaykit/dedupe/postgres drop " + pt.nsp + "." + pt.rel
+	lock := pt.dropLock()
 	var mine bool
 	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`, lock).Scan(&mine); err != nil || !mine {
 		return 0, err
@@ -262,6 +262,11 @@ func (pt *partitions) drop(ctx context.Context, pool *pgxpool.Pool) (int64, erro
 		}
 	}
 	return total, nil
+}
+
+// dropLock names the advisory lock that one cleanup of the table holds.
+func (pt *partitions) dropLock() string {
+	return "github.com/gatewaykit/dedupe/postgres drop " + pt.nsp + "." + pt.rel
 }
 
 // dropPartition detaches partition part of parent unless it is detached

@@ -354,6 +354,12 @@ INSERT INTO `+orphan+` VALUES ('orphan:1', NULL, '2000-01-01 00:30:00+00', NULL)
 	if err := reader.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The interrupted cleanup's connection may end after CleanupExpired
+	// returned, holding the cleanup's lock until then: wait for it.
+	if _, err := c.admin.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1, 0)), pg_advisory_unlock(hashtextextended($1, 0))`,
+		s.part.dropLock()); err != nil {
+		t.Fatal(err)
+	}
 	n2, err := s.CleanupExpired(ctx)
 	if err != nil {
 		t.Fatal(err)
