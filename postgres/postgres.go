@@ -46,7 +46,8 @@ type Config struct {
 	// overwrites them. Default 0.
 	CleanupInterval time.Duration
 	// CleanupBatch is the number of rows one DELETE of [Store.CleanupExpired]
-	// removes at most, bounding how long it holds row locks. Default
+	// removes at most, bounding how long it holds row locks. Unused on the
+	// partitioned layout, whose cleanup drops partitions. Default
 	// [DefaultCleanupBatch].
 	CleanupBatch int
 	// Partitioned, when true, keeps marks and claims in a table partitioned by
@@ -79,7 +80,9 @@ type Config struct {
 // client's: instances whose clocks disagree still agree on what has expired.
 // Expired rows are absent to every method even before they are deleted.
 //
-// Exists, Mark, Claim, Extend and Release are each one statement. A Store
+// Exists, Mark, Claim, Extend and Release are each one statement (on the
+// partitioned layout a write is preceded by its key's lock statement, in the
+// same batch; see "Partitioned layout" in the package documentation). A Store
 // batches them (docs/internals-postgres.md, "Batching"): the calls that arrive
 // while a batch is in flight are sent together in the next one, up to 128, in
 // one round trip and one transaction; a call that finds nothing in flight is

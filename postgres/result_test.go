@@ -84,13 +84,13 @@ func TestResults(t *testing.T) {
 	}
 }
 
-// checkResultsDropped checks that a claim and a MarkTx over an expired mark
-// drop its result.
+// checkResultsDropped checks that a claim, a release and a MarkTx over an
+// expired mark drop its result.
 func checkResultsDropped(t *testing.T, c *serverClock, s *Store, want func(dedupe.Key, []byte, bool)) {
 	t.Helper()
 	ctx := context.Background()
-	byClaim, byTx := testKey(t, "result"), testKey(t, "result")
-	for _, k := range []dedupe.Key{byClaim, byTx} {
+	byClaim, byRelease, byTx := testKey(t, "result"), testKey(t, "result"), testKey(t, "result")
+	for _, k := range []dedupe.Key{byClaim, byRelease, byTx} {
 		if err := s.MarkResult(ctx, k, []byte("old"), time.Minute); err != nil {
 			t.Fatal(err)
 		}
@@ -101,9 +101,14 @@ func checkResultsDropped(t *testing.T, c *serverClock, s *Store, want func(dedup
 	if err != nil || st != dedupe.Claimed {
 		t.Fatalf("Claim over an expired mark = %v, %v", st, err)
 	}
-	var kept []byte
-	if err := s.pool.QueryRow(ctx, `SELECT result FROM `+s.table+` WHERE key = $1`, byClaim.String()).Scan(&kept); err != nil || kept != nil {
-		t.Fatalf("the claim's row keeps result %q (%v)", kept, err)
+	if err := s.Release(ctx, dedupe.NewClaim(byRelease)); !errors.Is(err, dedupe.ErrNotOwner) {
+		t.Fatalf("Release of an expired mark = %v, want ErrNotOwner", err)
+	}
+	for _, k := range []dedupe.Key{byClaim, byRelease} { // a claim's row, a fence's row
+		var kept []byte
+		if err := s.pool.QueryRow(ctx, `SELECT result FROM `+s.table+` WHERE key = $1`, k.String()).Scan(&kept); err != nil || kept != nil {
+			t.Fatalf("the row of %s keeps result %q (%v)", k, kept, err)
+		}
 	}
 	if err := s.Release(ctx, c2); err != nil {
 		t.Fatal(err)
