@@ -219,7 +219,9 @@ func NewEventCorrelator(cfg CorrelatorConfig) *EventCorrelator {
 }
 
 // Observe correlates one delivery with those observed before and returns the
-// verdict, keeping nothing of ev but its key and [Participant]. Observing an
+// verdict, keeping nothing of ev but its key, its [Participant] and, for a
+// message with images and other segments, its images' URL strings (at most 8
+// a group, until the image rule compares the group). Observing an
 // Event again is a redelivery: a duplicate while its group is live. An event of
 // a kind that is not correlated is its own primary, never a duplicate, and so
 // is an event too large to correlate, whose observation's Err says so. The key
@@ -318,7 +320,7 @@ func (c *EventCorrelator) place(key CorrelationKey, class int, self Participant,
 			ci.index(cand, self, h)
 		}
 		if li != nil && cand.img != nil {
-			cand.img.remember(li)
+			cand.img.rememberURLs(c.seed, li)
 			cand.img.rememberSent(self.Adapter, sent)
 		}
 		return cand, len(cand.parts), true
