@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,10 +21,28 @@ import (
 // growthSizes are the numbers of remembered keys BenchmarkGrowth fills the
 // table with (issue 25 item 3). CI runs every benchmark once, as a smoke
 // test: there (CI set) the tables are filled with a small fraction.
-var growthSizes = ciScaled([]int{100_000, 1_000_000})
+var growthSizes = growthSizesFromEnv(ciScaled([]int{100_000, 1_000_000}))
+
+// growthSizesFromEnv returns the sizes DEDUPE_GROWTH_SIZES lists, or def.
+func growthSizesFromEnv(def []int) []int {
+	v := os.Getenv("DEDUPE_GROWTH_SIZES")
+	if v == "" {
+		return def
+	}
+	var sizes []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return def
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes
+}
 
 // ciScaled returns sizes, or sizes divided by 100 when the CI variable is
-// set.
+// set. DEDUPE_GROWTH_SIZES (comma-separated key counts, such as
+// "100000,10000000") replaces BenchmarkGrowth's sizes.
 func ciScaled(sizes []int) []int {
 	if os.Getenv("CI") == "" {
 		return sizes
