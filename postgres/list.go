@@ -1,0 +1,165 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gatewaykit/dedupe"
+)
+
+// The optional interfaces of package migrate. Marks are walked in key order
+// (the primary key, collation "C": byte order) by keyset pagination, the
+// cursor being the last key yielded. Expiries cross as the remaining time on
+// the server's clock, added to or taken from the local clock, so that a mark
+// keeps its remaining TTL whatever the clocks say. Every statement names its
+// columns, so a table with more columns than the store's three serves too.
+
+// remainingUs is the SQL of the microseconds from the server's now to a
+// timestamptz expression.
+func remainingUs(expr string) string {
+	return `(extract(epoch FROM ` + expr + ` - now()) * 1000000)::bigint`
+}
+
+// ListMarks calls yield with up to limit marks whose key follows cursor, in
+// key order, each with its expiry on the local clock, and returns the cursor
+// of the next page ("" after the last). Expired rows not yet deleted are
+// included; claims and released keys never are. It is one indexed SELECT. It
+// implements migrate.Lister.
+func (s *Store) ListMarks(ctx context.Context, cursor string, limit int, yield func(key dedupe.Key, expires time.Time)) (string, error) {
+	if s.closed.Load() {
+		return "", dedupe.ErrClosed
+	}
+	limit = max(limit, 1)
+	local := time.Now()
+	rows, err := s.pool.Query(ctx, `SELECT key, `+remainingUs("expires_at")+` FROM `+s.table+`
+WHERE key > $1 AND token IS NULL ORDER BY key LIMIT $2`, cursor, limit)
+	if err != nil {
+		return "", fmt.Errorf("dedupe: postgres: list marks: %w", err)
+	}
+	var last string
+	n := 0
+	var us int64
+	_, err = pgx.ForEachRow(rows, []any{&last, &us}, func() error {
+		n++
+		ch, id, _ := strings.Cut(last, ":")
+		yield(dedupe.Key{Channel: ch, MessageID: id}, local.Add(time.Duration(us)*time.Microsecond))
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("dedupe: postgres: list marks: %w", err)
+	}
+	if n < limit {
+		return "", nil
+	}
+	return last, nil
+}
+
+// migrateTemp is the temporary table MarkUntil copies a batch into, one per
+// connection, emptied at each commit.
+const migrateTemp = `dedupe_migrate_in`
+
+// MarkUntil marks each keys[i] until expires[i] (local clock), in one
+// transaction: the batch goes into a temporary table by COPY, then into the
+// store's table by one INSERT … ON CONFLICT, which keeps a live mark's later
+// expiry and replaces claims. It returns how many keys had a live mark. It
+// implements migrate.BulkMarker.
+func (s *Store) MarkUntil(ctx context.Context, keys []dedupe.Key, expires []time.Time) (int, error) {
+	if len(keys) != len(expires) {
+		return 0, fmt.Errorf("dedupe: postgres: mark until: %d keys, %d expiries", len(keys), len(expires))
+	}
+	for _, k := range keys {
+		if err := s.check(ctx, "mark until", k); err != nil {
+			return 0, err
+		}
+	}
+	var present int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS `+migrateTemp+
+			` (key text COLLATE "C" NOT NULL, us bigint NOT NULL) ON COMMIT DELETE ROWS`); err != nil {
+			return err
+		}
+		local := time.Now()
+		_, err := tx.CopyFrom(ctx, pgx.Identifier{migrateTemp}, []string{"key", "us"},
+			pgx.CopyFromSlice(len(keys), func(i int) ([]any, error) {
+				return []any{keys[i].String(), expires[i].Sub(local).Microseconds()}, nil
+			}))
+		if err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, s.markUntilSQL()).Scan(&present)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("dedupe: postgres: mark until (%d keys): %w", len(keys), err)
+	}
+	return present, nil
+}
+
+// markUntilSQL moves the temporary table's batch into the store's table and
+// returns how many of its keys had a live mark there. Rows go in key order,
+// so that two copies into one table lock rows in the same order.
+func (s *Store) markUntilSQL() string {
+	t := s.table
+	return `WITH src AS (
+	SELECT key, now() + us * interval '1 microsecond' AS exp FROM ` + migrateTemp + `
+), old AS (
+	SELECT d.key FROM ` + t + ` d JOIN src ON src.key = d.key WHERE d.token IS NULL AND d.expires_at > now()
+), up AS (
+	INSERT INTO ` + t + ` AS d (key, token, expires_at)
+	SELECT key, NULL, exp FROM src ORDER BY key
+	ON CONFLICT (key) DO UPDATE SET token = NULL,
+		expires_at = CASE WHEN d.token IS NULL AND d.expires_at > now()
+			THEN greatest(d.expires_at, excluded.expires_at) ELSE excluded.expires_at END
+)
+SELECT count(*)::int FROM old`
+}
+
+// CountLive returns the numbers of live marks and claims and the earliest
+// and latest expiry of the live marks, on the local clock, in one aggregate
+// over the table. It implements migrate.Counter.
+func (s *Store) CountLive(ctx context.Context) (marks, claims int64, oldest, newest time.Time, err error) {
+	if s.closed.Load() {
+		return 0, 0, oldest, newest, dedupe.ErrClosed
+	}
+	local := time.Now()
+	var lo, hi *int64
+	err = s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE token IS NULL),
+	count(*) FILTER (WHERE token IS NOT NULL AND split_part(token, ' ', 1) <> ''),
+	`+remainingUs("min(expires_at) FILTER (WHERE token IS NULL)")+`,
+	`+remainingUs("max(expires_at) FILTER (WHERE token IS NULL)")+`
+FROM `+s.table+` WHERE expires_at > now()`).Scan(&marks, &claims, &lo, &hi)
+	if err != nil {
+		return 0, 0, oldest, newest, fmt.Errorf("dedupe: postgres: count: %w", err)
+	}
+	if lo != nil && hi != nil {
+		oldest = local.Add(time.Duration(*lo) * time.Microsecond)
+		newest = local.Add(time.Duration(*hi) * time.Microsecond)
+	}
+	return marks, claims, oldest, newest, nil
+}
+
+// Sizes returns the bytes of the table with its indexes and TOAST, and of
+// each of its partitions if it is partitioned, by name. It implements
+// migrate.Sizer.
+func (s *Store) Sizes(ctx context.Context) (map[string]int64, error) {
+	if s.closed.Load() {
+		return nil, dedupe.ErrClosed
+	}
+	rows, err := s.pool.Query(ctx, `SELECT relid::text, pg_total_relation_size(relid) FROM pg_partition_tree($1::regclass)`, s.table)
+	if err != nil {
+		return nil, fmt.Errorf("dedupe: postgres: sizes: %w", err)
+	}
+	sizes := map[string]int64{}
+	var name string
+	var n int64
+	if _, err := pgx.ForEachRow(rows, []any{&name, &n}, func() error {
+		sizes[name] = n
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("dedupe: postgres: sizes: %w", err)
+	}
+	return sizes, nil
+}
