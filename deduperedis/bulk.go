@@ -104,7 +104,6 @@ func (s *Store) CountLive(ctx context.Context) (marks, claims int64, oldest, new
 	}
 	cursor := ""
 	for {
-		local := time.Now()
 		next, found, err := s.scanPage(ctx, cursor, 1000)
 		if err != nil {
 			return 0, 0, time.Time{}, time.Time{}, fmt.Errorf("dedupe: redis: count: %w", err)
@@ -115,10 +114,10 @@ func (s *Store) CountLive(ctx context.Context) (marks, claims int64, oldest, new
 				claims++
 			case f.value == markValue:
 				marks++
-				if f.pttl < 0 {
+				exp := f.expires
+				if exp.IsZero() {
 					continue
 				}
-				exp := local.Add(f.pttl)
 				if oldest.IsZero() || exp.Before(oldest) {
 					oldest = exp
 				}

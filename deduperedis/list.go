@@ -27,9 +27,9 @@ import (
 
 // scanned is what a page of the walk found under one key.
 type scanned struct {
-	key   string
-	value string
-	pttl  time.Duration // -1: no expiry
+	key     string
+	value   string
+	expires time.Time // local clock; zero: no expiry
 }
 
 // ListMarks calls yield with the marks SCAN finds after cursor ("" for the
@@ -42,7 +42,6 @@ func (s *Store) ListMarks(ctx context.Context, cursor string, limit int, yield f
 	if s.closed.Load() {
 		return "", dedupe.ErrClosed
 	}
-	local := time.Now()
 	next, found, err := s.scanPage(ctx, cursor, max(limit, 1))
 	if err != nil {
 		return "", fmt.Errorf("dedupe: redis: list marks: %w", err)
@@ -52,11 +51,7 @@ func (s *Store) ListMarks(ctx context.Context, cursor string, limit int, yield f
 			continue
 		}
 		ch, id, _ := strings.Cut(strings.TrimPrefix(f.key, s.prefix), ":")
-		var exp time.Time
-		if f.pttl >= 0 {
-			exp = local.Add(f.pttl)
-		}
-		yield(dedupe.Key{Channel: ch, MessageID: id}, exp)
+		yield(dedupe.Key{Channel: ch, MessageID: id}, f.expires)
 	}
 	return next, nil
 }
@@ -89,20 +84,23 @@ func (s *Store) scanPage(ctx context.Context, cursor string, limit int) (string,
 	return node.cursor(scan), found, nil
 }
 
-// readKeys appends the value and remaining TTL of each of keys, read in one
-// pipeline, to found. Keys gone meanwhile are left out.
+// readKeys appends the value and expiry of each of keys, read in one
+// pipeline, to found: the remaining TTL added to the local time halfway
+// through the round trip. Keys gone meanwhile are left out.
 func readKeys(ctx context.Context, client redis.Cmdable, keys []string, found []scanned) ([]scanned, error) {
 	if len(keys) == 0 {
 		return found, nil
 	}
 	gets := make([]*redis.StringCmd, len(keys))
 	ttls := make([]*redis.DurationCmd, len(keys))
+	sent := time.Now()
 	_, err := client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, k := range keys {
 			gets[i], ttls[i] = p.Get(ctx, k), p.PTTL(ctx, k)
 		}
 		return nil
 	})
+	local := sent.Add(time.Since(sent) / 2)
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return found, err
 	}
@@ -115,10 +113,11 @@ func readKeys(ctx context.Context, client redis.Cmdable, keys []string, found []
 		if err != nil || ttl == -2 { // gone between the two
 			continue
 		}
-		if ttl < 0 {
-			ttl = -1
+		var exp time.Time
+		if ttl >= 0 {
+			exp = local.Add(ttl)
 		}
-		found = append(found, scanned{key: k, value: v, pttl: ttl})
+		found = append(found, scanned{key: k, value: v, expires: exp})
 	}
 	return found, nil
 }
