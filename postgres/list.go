@@ -141,14 +141,19 @@ FROM `+s.table+` WHERE expires_at > now()`).Scan(&marks, &claims, &lo, &hi)
 	return marks, claims, oldest, newest, nil
 }
 
-// Sizes returns the bytes of the table with its indexes and TOAST, and of
-// each of its partitions if it is partitioned, by name. It implements
-// migrate.Sizer.
+// Sizes returns the bytes of the table with its indexes and TOAST (for a
+// partitioned table, the sum of its partitions), and of each partition, by
+// name. It implements migrate.Sizer.
 func (s *Store) Sizes(ctx context.Context) (map[string]int64, error) {
 	if s.closed.Load() {
 		return nil, dedupe.ErrClosed
 	}
-	rows, err := s.pool.Query(ctx, `SELECT relid::text, pg_total_relation_size(relid) FROM pg_partition_tree($1::regclass)`, s.table)
+	rows, err := s.pool.Query(ctx, `SELECT $1::regclass::text, coalesce(
+	(SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree($1::regclass)),
+	pg_total_relation_size($1::regclass))::bigint
+UNION ALL
+SELECT relid::text, pg_total_relation_size(relid) FROM pg_partition_tree($1::regclass)
+WHERE isleaf AND relid <> $1::regclass`, s.table)
 	if err != nil {
 		return nil, fmt.Errorf("dedupe: postgres: sizes: %w", err)
 	}
