@@ -100,7 +100,7 @@ type Options struct {
 type Summary struct {
 	Listed  int64 // marks read from the source
 	Copied  int64 // written to the destination, where they were absent
-	Present int64 // live at the destination already (kept, never shortened)
+	Present int64 // live at the destination already (kept, never shortened), or listed again
 	Expired int64 // expired at the source: skipped
 	Invalid int64 // keys the destination cannot hold: skipped
 }
@@ -193,11 +193,12 @@ func (c *copier) run(ctx context.Context) (Summary, error) {
 		if err != nil {
 			return c.sum, fmt.Errorf("dedupe: migrate: list marks: %w", err)
 		}
+		repeated := c.dedupeBatch()
 		present, err := c.write(ctx)
 		if err != nil {
 			return c.sum, err
 		}
-		got.Present, got.Copied = int64(present), int64(len(c.keys)-present)
+		got.Present, got.Copied = int64(present+repeated), int64(len(c.keys)-present)
 		if err := c.commit(got, next); err != nil {
 			return c.sum, err
 		}
@@ -207,8 +208,7 @@ func (c *copier) run(ctx context.Context) (Summary, error) {
 	}
 }
 
-// add appends a mark to copy to the batch, once: a walk may yield a key
-// twice.
+// add appends a mark to copy to the batch.
 func (c *copier) add(k dedupe.Key, exp time.Time) {
 	c.keys = append(c.keys, k)
 	c.expires = append(c.expires, exp)
@@ -217,7 +217,6 @@ func (c *copier) add(k dedupe.Key, exp time.Time) {
 // write writes the batch, or in a dry run counts the keys the destination
 // holds, and returns how many were present.
 func (c *copier) write(ctx context.Context) (int, error) {
-	c.dedupeBatch()
 	if len(c.keys) == 0 {
 		return 0, nil
 	}
@@ -231,9 +230,11 @@ func (c *copier) write(ctx context.Context) (int, error) {
 	return present, nil
 }
 
-// dedupeBatch drops repeated keys from the batch, keeping the latest expiry
-// of each, so that a store sees each key once.
-func (c *copier) dedupeBatch() {
+// dedupeBatch drops repeated keys from the batch (a walk may yield a key
+// twice, see [Lister]), keeping the latest expiry of each, so that a store
+// sees each key once, and returns how many it dropped: they count as
+// present.
+func (c *copier) dedupeBatch() int {
 	seen := make(map[dedupe.Key]int, len(c.keys))
 	n := 0
 	for i, k := range c.keys {
@@ -247,7 +248,9 @@ func (c *copier) dedupeBatch() {
 		c.keys[n], c.expires[n] = k, c.expires[i]
 		n++
 	}
+	dropped := len(c.keys) - n
 	c.keys, c.expires = c.keys[:n], c.expires[:n]
+	return dropped
 }
 
 // countPresent asks the destination, if any, which keys of the batch exist.

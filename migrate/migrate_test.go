@@ -291,3 +291,35 @@ func TestStats(t *testing.T) {
 		c.ns.Store(start.UnixNano())
 	}
 }
+
+// twice is a store whose walk yields every mark twice in a page, as a SCAN
+// may.
+type twice struct{ *dedupe.MemoryStore }
+
+func (s twice) ListMarks(ctx context.Context, cursor string, limit int, yield func(dedupe.Key, time.Time)) (string, error) {
+	return s.MemoryStore.ListMarks(ctx, cursor, limit, func(k dedupe.Key, exp time.Time) {
+		yield(k, exp)
+		yield(k, exp.Add(-time.Minute))
+	})
+}
+
+// A key listed twice is written once, with its later expiry, and its
+// second listing counts as present, so that the counts still add up.
+func TestCopyRepeatedKeys(t *testing.T) {
+	ctx := context.Background()
+	c := newClock(start)
+	from, to := newMemory(t, c), newMemory(t, c)
+	for i := range 10 {
+		must(t, from.Mark(ctx, key(i), time.Hour))
+	}
+	sum, err := migrate.Copy(ctx, twice{from}, to, migrate.Options{Batch: 4, Now: c.Now})
+	must(t, err)
+	if want := (migrate.Summary{Listed: 20, Copied: 10, Present: 10}); sum != want {
+		t.Fatalf("summary %+v, want %+v", sum, want)
+	}
+	for k, exp := range expiries(t, to) {
+		if !exp.Equal(start.Add(time.Hour)) {
+			t.Errorf("%s expires %v", k, exp)
+		}
+	}
+}
