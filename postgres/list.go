@@ -100,13 +100,14 @@ func (s *Store) MarkUntil(ctx context.Context, keys []dedupe.Key, expires []time
 
 // markUntilSQL moves the temporary table's batch into the store's table and
 // returns how many of its keys had a live mark there. Rows go in key order,
-// so that two copies into one table lock rows in the same order.
+// so that two copies into one table lock rows in the same order. The count
+// looks each key up by the primary key (EXISTS in the select list, a
+// subplan per row): as a join, the planner, which knows nothing of the
+// temporary table, may hash the whole table for each batch.
 func (s *Store) markUntilSQL() string {
 	t := s.table
 	return `WITH src AS (
 	SELECT key, now() + us * interval '1 microsecond' AS exp FROM ` + migrateTemp + `
-), old AS (
-	SELECT d.key FROM ` + t + ` d JOIN src ON src.key = d.key WHERE d.token IS NULL AND d.expires_at > now()
 ), up AS (
 	INSERT INTO ` + t + ` AS d (key, token, expires_at)
 	SELECT key, NULL, exp FROM src ORDER BY key
@@ -114,7 +115,9 @@ func (s *Store) markUntilSQL() string {
 		expires_at = CASE WHEN d.token IS NULL AND d.expires_at > now()
 			THEN greatest(d.expires_at, excluded.expires_at) ELSE excluded.expires_at END
 )
-SELECT count(*)::int FROM old`
+SELECT coalesce(sum(CASE WHEN EXISTS (
+	SELECT 1 FROM ` + t + ` d WHERE d.key = src.key AND d.token IS NULL AND d.expires_at > now()
+) THEN 1 ELSE 0 END), 0)::int FROM src`
 }
 
 // CountLive returns the numbers of live marks and claims and the earliest
