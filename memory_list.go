@@ -60,7 +60,8 @@ func (s *MemoryStore) ListMarks(ctx context.Context, cursor string, limit int, y
 
 // MarkUntil marks each keys[i] until expires[i] (wall clock), keeping a live
 // mark's later expiry and dropping claims, and returns how many keys had a
-// live mark. It implements migrate.BulkMarker.
+// live mark. A store at [MemoryConfig].MaxSize evicts marks as Mark does:
+// size it for every mark copied. It implements migrate.BulkMarker.
 func (s *MemoryStore) MarkUntil(ctx context.Context, keys []Key, expires []time.Time) (int, error) {
 	if len(keys) != len(expires) {
 		return 0, fmt.Errorf("dedupe: memory: mark until: %d keys, %d expiries", len(keys), len(expires))

@@ -39,3 +39,23 @@ func ExampleCopy() {
 	// copied 2, already present 1, expired 0
 	// telegram:3 exists: true
 }
+
+// Count what a store holds, as "dedupe stats" prints it.
+func ExampleStats() {
+	ctx := context.Background()
+	s := dedupe.NewMemoryStore(dedupe.MemoryConfig{})
+	defer s.Close()
+	_ = s.Mark(ctx, dedupe.Key{Channel: "qq", MessageID: "1"}, time.Hour)
+	_ = s.Mark(ctx, dedupe.Key{Channel: "qq", MessageID: "2"}, 2*time.Hour)
+	_, _ = s.Claim(ctx, dedupe.NewClaim(dedupe.Key{Channel: "qq", MessageID: "3"}), time.Minute)
+
+	st, err := migrate.Stats(ctx, s)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("%s: %d live marks, %d live claims, the last expiring in about %v\n",
+		st.Backend, st.Marks, st.Claims, time.Until(st.Newest).Round(time.Hour))
+	// Output:
+	// memory: 2 live marks, 1 live claims, the last expiring in about 2h0m0s
+}
