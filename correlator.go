@@ -151,7 +151,7 @@ type group struct {
 
 	parts  []Participant // in arrival order; only appended to
 	inline [3]Participant
-	index  map[bot]int // position in parts by bot, once there are more than linearParts
+	index  *botIndex   // positions in parts by bot, once there are more than linearParts
 	img    *imageGroup // for the image rule; nil for groups it does not apply to
 }
 
@@ -159,11 +159,6 @@ type group struct {
 type bot struct {
 	adapter, id string
 }
-
-// linearParts is how many participants a group searches by scanning; a larger
-// group indexes them by bot, so that finding a bot's delivery costs the same
-// however many bots delivered the event.
-const linearParts = 8
 
 // groupList is an intrusive doubly linked list of groups, oldest first.
 type groupList struct {
@@ -219,7 +214,9 @@ func NewEventCorrelator(cfg CorrelatorConfig) *EventCorrelator {
 }
 
 // Observe correlates one delivery with those observed before and returns the
-// verdict, keeping nothing of ev but its key and [Participant]. Observing an
+// verdict, keeping nothing of ev but its key, its [Participant] and, for a
+// message with images and other segments, its images' URL strings (at most 8
+// a group, until the image rule compares the group). Observing an
 // Event again is a redelivery: a duplicate while its group is live. An event of
 // a kind that is not correlated is its own primary, never a duplicate, and so
 // is an event too large to correlate, whose observation's Err says so. The key
@@ -318,7 +315,7 @@ func (c *EventCorrelator) place(key CorrelationKey, class int, self Participant,
 			ci.index(cand, self, h)
 		}
 		if li != nil && cand.img != nil {
-			cand.img.remember(li)
+			cand.img.rememberURLs(c.seed, li)
 			cand.img.rememberSent(self.Adapter, sent)
 		}
 		return cand, len(cand.parts), true
@@ -397,36 +394,6 @@ func (c *EventCorrelator) sameTime(a, b time.Duration) bool {
 		a, b = b, a
 	}
 	return a-b >= 0 && a-b <= c.tolerance // a-b < 0: it overflowed, so far apart
-}
-
-// indexOf returns the index of the bot's delivery in the group, or -1.
-func (g *group) indexOf(adapter, botID string) int {
-	if g.index != nil {
-		if i, ok := g.index[bot{adapter, botID}]; ok {
-			return i
-		}
-		return -1
-	}
-	for i := range g.parts {
-		if g.parts[i].BotID == botID && g.parts[i].Adapter == adapter {
-			return i
-		}
-	}
-	return -1
-}
-
-// add appends a delivery by a bot new to the group.
-func (g *group) add(p Participant) {
-	g.parts = append(g.parts, p)
-	switch n := len(g.parts); {
-	case g.index != nil:
-		g.index[bot{p.Adapter, p.BotID}] = n - 1
-	case n > linearParts:
-		g.index = make(map[bot]int, 2*n)
-		for i, q := range g.parts {
-			g.index[bot{q.Adapter, q.BotID}] = i
-		}
-	}
 }
 
 // sweep removes the groups whose window ended before now. Each class's list is

@@ -900,8 +900,9 @@ func TestCorrelatorConcurrent(t *testing.T) {
 }
 
 // TestObserveDuplicateAllocs proves the allocation bound of a duplicate
-// delivery: none for the usual contents, numeric mentions included, and one
-// for a text too long for the key's stack buffer.
+// delivery, with a send time or without: none for the usual contents, numeric
+// mentions and captioned images (which the image rule applies to) included,
+// and one for a text too long for the key's stack buffer.
 func TestObserveDuplicateAllocs(t *testing.T) {
 	if testing.CoverMode() != "" {
 		t.Skip("allocation counts are distorted by -cover")
@@ -913,34 +914,42 @@ func TestObserveDuplicateAllocs(t *testing.T) {
 		"reply+at":  {{Type: "reply", Data: map[string]any{"id": "1"}}, {Type: "at", Data: map[string]any{"qq": json.Number("111")}}, {Type: "text", Data: map[string]any{"text": " hi"}}},
 		"face":      {{Type: "face", Data: map[string]any{"id": 14.0}}, {Type: "text", Data: map[string]any{"text": "x"}}},
 		"image-md5": {{Type: "image", Data: map[string]any{"file": strings.ToUpper(md5Hex) + ".jpg", "url": "https://multimedia.nt.qq.com.cn/download?fileid=dbb3746f0128&rkey=0.69"}}},
-		"video":     {{Type: "video", Data: map[string]any{"file": "https://v.example/1.mp4"}}},
+		"caption+image": {{Type: "text", Data: map[string]any{"text": "look"}},
+			{Type: "image", Data: map[string]any{"file": strings.ToUpper(md5Hex) + ".jpg", "url": "https://multimedia.nt.qq.com.cn/download?fileid=dbb3746f0128&rkey=0.69"}}},
+		"video": {{Type: "video", Data: map[string]any{"file": "https://v.example/1.mp4"}}},
 	}
 	for name, content := range contents {
-		t.Run(name, func(t *testing.T) {
-			c := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{MaxGroups: 1 << 20})
-			const runs = 200
-			var dups []*dedupe.Event
-			for i := range runs + 1 {
-				mk := func(bot, msg string) *dedupe.Event {
-					return &dedupe.Event{Kind: "message", MessageType: "group", GroupID: fmt.Sprint(i), UserID: "2",
-						Identity: dedupe.Identity{Adapter: "a", BotID: bot, MessageID: msg}, Segments: content}
-				}
-				c.Observe(mk("1", "m"))
-				dups = append(dups, mk("2", "n"))
-			}
-			i := 0
-			allocs := testing.AllocsPerRun(runs, func() {
-				if !c.Observe(dups[i]).Duplicate {
-					t.Fatal("not a duplicate")
-				}
-				i++
-			})
-			t.Logf("%s: %.2f allocs per duplicate delivery", name, allocs)
-			limit := 0.0
-			if name == "long text" {
-				limit = 1 // the canonical form outgrows its stack buffer
-			}
-			assert.LessOrEqual(t, allocs, limit, "%s: allocs per duplicate delivery", name)
-		})
+		for _, sent := range []time.Time{{}, time.Unix(1_700_000_000, 0)} {
+			t.Run(fmt.Sprint(name, "/sent=", !sent.IsZero()), func(t *testing.T) { observeDuplicateAllocs(t, name, content, sent) })
+		}
 	}
+}
+
+// observeDuplicateAllocs checks the allocations of a duplicate delivery of
+// content, sent at sent, by a bot of another adapter than the first copy's.
+func observeDuplicateAllocs(t *testing.T, name string, content []dedupe.Segment, sent time.Time) {
+	c := dedupe.NewEventCorrelator(dedupe.CorrelatorConfig{MaxGroups: 1 << 20, Now: func() time.Time { return time.Unix(1_700_000_000, 0) }})
+	const runs = 200
+	var dups []*dedupe.Event
+	for i := range runs + 1 {
+		mk := func(adapter, bot, msg string) *dedupe.Event {
+			return &dedupe.Event{Kind: "message", MessageType: "group", GroupID: fmt.Sprint(i), UserID: "2",
+				Identity: dedupe.Identity{Adapter: adapter, BotID: bot, MessageID: msg, Timestamp: sent}, Segments: content}
+		}
+		c.Observe(mk("a", "1", "m"))
+		dups = append(dups, mk("b", "2", "n"))
+	}
+	i := 0
+	allocs := testing.AllocsPerRun(runs, func() {
+		if !c.Observe(dups[i]).Duplicate {
+			t.Fatal("not a duplicate")
+		}
+		i++
+	})
+	t.Logf("%s: %.2f allocs per duplicate delivery", name, allocs)
+	limit := 0.0
+	if name == "long text" {
+		limit = 1 // the canonical form outgrows its stack buffer
+	}
+	assert.LessOrEqual(t, allocs, limit, "%s: allocs per duplicate delivery", name)
 }

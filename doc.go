@@ -35,6 +35,8 @@
 // never run at once. It renews the lease while the function runs, settles
 // claims whose store call failed ambiguously, can wait for the owner of a copy
 // in flight ([WithWait]), and can fail over to a local store ([WithFallback]).
+// [Deduper.DoResult] also keeps the function's result with the mark and hands
+// it to every copy, for platforms that show the answer and clients that retry.
 //
 // # Stores
 //

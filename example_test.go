@@ -118,3 +118,29 @@ func ExampleDeduper_Do() {
 	// retry 2 -> acknowledged, not processed again
 	// processed 1 duplicates 1 failed 1
 }
+
+// DoResult keeps the first run's reply with the mark, so a redelivery gets
+// the same reply without a second LLM call.
+func ExampleDeduper_DoResult() {
+	d := dedupe.New(nil) // every store of this module keeps results
+	defer d.Close()
+	ctx := context.Background()
+	k := dedupe.Key{Channel: "discord", MessageID: "1207413557290094662"}
+
+	answer := func(ctx context.Context) ([]byte, error) {
+		fmt.Println("calling the LLM")
+		return []byte("Paris."), nil
+	}
+	for _, attempt := range []string{"delivery", "redelivery"} {
+		reply, err := d.DoResult(ctx, k, answer)
+		if err != nil && !errors.Is(err, dedupe.ErrDuplicate) {
+			fmt.Println(attempt, "failed:", err)
+			continue
+		}
+		fmt.Printf("%s -> %s (duplicate: %v)\n", attempt, reply, errors.Is(err, dedupe.ErrDuplicate))
+	}
+	// Output:
+	// calling the LLM
+	// delivery -> Paris. (duplicate: false)
+	// redelivery -> Paris. (duplicate: true)
+}

@@ -91,14 +91,11 @@ func appendSignature(buf []byte, segs []Segment, room int, li *looseInfo) (_ []b
 			other = false
 			buf = canon.AppendNetstring(buf, seg.Type)
 			if li != nil {
-				var db, ub [128]byte
-				digest, url := canon.AppendImageIDs(db[:0], ub[:0], seg.Data)
-				id, start := digest, len(buf)
-				if len(id) == 0 {
-					id = url // the identity AppendImageID gives
-				}
+				var ib [128]byte
+				id, digest, url := canon.AppendImageKeyID(ib[:0], seg.Data)
+				start := len(buf)
 				buf = canon.AppendNetstringBytes(buf, id)
-				li.addImage(li.seed, digest, url, start, len(buf))
+				li.addImage(id, digest, url, start, len(buf))
 				break
 			}
 			var id [128]byte

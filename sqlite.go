@@ -86,6 +86,7 @@ type SQLiteStore struct {
 	table        string // the marks table's name, for messages
 	marks        string // quoted identifiers
 	claims       string
+	results      string
 	log          *slog.Logger
 
 	conn    *sql.Conn        // the writer's connection, owned by the writer goroutine
@@ -236,6 +237,7 @@ func newSQLiteStore(db *sql.DB, cfg SQLiteConfig, path string) (*SQLiteStore, er
 		table:        cfg.Table,
 		marks:        `"` + cfg.Table + `"`,
 		claims:       `"` + cfg.Table + `_claims"`,
+		results:      `"` + cfg.Table + `_results"`,
 		log:          cfg.Logger,
 		queue: sqliteQueue{
 			wake: make(chan struct{}, 1),
@@ -366,15 +368,26 @@ func (s *SQLiteStore) Mark(ctx context.Context, key Key, ttl time.Duration) erro
 	ttl = orDefault(ttl, s.ttl)
 	dkey := key.String()
 	return s.submit(ctx, "mark", dkey, func(ctx context.Context, now time.Time) error {
-		return s.inSavepoint(ctx, func() error {
-			if _, err := s.stmt.claimDelete.ExecContext(ctx, dkey); err != nil {
-				return err
-			}
-			created, expires := formatSQLiteTime(now, s.loc), formatSQLiteTime(now.Add(ttl), s.loc)
-			_, err := s.stmt.markUpsert.ExecContext(ctx, dkey, key.Channel, key.MessageID, created, expires)
-			return err
-		})
+		return s.inSavepoint(ctx, func() error { return s.markRow(ctx, key, dkey, nil, now, ttl) })
 	})
+}
+
+// markRow writes key's mark, and its result or none, in the writer's
+// transaction.
+func (s *SQLiteStore) markRow(ctx context.Context, key Key, dkey string, result []byte, now time.Time, ttl time.Duration) error {
+	if _, err := s.stmt.claimDelete.ExecContext(ctx, dkey); err != nil {
+		return err
+	}
+	created, expires := formatSQLiteTime(now, s.loc), formatSQLiteTime(now.Add(ttl), s.loc)
+	if _, err := s.stmt.markUpsert.ExecContext(ctx, dkey, key.Channel, key.MessageID, created, expires); err != nil {
+		return err
+	}
+	if len(result) == 0 {
+		_, err := s.stmt.resultDelete.ExecContext(ctx, dkey)
+		return err
+	}
+	_, err := s.stmt.resultUpsert.ExecContext(ctx, dkey, result, expires)
+	return err
 }
 
 // Claim takes c.Key for c.Token unless it is marked (by this store or by

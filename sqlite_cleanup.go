@@ -68,8 +68,12 @@ func (s *SQLiteStore) cleanupStep(ctx context.Context, now time.Time, st *sqlite
 		return err
 	}
 	nMarks, _ := res.RowsAffected()
+	if res, err = s.stmt.cleanResults.ExecContext(ctx, nowText, s.cleanupBatch); err != nil {
+		return err
+	}
+	nResults, _ := res.RowsAffected()
 	st.n = nClaims + nMarks
-	if nClaims == int64(s.cleanupBatch) || nMarks == int64(s.cleanupBatch) {
+	if nClaims == int64(s.cleanupBatch) || nMarks == int64(s.cleanupBatch) || nResults == int64(s.cleanupBatch) {
 		return nil // more to do
 	}
 	expired, scanned, err := s.scanOtherFormats(ctx, now, nowText, &st.cur)

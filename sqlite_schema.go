@@ -24,7 +24,8 @@ type sqliteColumn struct {
 	affinity string // "TEXT" or "INTEGER"
 }
 
-// tables returns the marks table, NekoBot's, and the claims table.
+// tables returns the marks table, NekoBot's, the claims table and the
+// results table.
 func (s *SQLiteStore) tables() []sqliteTable {
 	return []sqliteTable{{
 		name: s.table,
@@ -47,6 +48,16 @@ func (s *SQLiteStore) tables() []sqliteTable {
     dedupe_key TEXT PRIMARY KEY,
     token TEXT NOT NULL,
     expires_at INTEGER NOT NULL
+) WITHOUT ROWID`,
+	}, {
+		// Results kept with marks (ResultStore): expires_at is the text of
+		// the mark's expiry when the result was written.
+		name:  s.table + "_results",
+		shape: []sqliteColumn{{"dedupe_key", "TEXT"}, {"result", "BLOB"}, {"expires_at", "TEXT"}},
+		create: ` (
+    dedupe_key TEXT PRIMARY KEY,
+    result BLOB NOT NULL,
+    expires_at TEXT NOT NULL
 ) WITHOUT ROWID`,
 	}}
 }

@@ -91,7 +91,7 @@ func TestSQLiteTableNames(t *testing.T) {
 		names = append(names, n)
 	}
 	require.NoError(t, rows.Err())
-	assert.Equal(t, []string{"_My_Dedupe9", "_My_Dedupe9_claims", "idx__My_Dedupe9_claims_expires", "idx__My_Dedupe9_expires"}, names)
+	assert.Equal(t, []string{"_My_Dedupe9", "_My_Dedupe9_claims", "_My_Dedupe9_results", "idx__My_Dedupe9_claims_expires", "idx__My_Dedupe9_expires", "idx__My_Dedupe9_results_expires"}, names)
 	// Reopening finds the tables again, whatever the case of the name.
 	require.NoError(t, s.Close())
 	s = openSQLite(t, path, dedupe.SQLiteConfig{Table: "_my_dedupe9"})

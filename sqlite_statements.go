@@ -9,7 +9,8 @@ import (
 // sqliteStatements are the prepared statements of a store: exists on the
 // database, for any number of readers; the others on the writer's connection.
 type sqliteStatements struct {
-	exists                                       *sql.Stmt
+	exists, resultGet                            *sql.Stmt
+	resultUpsert, resultDelete, cleanResults     *sql.Stmt
 	begin, commit, rollback                      *sql.Stmt
 	savepoint, release, rollbackTo               *sql.Stmt
 	markGet, markUpsert, claimDelete             *sql.Stmt
@@ -30,6 +31,14 @@ func (s *SQLiteStore) statements() []sqliteStatement {
 	st := &s.stmt
 	return []sqliteStatement{
 		{&st.exists, "SELECT expires_at FROM " + s.marks + " WHERE dedupe_key = ?"},
+		// A result belongs to the mark it was written with: same expiry text.
+		{&st.resultGet, "SELECT m.expires_at, r.result FROM " + s.marks + " m LEFT JOIN " + s.results +
+			" r ON r.dedupe_key = m.dedupe_key AND r.expires_at = m.expires_at WHERE m.dedupe_key = ?"},
+		{&st.resultUpsert, "INSERT INTO " + s.results + " (dedupe_key, result, expires_at) VALUES (?1, ?2, ?3) " +
+			"ON CONFLICT(dedupe_key) DO UPDATE SET result = excluded.result, expires_at = excluded.expires_at"},
+		{&st.resultDelete, "DELETE FROM " + s.results + " WHERE dedupe_key = ?"},
+		{&st.cleanResults, "DELETE FROM " + s.results + " WHERE dedupe_key IN (SELECT dedupe_key FROM " + s.results +
+			" WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)"},
 		{&st.begin, "BEGIN IMMEDIATE"},
 		{&st.commit, "COMMIT"},
 		{&st.rollback, "ROLLBACK"},
@@ -74,7 +83,7 @@ func (s *SQLiteStore) prepare(ctx context.Context) error {
 		var on interface {
 			PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
 		} = s.conn
-		if p.stmt == &s.stmt.exists {
+		if p.stmt == &s.stmt.exists || p.stmt == &s.stmt.resultGet {
 			on = s.db
 		}
 		if err := s.retryBusy(ctx, nil, func() (err error) {

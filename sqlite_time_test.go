@@ -69,7 +69,7 @@ func nekobotExists(t *testing.T, db *sql.DB, key string, now time.Time) bool {
 
 func TestSQLiteNekoBotFixture(t *testing.T) {
 	path := nekobotFixture(t)
-	others := dumpTables(t, path, "gateway_dedupe", "gateway_dedupe_claims")
+	others := dumpTables(t, path, "gateway_dedupe", "gateway_dedupe_claims", "gateway_dedupe_results")
 	dedupeSchema := schemaOf(t, path, "gateway_dedupe")
 
 	clock := dedupetest.NewClock(sqliteT0)
@@ -110,7 +110,7 @@ func TestSQLiteNekoBotFixture(t *testing.T) {
 
 	require.NoError(t, s.Close())
 	require.NoError(t, db.Close())
-	assert.Equal(t, others, dumpTables(t, path, "gateway_dedupe", "gateway_dedupe_claims"), "NekoBot's other tables")
+	assert.Equal(t, others, dumpTables(t, path, "gateway_dedupe", "gateway_dedupe_claims", "gateway_dedupe_results"), "NekoBot's other tables")
 	assert.Equal(t, dedupeSchema, schemaOf(t, path, "gateway_dedupe"), "NekoBot's table and index")
 }
 

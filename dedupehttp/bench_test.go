@@ -110,3 +110,32 @@ func TestDuplicateAllocs(t *testing.T) {
 		t.Errorf("%v allocs to answer a duplicate, want at most 5", allocs)
 	}
 }
+
+// BenchmarkReplay compares a duplicate answered with the first answer kept
+// by WithReplay against the plain duplicate answer (the baseline), and a new
+// message whose answer is recorded and kept against one whose is not. The
+// handler answers a 160-byte JSON body, as a Slack or Discord handler would;
+// "empty" is a handler that answers an empty 200 (an Events API handler
+// behind a preset with Replay), whose answer is not kept.
+func BenchmarkReplay(b *testing.B) {
+	answer := []byte(`{"type":4,"data":{"content":"A lease is a claim on a message that runs out, so that a crashed worker does not hold it for ever.","flags":64}}`)
+	answering := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(answer)
+	})
+	endpoint := func(opts ...dedupehttp.Option) http.Handler {
+		opts = append(opts, dedupehttp.WithLogger(quiet))
+		return dedupehttp.Middleware(dedupe.New(nil), dedupehttp.FromPreset(platform.Telegram), opts...)(answering)
+	}
+	fresh := func(i int) int { return i + 1 }
+	same := func(int) int { return 1 }
+	b.Run("baseline=duplicate", func(b *testing.B) { bench(b, endpoint(), same) })
+	b.Run("duplicate/replayed", func(b *testing.B) { bench(b, endpoint(dedupehttp.WithReplay()), same) })
+	b.Run("duplicate/empty", func(b *testing.B) {
+		h := dedupehttp.Middleware(dedupe.New(nil), dedupehttp.FromPreset(platform.Telegram),
+			dedupehttp.WithReplay(), dedupehttp.WithLogger(quiet))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		bench(b, h, same)
+	})
+	b.Run("baseline=new", func(b *testing.B) { bench(b, endpoint(), fresh) })
+	b.Run("new/kept", func(b *testing.B) { bench(b, endpoint(dedupehttp.WithReplay()), fresh) })
+}

@@ -18,7 +18,7 @@
 //	forged or stale          401 at once; nothing stored, counted, logged (warn)
 //	new message              the handler answers; 2xx: marked processed
 //	handler non-2xx, panic   claim released, so the platform's retry is processed
-//	duplicate                200 at once, the handler is not called
+//	duplicate                200 at once (or the first answer: WithReplay)
 //	copy in flight           waits up to the preset's AckBudget for the first:
 //	                         200 if it was processed, processed itself if the
 //	                         first failed, else 503 with Retry-After
@@ -29,20 +29,20 @@
 //	                         logged (warn); 400 with WithRefuseUndeduplicated
 //	malformed body           400 Bad Request (configurable: WithExtractError)
 //
-// Answers the middleware gives itself carry the [HeaderVerdict] header; the
-// handler learns the key and the verdict from [KeyFrom]. [Handler.Stats]
-// counts what the middleware refused or passed through; the Deduper counts
-// the rest. A preset without a secret, or a custom [Extractor] without
-// [WithVerify], is served unauthenticated, with a warning when it is built.
+// Answers the middleware gives itself carry [HeaderVerdict]; the handler
+// learns the key and verdict from [KeyFrom]. [Handler.Stats] counts what the
+// middleware refused or passed through, the Deduper the rest. A preset
+// without a secret, or a custom [Extractor] without [WithVerify], is served
+// unauthenticated (with a warning).
 //
 // # Asynchronous processing
 //
 // [Async] answers each new message at once with 202 Accepted and a queue id
-// in the [HeaderQueueID] header, and processes it in the background with a
-// bounded number of workers and a bounded queue. It claims the message before
-// queuing it, so duplicates are still answered 200 at once; when the queue is
-// full it releases the claim and answers 503 with Retry-After, so that nothing
-// is dropped silently. [Async.Close] stops it and waits for its goroutines:
+// ([HeaderQueueID]), and processes it in the background with bounded workers
+// and queue. It claims the message first, so duplicates are still answered
+// 200 at once; a full queue releases the claim and answers 503 with
+// Retry-After: nothing is dropped silently. [Async.Close] stops it and waits
+// for its goroutines:
 //
 //	a := dedupehttp.NewAsync(d.With(dedupe.WithTTL(platform.Slack.TTL)),
 //		dedupehttp.FromPreset(platform.Slack), slackHandler,
@@ -52,6 +52,5 @@
 //	// after http.Server.Shutdown:
 //	err := a.Close(ctx)
 //
-// This package uses only the standard library besides the root package and
-// package platform, whose presets [New] and [FromPreset] take.
+// Besides the standard library, it uses only the root and platform packages.
 package dedupehttp

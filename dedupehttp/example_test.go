@@ -133,5 +133,5 @@ func ExampleNew() {
 	// handler: telegram:5001 new
 	// 200 verdict=""
 	// 200 verdict="duplicate"
-	// {Unauthenticated:1 Undeduplicated:0 Protocol:0 Malformed:0 PanicsAfterSuccess:0 Forbidden:0}
+	// {Unauthenticated:1 Undeduplicated:0 Protocol:0 Malformed:0 PanicsAfterSuccess:0 Forbidden:0 ReplayTooLarge:0}
 }

@@ -23,16 +23,15 @@ type Handler struct {
 //	tg := platform.Telegram.WithSecret(os.Getenv("TELEGRAM_WEBHOOK_SECRET"))
 //	http.Handle("POST /telegram", dedupehttp.New(d, tg, telegramHandler))
 //
-// Each delivery is authenticated with p's secret first ([WithVerify]): a
-// forgery is answered 401 and nothing derived from it reaches the store.
-// Without a secret, deliveries are served unauthenticated and New logs a
-// warning saying so. The key is extracted with [FromPreset]. The message is
+// Each delivery is authenticated with p's secret first ([WithVerify]; without
+// one, New warns that it is not), and keyed with [FromPreset]. The message is
 // claimed and marked with d.With(dedupe.WithTTL(p.TTL),
 // dedupe.WithWait(p.AckBudget)): one Deduper serves every platform, each
 // with its own TTL, and a copy that arrives while the first is processed
-// waits up to p.AckBudget for its outcome, then is answered 200 if the first
-// was processed and 503 with Retry-After otherwise, never acknowledged
-// blindly. opts are those of [Middleware]; a [WithVerify] among them
+// waits up to p.AckBudget for its outcome, then is answered as a duplicate if
+// the first was processed and 503 with Retry-After otherwise, never
+// acknowledged blindly. If p.Replay is set, copies get the first answer
+// ([WithReplay]). opts are those of [Middleware]; a [WithVerify] among them
 // replaces p's.
 func New(d *dedupe.Deduper, p platform.Preset, next http.Handler, opts ...Option) *Handler {
 	c := newConfig(append([]Option{WithVerify(p)}, opts...))

@@ -17,6 +17,7 @@ import (
 const (
 	// HeaderVerdict tells why the middleware answered: "unauthenticated" (a
 	// 401: the delivery failed the preset's authentication), "duplicate",
+	// "replayed" (a duplicate given the first answer: [WithReplay]),
 	// "in_flight" (a 503, unless [WithInFlight] says otherwise), "queued"
 	// (accepted by [Async]), "protocol" (a protocol request the middleware
 	// answered itself: QQ's callback URL validation), "undeduplicated" (a
@@ -62,33 +63,31 @@ var (
 // keyed by extract. [New] is the same for a platform preset, with the
 // preset's authentication, TTL and acknowledgement budget; Middleware is for
 // custom extractors. For each request it:
-//   - reads the body once, up to [WithMaxBodySize] (413 beyond), and hands it
-//     on intact: the extractor and then the handler each read all of it;
-//   - authenticates it first, if given [WithVerify] or an extractor made by
+//   - reads the body once, up to [WithMaxBodySize] (413 beyond); the
+//     extractor and then the handler each read all of it;
+//   - authenticates it first, given [WithVerify] or an extractor made by
 //     [FromPreset] of a preset with a secret: a forgery gets 401 and touches
-//     nothing. Otherwise nothing is authenticated, and Middleware logs a
-//     warning saying so when it is built;
+//     nothing. Otherwise it warns, when built, that nothing is authenticated;
 //   - runs the handler inside [dedupe.Deduper.Do] with the request's context,
-//     so the store calls honour its cancellation and see its values; the
-//     handler learns the key and the verdict from [KeyFrom];
-//   - answers a duplicate with 200 OK (see [WithDuplicate]) and a copy in
-//     flight, once d's wait for the first copy ([dedupe.WithWait]) is over,
-//     with 503 and Retry-After (see [WithInFlight]); neither reaches the
-//     handler;
-//   - marks the message processed when the handler has answered 2xx, and
-//     releases its claim instead when the handler answered with any other
-//     status (see [WithFailureStatus]) or panicked before answering, so that
-//     the platform's retry is processed (the panic goes on to the server);
+//     whose cancellation and values the store calls see; the handler learns
+//     the key and the verdict from [KeyFrom];
+//   - answers a duplicate with 200 OK ([WithDuplicate]; or the first answer,
+//     [WithReplay]) and a copy in flight, once d's wait for the first
+//     ([dedupe.WithWait]) is over, with 503 and Retry-After ([WithInFlight]);
+//     neither reaches the handler;
+//   - marks the message processed when the handler answered 2xx, and releases
+//     its claim when it answered another status ([WithFailureStatus]) or
+//     panicked before answering, so that the platform's retry is processed
+//     (the panic goes on to the server);
 //   - marks it too when the handler panics after writing a 2xx status: the
-//     platform got its answer and will not redeliver. The panic is recovered,
-//     logged with its stack and counted ([Stats].PanicsAfterSuccess);
-//     [http.ErrAbortHandler] still aborts the response, after the mark;
-//   - answers 503 with Retry-After when the store fails, so that the
-//     platform retries later (the Deduper fails closed, unless it was given
-//     [dedupe.WithFallback]);
+//     platform got its answer. The panic is recovered, logged with its stack
+//     and counted ([Stats].PanicsAfterSuccess); [http.ErrAbortHandler] still
+//     aborts the response, after the mark;
+//   - answers 503 with Retry-After when the store fails, so that the platform
+//     retries (the Deduper fails closed, unless given [dedupe.WithFallback]);
 //   - applies [WithExtractError] when extract fails: by default, requests
 //     without a message id pass to the handler undeduplicated (counted and
-//     logged at warn level, unless they are protocol requests; see
+//     logged at warn level, unless protocol requests; see
 //     [WithRefuseUndeduplicated]) and malformed ones get 400.
 //
 // The handler runs on the request's goroutine, so the platform waits for it;
@@ -120,8 +119,19 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run := &run{ResponseWriter: w, h: h, r: r, d: d}
-	err := h.d.Do(r.Context(), d.key, run.serve)
+	var (
+		kept []byte
+		err  error
+	)
+	if h.c.replays() {
+		kept, err = h.d.DoResult(r.Context(), d.key, run.serveKept)
+	} else {
+		err = h.d.Do(r.Context(), d.key, run.serve)
+	}
 	if !run.ran {
+		if kept != nil && errors.Is(err, dedupe.ErrDuplicate) && h.c.replayTo(w, r, d, kept) {
+			return
+		}
 		h.c.answer(w, r, d, h.next, err)
 		return
 	}

@@ -47,10 +47,12 @@ type config struct {
 	now          func() time.Time
 	allow        func(*http.Request) bool // WithSourceFilter
 
-	preset     *platform.Preset // set by WithVerify: authenticate with it
-	refuseNoID bool             // WithRefuseUndeduplicated
-	stats      counters
-	warnings   [numWarnings]limiter
+	preset        *platform.Preset // set by WithVerify: authenticate with it
+	refuseNoID    bool             // WithRefuseUndeduplicated
+	replay        bool             // WithReplay; also the preset's Replay
+	replayHeaders []string         // WithReplay: kept besides Content-Type
+	stats         counters
+	warnings      [numWarnings]limiter
 
 	// Read by Async alone.
 	workers        int
@@ -132,32 +134,30 @@ func (c *config) answerInFlight(w http.ResponseWriter, _ *http.Request) {
 }
 
 // WithVerify makes the middleware authenticate each delivery with
-// [platform.Preset.Verify] before anything else: a delivery that fails is
-// answered 401 Unauthorized with [HeaderVerdict] "unauthenticated", counted
-// in [Stats].Unauthenticated and logged at warn level (at most once a minute,
-// with the number left out), and nothing of it reaches the extractor, the
-// store or the handler. The extractor and the handler read the body Verify
-// returns (for an encrypted Feishu delivery, the plaintext). A protocol
-// request that the preset answers itself, QQ's callback URL validation, is
-// answered by the middleware ([platform.Preset.Answer]).
+// [platform.Preset.Verify] before anything else: a forgery is answered 401
+// with [HeaderVerdict] "unauthenticated", counted in [Stats].Unauthenticated
+// and logged at warn level (at most once a minute, with the number left out),
+// and nothing of it reaches the extractor, the store or the handler, which
+// read the body Verify returns (for an encrypted Feishu delivery, the
+// plaintext). The middleware answers the protocol requests the preset
+// answers itself ([platform.Preset.Answer]: QQ's callback URL validation).
 //
 // [New] sets it, and so do [Middleware] and [NewAsync] given an extractor
-// made by [FromPreset] (a WithVerify among their options takes precedence).
-// Otherwise they authenticate nothing, and log a warning at construction
-// saying so; so does a preset given no secret.
+// made by [FromPreset] (a WithVerify among their options takes precedence);
+// otherwise they authenticate nothing and warn at construction, as for a
+// preset given no secret.
 func WithVerify(p platform.Preset) Option {
 	return func(c *config) { c.preset = &p }
 }
 
 // WithRefuseUndeduplicated makes the middleware refuse, with 400 Bad Request
 // and [HeaderVerdict] "undeduplicated", a delivery whose key it cannot find
-// and that is not a protocol request (see [DefaultExtractError]): for
-// example an encrypted Feishu body without the Encrypt Key, a OneBot message
-// event without a bot id, a QQ dispatch without an id. By default such a
-// delivery is served without deduplication; either way it is counted in
+// and that is not a protocol request (see [DefaultExtractError]), such as an
+// encrypted Feishu body without the Encrypt Key, a OneBot message event
+// without a bot id, a QQ dispatch without an id, or OneBot's notices and
+// requests, which have no id of their own. By default such a delivery is
+// served without deduplication; either way it is counted in
 // [Stats].Undeduplicated and logged at warn level (at most once a minute).
-// OneBot notices and requests carry no id of their own, so with OneBot this
-// refuses them too.
 func WithRefuseUndeduplicated() Option {
 	return func(c *config) { c.refuseNoID = true }
 }
@@ -183,10 +183,10 @@ func WithMaxBodySize(n int64) Option {
 	}
 }
 
-// WithDuplicate sets the handler that answers a message already processed.
-// The default answers 200 OK with an empty body, so that the platform stops
-// redelivering. The message's own handler never sees a duplicate. [KeyFrom]
-// gives the handler the key and [VerdictDuplicate].
+// WithDuplicate sets the handler that answers a message already processed
+// whose first answer is not replayed ([WithReplay]). The default answers 200
+// with an empty body, so that the platform stops redelivering; the message's
+// own handler never sees it. [KeyFrom] gives it the key and [VerdictDuplicate].
 func WithDuplicate(h http.Handler) Option {
 	return func(c *config) {
 		if h != nil {
@@ -196,12 +196,11 @@ func WithDuplicate(h http.Handler) Option {
 }
 
 // WithInFlight sets the handler that answers a copy of a message that another
-// request is still processing, after the copy waited for it as long as the
-// Deduper's [dedupe.WithWait] allows ([New] waits for the preset's
-// AckBudget). The default answers 503 Service Unavailable with Retry-After,
-// so that the platform delivers the copy again: acknowledging it would lose
-// the message if the first request then failed. [KeyFrom] gives the handler
-// the key and [VerdictInFlight].
+// request is still processing, after the copy waited for it as long as
+// [dedupe.WithWait] allows ([New]: the preset's AckBudget). The default
+// answers 503 with Retry-After, so that the platform delivers the copy again:
+// acknowledging it would lose the message if the first request failed.
+// [KeyFrom] gives it the key and [VerdictInFlight].
 func WithInFlight(h http.Handler) Option {
 	return func(c *config) {
 		if h != nil {
@@ -250,9 +249,9 @@ func WithRetryAfter(d time.Duration) Option {
 }
 
 // WithLogger sets the logger for the middleware's own records: at warn level
-// an unauthenticated endpoint (once, at construction), refused forgeries and
-// deliveries served without deduplication (each at most once a minute), and
-// a full queue; at debug level other refused requests; at error level a
+// an unauthenticated endpoint (once, at construction), refused forgeries,
+// deliveries served without deduplication and answers too large to replay
+// (each at most once a minute), and a full queue; at debug level other refused requests; at error level a
 // secret that cannot work and the failures of requests [Async] had already
 // accepted, which the platform will not redeliver. The default is
 // [slog.Default]. The [dedupe.Deduper] logs its verdicts and store errors to

@@ -17,24 +17,20 @@ import (
 // answers itself, and keyed; and how the middleware answers what the Deduper
 // decided.
 
-// Extractor returns the [dedupe.Key] of a webhook delivery. The middleware
-// has buffered the body: an Extractor may read r.Body, or get the bytes
-// without a copy from [Body], and the handler still sees the whole body.
-//
-// An Extractor returns an error wrapping [dedupe.ErrNoMessageID] for a
-// request that carries no message (a platform handshake such as a Slack
-// url_verification): by default such requests reach the handler without
-// deduplication. See [DefaultExtractError] for the other errors.
+// Extractor returns the [dedupe.Key] of a webhook delivery. It may read
+// r.Body, or get the buffered bytes without a copy from [Body]: the handler
+// still sees the whole body. It returns an error wrapping
+// [dedupe.ErrNoMessageID] for a request that carries no message (a handshake
+// such as Slack's url_verification), which by default reaches the handler
+// without deduplication; see [DefaultExtractError] for the others.
 type Extractor func(r *http.Request) (dedupe.Key, error)
 
 // DefaultExtractError is the default policy of [WithExtractError]:
 //   - An error wrapping [dedupe.ErrNoMessageID] (and so [platform.ErrNotAMessage])
 //     means a request that carries no message, such as a Slack or Feishu
-//     url_verification challenge, a Discord PING or a OneBot heartbeat: it
-//     passes to the handler without deduplication, and the handler answers
-//     it.
-//     So does a request with an empty body, such as a GET that verifies the
-//     webhook's URL.
+//     url_verification challenge, a Discord PING, a OneBot heartbeat, or an
+//     empty body (a GET that verifies the webhook's URL): it passes to the
+//     handler without deduplication, and the handler answers it.
 //   - A non-empty body that is not JSON, or JSON of the wrong shape (an error
 //     wrapping a [*json.SyntaxError] or a [*json.UnmarshalTypeError]), an
 //     invalid id ([dedupe.ErrInvalidKey]) and any other error are answered 400

@@ -10,14 +10,10 @@ import (
 )
 
 // FromPreset returns an [Extractor] that extracts keys with the platform
-// preset p from the request's body and headers, using
-// [platform.Preset.Extract]. The Extractor keeps p, secret included: given
-// it, [Middleware] and [NewAsync] authenticate each delivery with p as
-// [WithVerify](p) does, before anything else, so a forgery is answered 401
-// and touches nothing; a WithVerify among their options takes precedence.
-// Only a preset without a secret is served unauthenticated, with the
-// warning that says so. An Extractor that wraps the one FromPreset returns
-// is a custom Extractor, which authenticates nothing by itself.
+// preset p ([platform.Preset.Extract]). It keeps p, secret included: given
+// it, [Middleware] and [NewAsync] authenticate with p as [WithVerify](p)
+// does (a WithVerify among their options takes precedence). An Extractor
+// that wraps it is a custom Extractor, which authenticates nothing.
 func FromPreset(p platform.Preset) Extractor {
 	return (&presetExtractor{p}).extract
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/gatewaykit/dedupe"
 )
 
-// Stats counts what the middleware decided itself, before any store call; the
-// [dedupe.Deduper] counts the rest (processed, duplicates, copies in flight,
+// Stats counts what the middleware decided itself; the [dedupe.Deduper]
+// counts the rest (processed, duplicates, copies in flight,
 // releases) in [dedupe.Stats]. Each [Handler] and [Async] has its own.
 type Stats struct {
 	// Unauthenticated counts deliveries refused with 401 because they failed
@@ -33,11 +33,13 @@ type Stats struct {
 	PanicsAfterSuccess uint64
 	// Forbidden counts requests refused with 403 by [WithSourceFilter].
 	Forbidden uint64
+	// ReplayTooLarge counts answers too large to keep for [WithReplay].
+	ReplayTooLarge uint64
 }
 
 type counters struct {
 	unauthenticated, undeduplicated, protocol, malformed atomic.Uint64
-	panicsAfterSuccess, forbidden                        atomic.Uint64
+	panicsAfterSuccess, forbidden, replayTooLarge        atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -49,6 +51,7 @@ func (c *counters) snapshot() Stats {
 
 		PanicsAfterSuccess: c.panicsAfterSuccess.Load(),
 		Forbidden:          c.forbidden.Load(),
+		ReplayTooLarge:     c.replayTooLarge.Load(),
 	}
 }
 
@@ -56,6 +59,7 @@ func (c *counters) snapshot() Stats {
 const (
 	warnUnauthenticated = iota
 	warnUndeduplicated
+	warnReplayTooLarge
 	numWarnings
 )
 
@@ -138,12 +142,11 @@ func (d *delivery) Value(key any) any {
 	return d.Context.Value(key)
 }
 
-// KeyFrom returns the key of the message that the request whose context is
-// ctx carries, and what the middleware decided about it: the handler behind
-// [New], [Middleware] or [Async] (and those of [WithDuplicate] and
-// [WithInFlight]) learns it without parsing the body again. The key is zero
-// for a request without one (a protocol request, an undeduplicated delivery),
-// and both are zero outside the middleware.
+// KeyFrom returns the key of the message the request with context ctx
+// carries, and what the middleware decided about it, so that the handler
+// behind [New], [Middleware] or [Async] (or [WithDuplicate], [WithInFlight])
+// need not parse the body again. Both are zero outside the middleware; the
+// key is zero for a request without one (protocol, undeduplicated).
 func KeyFrom(ctx context.Context) (dedupe.Key, Verdict) {
 	if d, ok := ctx.Value(deliveryKey{}).(*delivery); ok {
 		return d.key, d.verdict

@@ -30,8 +30,9 @@ func until(t *testing.T, what string, cond func() bool) {
 // stuckStore returns a store whose client reaches Redis through a proxy,
 // with all of its round trips in flight and their replies swallowed, so that
 // the next calls queue. The calls in flight end with an error once the
-// proxy cuts them; their results arrive on the returned channel.
-func stuckStore(t *testing.T) (*deduperedis.Store, *faultproxy.Proxy, <-chan error, string) {
+// proxy cuts them; their results arrive on the returned channel. The client
+// has hooks, if any.
+func stuckStore(t *testing.T, hooks ...redis.Hook) (*deduperedis.Store, *faultproxy.Proxy, <-chan error, string) {
 	t.Helper()
 	p, err := faultproxy.Start(redisAddr(t))
 	if err != nil {
@@ -43,6 +44,9 @@ func stuckStore(t *testing.T) (*deduperedis.Store, *faultproxy.Proxy, <-chan err
 		o.ReadTimeout = 30 * time.Second
 		o.PoolSize = 2 * deduperedis.RoundsInFlight
 	})
+	for _, h := range hooks {
+		client.AddHook(h)
+	}
 	prefix := "dedupe-test:" + randomID(t) + ":"
 	st := newStore(t, client, deduperedis.Config{Prefix: prefix})
 	p.DropReplies(true)

@@ -1,6 +1,7 @@
 package deduperedis_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -289,6 +290,43 @@ func BenchmarkClusterClaimMark(b *testing.B) {
 		name string
 		op   func(ctx context.Context, _ uint64) error
 	}{{"store", w.store}, {"replicas1", durable.store}, {"raw", w.raw}}
+	for _, ct := range contenders {
+		warmUp(b, ct.op)
+	}
+	for _, c := range benchCallers {
+		for _, ct := range contenders {
+			b.Run(fmt.Sprintf("callers=%d/impl=%s", c, ct.name), func(b *testing.B) {
+				callers(b, c, ct.op)
+			})
+		}
+	}
+}
+
+// BenchmarkMarkResult measures MarkResult of new keys with a result of 256
+// bytes (a chat reply) and of 4 KiB (a webhook's answer), beside Mark of new
+// keys (impl=mark), the work of the mark a successful DoResult and Do write,
+// for 1, 8 and 64 concurrent callers; and the client alone setting the value
+// of a 4 KiB result, one round trip per call (impl=raw4k).
+func BenchmarkMarkResult(b *testing.B) {
+	client := benchClient(b)
+	w := &claimMark{client: client, prefix: "dedupe-bench:" + randomID(b) + ":"}
+	w.st = newStore(b, client, deduperedis.Config{Prefix: w.prefix, TTL: benchTTL, Lease: benchTTL})
+	raw4k := append([]byte("m:"), bytes.Repeat([]byte{0xa5}, 4<<10)...)
+	withResult := func(size int) func(ctx context.Context, _ uint64) error {
+		res := bytes.Repeat([]byte{0xa5}, size)
+		return func(ctx context.Context, _ uint64) error { return w.st.MarkResult(ctx, w.key(), res, 0) }
+	}
+	contenders := []struct {
+		name string
+		op   func(ctx context.Context, _ uint64) error
+	}{
+		{"mark", func(ctx context.Context, _ uint64) error { return w.st.Mark(ctx, w.key(), 0) }},
+		{"result256", withResult(256)},
+		{"result4k", withResult(4 << 10)},
+		{"raw4k", func(ctx context.Context, _ uint64) error {
+			return client.Set(ctx, w.prefix+w.key().String(), raw4k, benchTTL).Err()
+		}},
+	}
 	for _, ct := range contenders {
 		warmUp(b, ct.op)
 	}

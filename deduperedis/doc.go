@@ -37,6 +37,17 @@
 // works (keys and values, the Lua scripts, the fencing of released tokens,
 // batching, failover) is in docs/internals-redis.md in the repository.
 //
+// # Results
+//
+// [Store] is a [dedupe.ResultStore]: [dedupe.Deduper.DoResult] keeps a
+// handler's result, up to [dedupe.MaxResultSize] bytes, with the message's
+// mark, and hands it to every copy of the message, on any instance. The
+// result is in the mark's own Redis string, so it is written by the mark's
+// SET (batched and confirmed by [Config.Replicas] as a mark is) and expires
+// with it. A store of an earlier version takes a mark kept with a result for
+// a claim held by someone else until it expires: upgrade every instance
+// before any of them calls DoResult.
+//
 // # Failures
 //
 // A Redis error (connection refused or cut, timeout, server restart) is

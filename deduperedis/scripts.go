@@ -2,13 +2,15 @@ package deduperedis
 
 import "github.com/redis/go-redis/v9"
 
-// Values stored under a message key. A mark is the single byte "m". A claim
-// is "c:" followed by its token (see [dedupe.Claim]). The tokens of released
+// Values stored under a message key. A mark is the single byte "m", or, kept
+// with a result ([Store.MarkResult]), "m:" followed by the result's bytes,
+// which may be any bytes: the first two bytes alone tell a mark. A claim is
+// "c:" followed by its token (see [dedupe.Claim]). The tokens of released
 // claims follow, each after a space: they are fenced, for as long as the key
 // keeps its value (see releaseScript). A key whose claim was released holds
-// "r:" and the fenced tokens, and is absent to any other token. Tokens hold no
-// spaces, so " " + token + " " is found in a value only as a fence. Any other
-// value found under a key is treated as a claim held by someone else.
+// "r:" and the fenced tokens, and is absent to any other token. Tokens hold
+// no spaces, so " " + token + " " is found in a value only as a fence. Any
+// other value found under a key is treated as a claim held by someone else.
 const markValue = "m"
 
 // Outcomes of claimScript.
@@ -19,12 +21,15 @@ const (
 )
 
 // claimScript takes KEYS[1] for the token ARGV[1], for ARGV[2] milliseconds,
-// and returns claimTaken, or claimMarked for a mark, or claimHeld for another
-// token's claim. A claim of the caller's own token is renewed and taken again,
-// so a claim retried after a lost reply still wins; a fenced token takes
-// nothing (claimHeld), so a claim that reaches the server after its own
-// Release, late on another connection, strands nothing. A key that holds
-// released tokens is taken as if absent, keeping their fences.
+// and returns claimTaken, or claimMarked for a mark (with a result or
+// without), or claimHeld for another token's claim. A claim of the caller's
+// own token is renewed and taken again, so a claim retried after a lost reply
+// still wins; a fenced token takes nothing (claimHeld), so a claim that
+// reaches the server after its own Release, late on another connection,
+// strands nothing. A key that holds released tokens is taken as if absent,
+// keeping their fences. Release and Extend leave a mark alone, with a result
+// or without: they act only on values that start with "c:" (Release also
+// "r:").
 var claimScript = redis.NewScript(claimLua)
 
 const claimLua = `
@@ -33,7 +38,7 @@ if not v then
 	redis.call('SET', KEYS[1], 'c:' .. ARGV[1], 'PX', ARGV[2])
 	return 1
 end
-if v == 'm' then
+if v == 'm' or string.sub(v, 1, 2) == 'm:' then
 	return 2
 end
 local owner, fences = string.match(v, '^c:(%S+)(.*)$')

@@ -59,7 +59,9 @@ type Config struct {
 // same Redis database and [Config.Prefix]. Each key is one Redis string whose
 // expiry is set with PX, so the Redis server's clock decides when marks and
 // claims expire. Each operation is one command touching one Redis key, which
-// makes the store work on Redis Cluster.
+// makes the store work on Redis Cluster. It is a [dedupe.ResultStore]: a
+// result kept with a mark ([Store.MarkResult]) is in the mark's string, and
+// expires with it.
 //
 // A Store batches its calls (docs/internals-redis.md, "Batching"): the calls
 // that arrive while a pipeline is in flight are sent together in the next one,
@@ -87,7 +89,7 @@ type Store struct {
 	retryFor       time.Duration // Config.ClusterRetry; <= 0: no retry
 }
 
-var _ dedupe.Store = (*Store)(nil)
+var _ dedupe.ResultStore = (*Store)(nil)
 
 // New returns a store that keeps its marks and claims in Redis through client,
 // which may be a [*redis.Client], a [*redis.ClusterClient], a
@@ -189,40 +191,48 @@ func (s *Store) fail(ctx context.Context, op string, key dedupe.Key, err error) 
 	return fmt.Errorf("dedupe: redis: %s %s: %w", op, key, err)
 }
 
-// Exists reports whether key is marked and unexpired. It is one GET.
+// Exists reports whether key is marked and unexpired. It is one GETRANGE of
+// the value's first two bytes, which tell a mark (see [Store.MarkResult]) from
+// a claim without reading a result kept with the mark.
 func (s *Store) Exists(ctx context.Context, key dedupe.Key) (bool, error) {
 	if err := s.check(ctx, "exists", key); err != nil {
 		return false, err
 	}
 	k := s.key(key)
-	var v string
+	var head string
 	err := s.do(ctx, k, func(p pipe) func() error {
-		cmd := p.Get(p.ctx, k)
+		cmd := p.GetRange(p.ctx, k, 0, int64(len(resultPrefix))-1)
 		return func() (err error) {
-			if v, err = cmd.Result(); err == redis.Nil {
-				err = nil
-			}
+			head, err = cmd.Result()
 			return err
 		}
 	})
 	if err != nil {
 		return false, s.fail(ctx, "exists", key, err)
 	}
-	return v == markValue, nil
+	return head == markValue || head == resultPrefix, nil
 }
 
 // Mark records key as processed for ttl (ttl <= 0: the configured TTL),
-// replacing any mark or claim on it. It is one SET with PX.
+// replacing any mark or claim on it, and any result kept with a mark. It is
+// one SET with PX.
 func (s *Store) Mark(ctx context.Context, key dedupe.Key, ttl time.Duration) error {
 	if err := s.check(ctx, "mark", key); err != nil {
 		return err
 	}
+	return s.mark(ctx, key, markValue, ttl)
+}
+
+// mark sets key's value to value, a mark, for ttl (ttl <= 0: the configured
+// TTL), in the next pipeline, and waits for the replicas if the store does.
+// value is a string or a []byte the caller no longer changes.
+func (s *Store) mark(ctx context.Context, key dedupe.Key, value any, ttl time.Duration) error {
 	if ttl <= 0 {
 		ttl = s.ttl
 	}
 	k, px := s.key(key), roundMs(ttl)
 	err := s.do(ctx, k, func(p pipe) func() error {
-		cmd, replicated := p.Set(p.ctx, k, markValue, px), p.need()
+		cmd, replicated := p.Set(p.ctx, k, value, px), p.need()
 		return func() error {
 			if err := cmd.Err(); err != nil {
 				return err

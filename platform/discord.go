@@ -34,10 +34,15 @@ import (
 //
 // A PING (type 1), which Discord sends to check the endpoint, returns
 // [ErrNotAMessage].
+//
+// Replay is set: the answer is the interaction's response (type 4, a
+// message; 5, deferred; 7, an update; 9, a modal), which Discord shows to
+// the user, so a copy is answered with the first answer.
 var Discord = Preset{
 	Name:        "discord",
 	TTL:         time.Hour,
 	AckBudget:   2 * time.Second,
+	Replay:      true,
 	MessageID:   discordMessageID,
 	newVerifier: newDiscordVerifier,
 }

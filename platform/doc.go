@@ -17,8 +17,11 @@
 // A [Preset] is plain data: a Name, which is the Channel of every key it
 // extracts; a TTL, longer than the platform's redelivery window; an
 // AckBudget, how long a copy may wait for the first copy's outcome, below the
-// time the platform waits for an answer; and a MessageID func that finds the
-// id in the raw body. The presets are
+// time the platform waits for an answer; a MessageID func that finds the
+// id in the raw body; and Replay, set when the platform shows the handler's
+// answer to the user (Slack interactions and slash commands, Discord
+// interactions, Feishu card callbacks), so that package dedupehttp answers a
+// copy with the first answer. The presets are
 // [Telegram], [Slack], [Feishu], [Discord], [OneBot] and [QQ], each documented
 // with the id it keys on and where its TTL comes from; [Presets] lists them.
 // Copy one and change a field to adapt it: a Name per bot when several bots of

@@ -57,6 +57,10 @@ func TestExactKeys(t *testing.T) {
 		{"feishu Message_Id ignored", platform.Feishu, `{"schema":"2.0","header":{"event_id":"e1","event_type":"im.message.receive_v1"},"event":{"message":{"Message_Id":"om_1"}}}`, nil, noID},
 		{"qq ID ignored", platform.QQ, `{"op":0,"ID":"E1"}`, nil, noID},
 		{"slack EVENT_ID ignored", platform.Slack, `{"type":"event_callback","EVENT_ID":"Ev1"}`, nil, noID},
+		{"slack payload trigger_id twice", platform.Slack, `payload=%7B%22trigger_id%22%3A%221%22%2C%22trigger_id%22%3A%222%22%7D`, nil, invalid},
+		{"slack payload TRIGGER_ID ignored", platform.Slack, `payload=%7B%22TRIGGER_ID%22%3A%221%22%7D`, nil, noID},
+		{"slack Payload is not payload", platform.Slack, `Payload=%7B%22trigger_id%22%3A%221%22%7D&command=x&trigger_id=2`, nil, "2"},
+		{"slack escaped form name is the name", platform.Slack, `comm%61nd=x&trigger%5Fid=3`, nil, "3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k, err := tc.preset.Extract([]byte(tc.body), tc.header)

@@ -43,10 +43,21 @@ import (
 // came unsigned never reaches a handler. A body encrypted with the app's
 // Encrypt Key ({"encrypt": "…"}) is decrypted by [Preset.Verify]; given to
 // Extract as it is, it returns an error wrapping [dedupe.ErrNoMessageID].
+//
+// Card callbacks (card.action.trigger, sent when a user clicks a button of
+// an interactive card or submits its form) are schema 2.0 deliveries keyed
+// by header.event_id like other events. Feishu shows their answer: a body
+// of {"toast": …, "card": …} shows the toast and updates the card, and it
+// must come within 3 seconds (Feishu Open Platform, "卡片回传交互", card
+// callback communication). So Replay is set: a copy is answered with the
+// first answer. Event answers are ignored by Feishu, and an empty one is not
+// kept. The legacy card callback of a "message card request URL" (no
+// schema, no id) is not keyed.
 var Feishu = Preset{
 	Name:        "feishu",
 	TTL:         12 * time.Hour,
 	AckBudget:   2 * time.Second,
+	Replay:      true,
 	MessageID:   feishuMessageID,
 	newVerifier: newFeishuVerifier,
 	takesToken:  true,

@@ -41,6 +41,16 @@ type Preset struct {
 	// documents both. Zero or less: copies do not wait.
 	AckBudget time.Duration
 
+	// Replay is true for a platform that shows the handler's answer to the
+	// user (a Slack slash command's reply, a Discord interaction's message,
+	// a Feishu card's update or toast), so that a copy of a delivery must get
+	// the first copy's answer, not an empty 200. dedupehttp.New then keeps
+	// the handler's answer with the message's mark and replays it to
+	// redeliveries and to copies that waited (see dedupehttp.WithReplay).
+	// [Slack], [Discord] and [Feishu] set it; set it to false on a copy to
+	// answer copies with an empty 200 instead.
+	Replay bool
+
 	// MessageID finds the message id in a delivery's raw body and headers;
 	// header may be nil. It returns an error wrapping [ErrNotAMessage] for
 	// protocol requests, [dedupe.ErrNoMessageID] for a delivery without a

@@ -35,10 +35,26 @@ import (
 //
 // A url_verification challenge or an app_rate_limited notice returns
 // [ErrNotAMessage].
+//
+// Interactivity and slash commands: Slack posts an interaction (a button
+// clicked, a modal submitted, a shortcut) as a form whose payload field
+// holds its JSON, and a slash command as a form of its own fields, at the
+// Request URLs of "Interactivity & Shortcuts" and of each command, which
+// Bolt apps point at the same endpoint as events. The preset reads these
+// too: the key is their trigger_id, "a temporary ID generated for the
+// interaction" (Slack API, interaction payloads and slash commands). An
+// options request (block_suggestion) and a command's ssl_check return
+// [ErrNotAMessage]; a view_closed payload has no trigger_id and returns
+// [dedupe.ErrNoMessageID]. Slack shows the answer to these: a command's
+// reply, a view_submission's response_action, an action's message update;
+// it must come within 3 seconds, or the user sees an error. So Replay is
+// set: a copy is answered with the first answer. Events API answers are
+// ignored by Slack, and an empty one is not kept.
 var Slack = Preset{
 	Name:        "slack",
 	TTL:         time.Hour,
 	AckBudget:   2 * time.Second,
+	Replay:      true,
 	MessageID:   slackMessageID,
 	newVerifier: newSlackVerifier,
 }
@@ -46,6 +62,9 @@ var Slack = Preset{
 var slackFields = [...]string{"type", "event_id"}
 
 func slackMessageID(body []byte, _ http.Header) (string, error) {
+	if id, form, err := slackFormID(body); form {
+		return id, err
+	}
 	var v [len(slackFields)][]byte
 	if err := decodeBody("slack", body, slackFields[:], v[:]); err != nil {
 		return "", err

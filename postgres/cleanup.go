@@ -17,6 +17,14 @@ import (
 // already absent to every other method; CleanupExpired only reclaims their
 // space.
 //
+// On the partitioned layout ([Config.Partitioned]) CleanupExpired instead
+// detaches and drops the partitions whose range of expiry has passed on the
+// server's clock, so that every row in them has expired, and returns the
+// number of rows they held; then it creates the partitions ahead. An expired
+// row stays until its partition's range has passed, at most
+// [Config.PartitionSpan] after its expiry. Instances sharing the table skip
+// the drops while one of them makes them.
+//
 // If ctx ends or a statement fails, CleanupExpired returns the rows deleted so
 // far with the error.
 func (s *Store) CleanupExpired(ctx context.Context) (int64, error) {
@@ -27,6 +35,9 @@ func (s *Store) CleanupExpired(ctx context.Context) (int64, error) {
 }
 
 func (s *Store) cleanup(ctx context.Context) (int64, error) {
+	if s.part != nil {
+		return s.cleanupPartitions(ctx)
+	}
 	var total int64
 	for {
 		if err := ctx.Err(); err != nil {
@@ -66,4 +77,20 @@ func (s *Store) sweep(ctx context.Context, every time.Duration) {
 			s.log.Warn("dedupe: postgres: background cleanup failed", "table", s.table, "deleted", n, "error", err)
 		}
 	}
+}
+
+// cleanupPartitions drops the expired partitions and creates the partitions
+// ahead.
+func (s *Store) cleanupPartitions(ctx context.Context) (int64, error) {
+	n, err := s.part.drop(ctx, s.pool)
+	if err == nil {
+		err = s.part.add(ctx, s.pool, s.part.ahead)
+	}
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+			err = fmt.Errorf("%w: %w", cerr, err)
+		}
+		return n, fmt.Errorf("dedupe: postgres: cleanup %s: %w", s.table, err)
+	}
+	return n, nil
 }

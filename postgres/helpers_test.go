@@ -86,8 +86,8 @@ func adminConn(tb testing.TB) *pgx.Conn {
 	return conn
 }
 
-// testTable returns a table name unique to this run, whose table is dropped
-// when tb ends, so that parallel and repeated runs do not interfere.
+// testTable returns a table name unique to this run, whose table (and the
+// function of the partitioned layout) is dropped when tb ends, so that parallel and repeated runs do not interfere.
 func testTable(tb testing.TB) string {
 	tb.Helper()
 	name := "dedupe_test_" + randomHex(tb, 6)
@@ -101,7 +101,7 @@ func testTable(tb testing.TB) string {
 			return
 		}
 		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+name); err != nil {
+		if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+name+"; DROP FUNCTION IF EXISTS "+name+addFnSuffix+"(timestamptz)"); err != nil {
 			tb.Errorf("drop %s: %v", name, err)
 		}
 	})

@@ -18,13 +18,23 @@ import (
 // TestMultiInstance runs four stores, each on its own pool as separate
 // gateway processes would be, with 64 goroutines each racing on the same keys:
 // exactly one claim per key across all of them, and every key marked once.
+//
+// On the partitioned layout the instances also race on creating the table,
+// its function and its partitions.
 func TestMultiInstance(t *testing.T) {
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) { raceInstances(t, l.cfg) })
+	}
+}
+
+// raceInstances is TestMultiInstance on the layout of cfg.
+func raceInstances(t *testing.T, cfg Config) {
 	const instances, racers, keys = 4, 64, 32
 	table := testTable(t)
 	ctx := context.Background()
 
 	rec := newRecorder()
-	stores := startInstances(t, instances, table, rec)
+	stores := startInstances(t, instances, table, cfg, rec)
 
 	id := randomHex(t, 4)
 	ks := make([]dedupe.Key, keys)
@@ -78,6 +88,7 @@ func TestMultiInstance(t *testing.T) {
 	t.Logf("%d claims: %d duplicate, %d in flight; %d claim statements run again",
 		instances*racers*keys, dups, held, rec.count(msgClaimAgain))
 	checkProcessedEverywhere(t, stores, ks)
+	checkOneRowPerKey(t, table)
 }
 
 // checkProcessedEverywhere checks that every instance sees every key as
@@ -97,9 +108,9 @@ func checkProcessedEverywhere(t *testing.T, stores []*Store, ks []dedupe.Key) {
 	}
 }
 
-// startInstances starts n stores, each on a pool of its own, together, on a
-// table that does not exist yet, and closes them when t ends.
-func startInstances(t *testing.T, n int, table string, rec *recorder) []*Store {
+// startInstances starts n stores configured by cfg, each on a pool of its
+// own, together, on table, and closes them when t ends.
+func startInstances(t *testing.T, n int, table string, cfg Config, rec *recorder) []*Store {
 	t.Helper()
 	ctx := context.Background()
 	stores := make([]*Store, n)
@@ -107,7 +118,9 @@ func startInstances(t *testing.T, n int, table string, rec *recorder) []*Store {
 	for i := range stores {
 		pool := newPool(t, "", 4)
 		startWG.Go(func() {
-			s, err := New(ctx, pool, Config{Table: table, Logger: rec.logger()})
+			cfg := cfg
+			cfg.Table, cfg.Logger = table, rec.logger()
+			s, err := New(ctx, pool, cfg)
 			if err != nil {
 				t.Errorf("New of instance %d: %v", i, err)
 				return

@@ -46,9 +46,24 @@ type Config struct {
 	// overwrites them. Default 0.
 	CleanupInterval time.Duration
 	// CleanupBatch is the number of rows one DELETE of [Store.CleanupExpired]
-	// removes at most, bounding how long it holds row locks. Default
+	// removes at most, bounding how long it holds row locks. Unused on the
+	// partitioned layout, whose cleanup drops partitions. Default
 	// [DefaultCleanupBatch].
 	CleanupBatch int
+	// Partitioned, when true, keeps marks and claims in a table partitioned by
+	// ranges of expiry (PARTITION BY RANGE (expires_at)), of PartitionSpan
+	// each, which the store creates ahead, and which [Store.CleanupExpired]
+	// detaches and drops once every row in them has expired, instead of
+	// deleting rows one by one. New refuses a table whose layout is not the
+	// one asked for. See "Partitioned layout" in the package documentation.
+	// Default false: a plain table.
+	Partitioned bool
+	// PartitionSpan is the range of expiry times that one partition holds, a
+	// whole number of minutes; partitions start at whole multiples of it
+	// since the Unix epoch (a day: at midnight UTC). A table records the span
+	// it was made with, and New refuses another. Used only with Partitioned.
+	// Default [DefaultPartitionSpan] (24 h).
+	PartitionSpan time.Duration
 	// Logger receives the errors of the background cleanup, which has no caller to
 	// return them to, at warn level, and at debug level a record of each sweep
 	// of the cleanup, of each claim statement run again after it met a
@@ -65,7 +80,9 @@ type Config struct {
 // client's: instances whose clocks disagree still agree on what has expired.
 // Expired rows are absent to every method even before they are deleted.
 //
-// Exists, Mark, Claim, Extend and Release are each one statement. A Store
+// Exists, Mark, Claim, Extend and Release are each one statement (on the
+// partitioned layout a write is preceded by its key's lock statement, in the
+// same batch; see "Partitioned layout" in the package documentation). A Store
 // batches them (docs/internals-postgres.md, "Batching"): the calls that arrive
 // while a batch is in flight are sent together in the next one, up to 128, in
 // one round trip and one transaction; a call that finds nothing in flight is
@@ -85,6 +102,7 @@ type Store struct {
 	batch   int
 	log     *slog.Logger
 	sql     statements
+	part    *partitions // nil for the plain layout
 	b       batch.Batcher[*pgBatch]
 
 	closed    atomic.Bool
@@ -96,7 +114,12 @@ type Store struct {
 // statements are the SQL texts of a Store, built once for its table.
 type statements struct {
 	exists, mark, claim, extend, release, cleanup string
-	markTx, held                                  string
+	markTx, held, result, keepResult              string
+	// lock, on the partitioned layout, takes the key's advisory lock for the
+	// transaction, ahead of each statement that writes the key; "" on the
+	// plain table, whose unique index on key serialises the writers.
+	// claimLock is lock for a claim, which it skips when the key is held.
+	lock, claimLock string
 }
 
 // after is the SQL of a time a duration after the server's now. Durations
@@ -108,8 +131,8 @@ func buildStatements(t string) statements {
 	return statements{
 		exists: `SELECT EXISTS (SELECT 1 FROM ` + t + ` WHERE key = $1 AND token IS NULL AND expires_at > now())`,
 
-		mark: `INSERT INTO ` + t + ` AS d (key, token, expires_at) VALUES ($1, NULL, ` + fmt.Sprintf(after, "$2") + `)
-ON CONFLICT (key) DO UPDATE SET token = NULL, expires_at = excluded.expires_at`,
+		mark: `INSERT INTO ` + t + ` AS d (key, token, expires_at, result) VALUES ($1, NULL, ` + fmt.Sprintf(after, "$2") + `, $3)
+ON CONFLICT (key) DO UPDATE SET token = NULL, expires_at = excluded.expires_at, result = excluded.result`,
 
 		claim: claimSQL(t),
 
@@ -118,8 +141,10 @@ WHERE key = $1 AND split_part(token, ' ', 1) = $2 AND expires_at > now()`,
 
 		release: releaseSQL(t),
 
-		markTx: markTxSQL(t),
-		held:   heldSQL(t),
+		markTx:     markTxSQL(t),
+		held:       heldSQL(t),
+		result:     resultSQL(t),
+		keepResult: keepResultSQL(t),
 
 		// The subquery takes up to a batch of expired rows from the expiry index
 		// and locks them, rechecking expiry on a row updated meanwhile; the locked
@@ -159,7 +184,7 @@ func claimSQL(t string) string {
 		token = CASE WHEN d.expires_at <= now() THEN excluded.token
 			WHEN left(d.token, 1) = ' ' THEN excluded.token || d.token
 			ELSE d.token END,
-		expires_at = excluded.expires_at
+		expires_at = excluded.expires_at, result = NULL
 	WHERE d.expires_at <= now()
 		OR split_part(d.token, ' ', 1) IN ('', excluded.token)
 		AND strpos(d.token || ' ', ' ' || excluded.token || ' ') = 0
@@ -192,7 +217,8 @@ func releaseSQL(t string) string {
 				' ' || $2::text || ' ', ' ')), '^.*(( [^ ]+){7})$', '\1')
 			|| excluded.token END,
 		expires_at = CASE WHEN d.expires_at > now() AND split_part(d.token, ' ', 1) NOT IN ('', $2::text)
-			THEN d.expires_at ELSE excluded.expires_at END
+			THEN d.expires_at ELSE excluded.expires_at END,
+		result = NULL
 	WHERE d.token IS NOT NULL OR d.expires_at <= now()
 )
 SELECT count(*)::int FROM old`
@@ -232,19 +258,21 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.TTL <= 0 {
-		cfg.TTL = dedupe.DefaultTTL
-	}
-	if cfg.Lease <= 0 {
-		cfg.Lease = dedupe.DefaultLease
-	}
+	cfg.TTL = orDefault(cfg.TTL, dedupe.DefaultTTL)
+	cfg.Lease = orDefault(cfg.Lease, dedupe.DefaultLease)
 	if cfg.CleanupBatch <= 0 {
 		cfg.CleanupBatch = DefaultCleanupBatch
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if err := ensureSchema(ctx, pool, ident); err != nil {
+	var part *partitions
+	if cfg.Partitioned {
+		if part, err = newPartitions(ident, cfg.PartitionSpan, cfg.TTL, cfg.Lease); err != nil {
+			return nil, err
+		}
+	}
+	if err := ensureSchema(ctx, pool, ident, part); err != nil {
 		return nil, err
 	}
 	t := ident.Sanitize()
@@ -256,6 +284,10 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		batch: cfg.CleanupBatch,
 		log:   cfg.Logger,
 		sql:   buildStatements(t),
+		part:  part,
+	}
+	if part != nil {
+		s.sql = part.statements(t)
 	}
 	s.b.Send, s.b.Rounds, s.b.Closed = s.send, roundsInFlight, dedupe.ErrClosed
 	if cfg.CleanupInterval > 0 {
@@ -312,13 +344,7 @@ func (s *Store) Mark(ctx context.Context, key dedupe.Key, ttl time.Duration) err
 	if err := s.check(ctx, "mark", key); err != nil {
 		return err
 	}
-	if ttl <= 0 {
-		ttl = s.ttl
-	}
-	if _, err := s.exec(ctx, key.String(), s.sql.mark, micros(ttl)); err != nil {
-		return s.fail(ctx, "mark", key, err)
-	}
-	return nil
+	return s.mark(ctx, key, nil, ttl)
 }
 
 // Claim takes c.Key for c.Token, for lease (lease <= 0: [Config.Lease]),
@@ -340,7 +366,7 @@ func (s *Store) Claim(ctx context.Context, c dedupe.Claim, lease time.Duration) 
 	k, token, us := key.String(), c.Token, micros(lease)
 	for range maxClaimTrials {
 		var outcome int
-		err := s.b.Do(ctx, k, func(p *pgBatch) func() error {
+		err := s.do(ctx, k, lease, lockOf(s.sql.claimLock, k, token), func(p *pgBatch) func() error {
 			p.Queue(s.sql.claim, k, token, us)
 			return func() error {
 				if err := p.results.QueryRow().Scan(&outcome); !isNoRows(err) {
@@ -383,7 +409,7 @@ func (s *Store) Extend(ctx context.Context, c dedupe.Claim, lease time.Duration)
 	if lease <= 0 {
 		lease = s.lease
 	}
-	n, err := s.exec(ctx, c.Key.String(), s.sql.extend, c.Token, micros(lease))
+	n, err := s.write(ctx, lease, c.Key.String(), s.sql.extend, c.Token, micros(lease))
 	if err != nil {
 		return s.fail(ctx, "extend", c.Key, err)
 	}
@@ -403,7 +429,7 @@ func (s *Store) Release(ctx context.Context, c dedupe.Claim) error {
 	}
 	k, token, us := c.Key.String(), c.Token, micros(s.lease)
 	var held int
-	err := s.b.Do(ctx, k, func(p *pgBatch) func() error {
+	err := s.do(ctx, k, s.lease, lockOf(s.sql.lock, k), func(p *pgBatch) func() error {
 		p.Queue(s.sql.release, k, token, us)
 		return func() error { return p.results.QueryRow().Scan(&held) }
 	})
@@ -416,11 +442,13 @@ func (s *Store) Release(ctx context.Context, c dedupe.Claim) error {
 	return nil
 }
 
-// exec runs the statement sql on key k with the further arguments args in
-// the next batch, and returns the number of rows it affected.
-func (s *Store) exec(ctx context.Context, k, sql string, args ...any) (int64, error) {
+// write runs the statement sql on key k with the further arguments args in
+// the next batch, and returns the number of rows it affected. d is the
+// longest time from now that the statement may set an expiry to (see
+// [Store.do]).
+func (s *Store) write(ctx context.Context, d time.Duration, k, sql string, args ...any) (int64, error) {
 	var n int64
-	err := s.b.Do(ctx, k, func(p *pgBatch) func() error {
+	err := s.do(ctx, k, d, lockOf(s.sql.lock, k), func(p *pgBatch) func() error {
 		p.Queue(sql, append([]any{k}, args...)...)
 		return func() error {
 			tag, err := p.results.Exec()
@@ -432,6 +460,45 @@ func (s *Store) exec(ctx context.Context, k, sql string, args ...any) (int64, er
 		return 0, err // n is not ours to read: a call given up may be answered later
 	}
 	return n, nil
+}
+
+// lockStmt is a statement taking a key's lock, with its arguments.
+type lockStmt struct {
+	sql  string
+	args []any
+}
+
+// lockOf returns the statement sql with args; sql "" (the plain layout)
+// takes no lock.
+func lockOf(sql string, args ...any) lockStmt { return lockStmt{sql, args} }
+
+// do runs a call that writes key k, queued by queue, in the next batch. On
+// the partitioned layout the call first runs the statement lock, which takes
+// k's lock, and if the expiry it writes, at most d from now, has no
+// partition yet, do creates the partitions up to d ahead and runs the call
+// again, once.
+func (s *Store) do(ctx context.Context, k string, d time.Duration, lock lockStmt, queue func(p *pgBatch) func() error) error {
+	call := queue
+	if lock.sql != "" {
+		call = func(p *pgBatch) func() error {
+			p.Queue(lock.sql, lock.args...)
+			read := queue(p)
+			return func() error {
+				if _, err := p.results.Exec(); err != nil {
+					return err
+				}
+				return read()
+			}
+		}
+	}
+	err := s.b.Do(ctx, k, call)
+	if s.part == nil || !noPartition(err) {
+		return err
+	}
+	if err := s.part.add(ctx, s.pool, d); err != nil {
+		return err
+	}
+	return s.b.Do(ctx, k, call)
 }
 
 // Backend returns "postgres".

@@ -126,8 +126,8 @@ func TestIncompatibleTable(t *testing.T) {
 
 // TestMigratedTable checks that New accepts a table created by a migration in
 // another compatible shape (a unique index instead of the primary key, the
-// default collation, an extra column with a default, its own expiry index) and
-// alters nothing.
+// default collation, an extra column with a default, its own expiry index),
+// upgrading it to version 2 (a result column) but adding no index.
 func TestMigratedTable(t *testing.T) {
 	pool := newPool(t, "", 0)
 	admin := adminConn(t)

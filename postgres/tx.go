@@ -18,7 +18,7 @@ import (
 // sees its outcome: of concurrent MarkTx calls of one key, one writes.
 func markTxSQL(t string) string {
 	return `INSERT INTO ` + t + ` AS d (key, token, expires_at) VALUES ($1, NULL, ` + fmt.Sprintf(after, "$2") + `)
-ON CONFLICT (key) DO UPDATE SET token = NULL, expires_at = excluded.expires_at
+ON CONFLICT (key) DO UPDATE SET token = NULL, expires_at = excluded.expires_at, result = NULL
 WHERE d.expires_at <= now() OR split_part(d.token, ' ', 1) = ''
 RETURNING 1`
 }
@@ -43,7 +43,10 @@ func heldSQL(t string) string {
 // level (PostgreSQL's default): under REPEATABLE READ or SERIALIZABLE a
 // concurrent commit makes the statement fail with a serialization error.
 // The store's table may live in any schema of that database; tx's own tables
-// too.
+// too. On the partitioned layout, a mark whose expiry has no partition yet (a
+// ttl longer than the partitions created ahead) fails tx; MarkTx creates the
+// partitions meanwhile, so that the transaction run again succeeds, as DoTx
+// does.
 func (s *Store) MarkTx(ctx context.Context, tx pgx.Tx, key dedupe.Key, ttl time.Duration) (dedupe.Status, error) {
 	if err := s.check(ctx, "mark in transaction", key); err != nil {
 		return 0, err
@@ -55,10 +58,15 @@ func (s *Store) MarkTx(ctx context.Context, tx pgx.Tx, key dedupe.Key, ttl time.
 		ttl = s.ttl
 	}
 	k := key.String()
+	if s.sql.lock != "" {
+		if _, err := tx.Exec(ctx, s.sql.lock, k); err != nil {
+			return 0, s.fail(ctx, "mark in transaction", key, err)
+		}
+	}
 	for range maxClaimTrials {
 		tag, err := tx.Exec(ctx, s.sql.markTx, k, micros(ttl))
 		if err != nil {
-			return 0, s.fail(ctx, "mark in transaction", key, err)
+			return 0, s.failTx(ctx, key, ttl, err)
 		}
 		if tag.RowsAffected() == 1 {
 			return dedupe.Claimed, nil
@@ -78,6 +86,18 @@ func (s *Store) MarkTx(ctx context.Context, tx pgx.Tx, key dedupe.Key, ttl time.
 	return 0, fmt.Errorf("dedupe: postgres: mark in transaction %s: the key changed hands %d times in a row", key, maxClaimTrials)
 }
 
+// failTx is fail for MarkTx. On the partitioned layout, if the mark's
+// expiry had no partition, it creates the missing partitions (the caller's
+// transaction has failed, and another one can then write the mark).
+func (s *Store) failTx(ctx context.Context, key dedupe.Key, ttl time.Duration, err error) error {
+	if s.part != nil && noPartition(err) {
+		if aerr := s.part.add(ctx, s.pool, ttl); aerr != nil {
+			err = fmt.Errorf("%w; %w", err, aerr)
+		}
+	}
+	return s.fail(ctx, "mark in transaction", key, err)
+}
+
 // DoTx runs fn once in effect for key: in one transaction of the store's
 // pool it writes key's mark ([Store.MarkTx]), runs fn with the transaction,
 // and commits, so that fn's statements and the mark commit together or not
@@ -94,12 +114,42 @@ func (s *Store) MarkTx(ctx context.Context, tx pgx.Tx, key dedupe.Key, ttl time.
 // redelivery then finds the key marked, or runs fn again in a new transaction;
 // either way the effects are applied once.
 func (s *Store) DoTx(ctx context.Context, key dedupe.Key, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	_, err := s.doTx(ctx, key, func(ctx context.Context, tx pgx.Tx) ([]byte, error) { return nil, fn(ctx, tx) })
+	return err
+}
+
+// DoResultTx is [Store.DoTx] for a function with a result, which is kept
+// with key's mark, written in the same transaction after fn returns, so that
+// the mark, the result and fn's effects commit together. A copy of the key,
+// in DoResultTx or in [dedupe.Deduper.DoResult] on this store, gets the
+// result with [dedupe.ErrDuplicate], as DoResult's copies do; it is nil if
+// the result was empty or longer than [dedupe.MaxResultSize] (the key is
+// then marked without it, and the store's Logger warned). When fn runs,
+// DoResultTx returns what fn returned, with DoTx's error.
+func (s *Store) DoResultTx(ctx context.Context, key dedupe.Key, fn func(ctx context.Context, tx pgx.Tx) ([]byte, error)) ([]byte, error) {
+	return s.doTx(ctx, key, fn)
+}
+
+// doTx is DoResultTx. On the partitioned layout, if the mark's expiry had no
+// partition, which MarkTx then created, it runs the transaction again, once.
+func (s *Store) doTx(ctx context.Context, key dedupe.Key, fn func(ctx context.Context, tx pgx.Tx) ([]byte, error)) ([]byte, error) {
+	res, again, err := s.doTxOnce(ctx, key, fn)
+	if again {
+		res, _, err = s.doTxOnce(ctx, key, fn)
+	}
+	return res, err
+}
+
+// doTxOnce is doTx, once; again reports that MarkTx failed for want of a
+// partition, which it created, so that fn did not run and may run in a new
+// transaction.
+func (s *Store) doTxOnce(ctx context.Context, key dedupe.Key, fn func(ctx context.Context, tx pgx.Tx) ([]byte, error)) (res []byte, again bool, err error) {
 	if err := s.check(ctx, "do in transaction", key); err != nil {
-		return err
+		return nil, false, err
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return s.fail(ctx, "do in transaction", key, err)
+		return nil, false, s.fail(ctx, "do in transaction", key, err)
 	}
 	committed := false
 	defer func() {
@@ -109,18 +159,42 @@ func (s *Store) DoTx(ctx context.Context, key dedupe.Key, fn func(ctx context.Co
 	}()
 	switch status, err := s.MarkTx(ctx, tx, key, 0); {
 	case err != nil:
-		return err
+		return nil, s.part != nil && noPartition(err), err
 	case status == dedupe.Duplicate:
-		return dedupe.ErrDuplicate
+		_ = tx.Rollback(ctx)
+		res, _, err := s.Result(ctx, key)
+		if err != nil {
+			s.log.Warn("dedupe: postgres: result of a duplicate unreadable", "table", s.table, "key", key.String(), "error", err)
+		}
+		return res, false, dedupe.ErrDuplicate
 	case status == dedupe.InFlight:
-		return dedupe.ErrInFlight
+		return nil, false, dedupe.ErrInFlight
 	}
-	if err := fn(ctx, tx); err != nil {
-		return err
+	if res, err = fn(ctx, tx); err != nil {
+		return res, false, err
+	}
+	if err := s.keepResult(ctx, tx, key, res); err != nil {
+		return res, false, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return s.fail(ctx, "commit", key, err)
+		return res, false, s.fail(ctx, "commit", key, err)
 	}
 	committed = true
+	return res, false, nil
+}
+
+// keepResult writes res with the mark tx holds on key, unless it is empty
+// or too long to keep.
+func (s *Store) keepResult(ctx context.Context, tx pgx.Tx, key dedupe.Key, res []byte) error {
+	if len(res) == 0 {
+		return nil
+	}
+	if err := checkResult(key, res); err != nil {
+		s.log.Warn("dedupe: postgres: result not kept: longer than MaxResultSize", "table", s.table, "key", key.String(), "error", err)
+		return nil
+	}
+	if _, err := tx.Exec(ctx, s.sql.keepResult, key.String(), res); err != nil {
+		return s.fail(ctx, "keep result in transaction", key, err)
+	}
 	return nil
 }

@@ -129,29 +129,77 @@ func TestDoTxBesideDo(t *testing.T) {
 
 // Of concurrent DoTx calls of one key, one runs fn.
 func TestDoTxConcurrent(t *testing.T) {
-	s := newTestStore(t, newPool(t, "", 16), Config{})
-	effects := effectsTable(t)
-	const keys, copies = 20, 8
-	var runs atomic.Int64
-	var wg sync.WaitGroup
-	for i := range keys {
-		k := dedupe.Key{Channel: "tx", MessageID: "c" + string(rune('a'+i))}
-		for range copies {
-			wg.Go(func() {
-				err := s.DoTx(context.Background(), k, func(ctx context.Context, tx pgx.Tx) error {
-					runs.Add(1)
-					_, err := tx.Exec(ctx, "INSERT INTO "+effects+" (key) VALUES ($1)", k.String())
-					time.Sleep(time.Millisecond)
-					return err
-				})
-				if err != nil && !errors.Is(err, dedupe.ErrDuplicate) {
-					t.Errorf("DoTx: %v", err)
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) {
+			s := newTestStore(t, newPool(t, "", 16), l.cfg)
+			effects := effectsTable(t)
+			const keys, copies = 20, 8
+			var runs atomic.Int64
+			var wg sync.WaitGroup
+			for i := range keys {
+				k := dedupe.Key{Channel: "tx", MessageID: "c" + string(rune('a'+i))}
+				for range copies {
+					wg.Go(func() {
+						err := s.DoTx(context.Background(), k, func(ctx context.Context, tx pgx.Tx) error {
+							runs.Add(1)
+							_, err := tx.Exec(ctx, "INSERT INTO "+effects+" (key) VALUES ($1)", k.String())
+							time.Sleep(time.Millisecond)
+							return err
+						})
+						if err != nil && !errors.Is(err, dedupe.ErrDuplicate) {
+							t.Errorf("DoTx: %v", err)
+						}
+					})
 				}
-			})
-		}
+			}
+			wg.Wait()
+			if runs.Load() != keys {
+				t.Fatalf("%d runs of %d keys with %d copies each, want one per key", runs.Load(), keys, copies)
+			}
+		})
 	}
-	wg.Wait()
-	if runs.Load() != keys {
-		t.Fatalf("%d runs of %d keys with %d copies each, want one per key", runs.Load(), keys, copies)
+}
+
+// DoResultTx keeps fn's result with the mark in fn's transaction: a copy,
+// through DoResultTx or a Deduper's DoResult, gets it with ErrDuplicate; a
+// failed run keeps neither.
+func TestDoResultTx(t *testing.T) {
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) {
+			s := newTestStore(t, newPool(t, "", 2), l.cfg)
+			effects := effectsTable(t)
+			ctx := context.Background()
+			k := testKey(t, "tx")
+			errFail := errors.New("handler failed")
+			if _, err := s.DoResultTx(ctx, k, func(context.Context, pgx.Tx) ([]byte, error) {
+				return []byte("lost"), errFail
+			}); !errors.Is(err, errFail) {
+				t.Fatalf("DoResultTx with a failing fn = %v", err)
+			}
+			if _, ok, err := s.Result(ctx, k); err != nil || ok {
+				t.Fatalf("Result after a failed run = %v, %v; want not marked", ok, err)
+			}
+			res, err := s.DoResultTx(ctx, k, func(ctx context.Context, tx pgx.Tx) ([]byte, error) {
+				_, err := tx.Exec(ctx, "INSERT INTO "+effects+" (key) VALUES ($1)", k.String())
+				return []byte("reply"), err
+			})
+			if err != nil || string(res) != "reply" {
+				t.Fatalf("DoResultTx = %q, %v", res, err)
+			}
+			res, err = s.DoResultTx(ctx, k, func(context.Context, pgx.Tx) ([]byte, error) {
+				t.Fatal("fn ran for a copy")
+				return nil, nil
+			})
+			if !errors.Is(err, dedupe.ErrDuplicate) || string(res) != "reply" {
+				t.Fatalf("DoResultTx of a copy = %q, %v; want the result and ErrDuplicate", res, err)
+			}
+			res, err = dedupe.New(s).DoResult(ctx, k, func(context.Context) ([]byte, error) { return nil, nil })
+			if !errors.Is(err, dedupe.ErrDuplicate) || string(res) != "reply" {
+				t.Fatalf("DoResult of a copy = %q, %v; want the result and ErrDuplicate", res, err)
+			}
+			if n := countEffects(t, effects, k.String()); n != 1 {
+				t.Fatalf("%d effects, want 1", n)
+			}
+		})
 	}
 }

@@ -46,7 +46,8 @@
 // dedupehttp and [platform.Discord] given the application's public key,
 // which verifies each request's signature (401 for a forgery, before
 // anything is stored), refuses a stale timestamp, passes the PING to the
-// handler and answers each copy with the verdict (see the example):
+// handler and answers each copy with the first copy's interaction response,
+// replayed (see dedupehttp.WithReplay and the example):
 //
 //	discord := platform.Discord.WithSecret(os.Getenv("DISCORD_PUBLIC_KEY"))
 //	http.Handle("POST /discord/interactions", dedupehttp.New(d, discord, handler))

@@ -55,7 +55,7 @@ func ExampleInteractionCreate() {
 // verifies each request's Ed25519 signature with the application's public
 // key (401 for a forgery, before anything is stored), refuses a stale
 // timestamp, passes the PING to the handler, and answers each copy of an
-// interaction with the verdict.
+// interaction with the first copy's response, replayed (dedupehttp.WithReplay).
 func Example_interactionsEndpoint() {
 	d := dedupe.New(nil)
 	discord := platform.Discord.WithSecret(os.Getenv("DISCORD_PUBLIC_KEY"))

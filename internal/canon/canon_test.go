@@ -2,6 +2,7 @@ package canon
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -56,5 +57,14 @@ func TestImageID(t *testing.T) {
 		{map[string]any{"file": "image", "md5": 5}, ""},
 	} {
 		assert.Equal(t, tt.want, string(AppendImageID(nil, tt.data)), "%v", tt.data)
+		id, digest, url := AppendImageKeyID(nil, tt.data)
+		assert.Equal(t, tt.want, string(id), "AppendImageKeyID(%v)", tt.data)
+		assert.Equal(t, strings.HasPrefix(tt.want, "md5:") || strings.HasPrefix(tt.want, "sha1:"), digest, "%v", tt.data)
+		if !digest && url != "" {
+			assert.Equal(t, tt.want, string(AppendImageURLID(nil, url)), "the URL identity of %v", tt.data)
+		}
 	}
+	id, _, url := AppendImageKeyID(nil, map[string]any{"md5": md5, "url": "https://H.example:443/a?rkey=1&fileid=F#x"})
+	assert.Equal(t, "md5:"+md5, string(id))
+	assert.Equal(t, "url:h.example/a?fileid=F", string(AppendImageURLID(nil, url)), "the URL identity of an image with a digest")
 }

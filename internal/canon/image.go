@@ -24,15 +24,28 @@ func AppendImageID(buf []byte, data map[string]any) []byte {
 	return buf
 }
 
-// AppendImageIDs appends to digest and url the two identities of an image or
-// flash segment's data that [AppendImageID] chooses between: its digest and
-// its normalised URL, each in the form AppendImageID writes it, or nothing
-// for an identity the data does not give.
-func AppendImageIDs(digest, url []byte, data map[string]any) (_, _ []byte) {
+// AppendImageKeyID appends the identity [AppendImageID] gives and reports
+// whether it is a digest. url is the image's URL as given, trimmed (data
+// "url", or a "file" that is an http URL), or "" if it has none: the URL
+// identity is [AppendImageURLID] of it, which is computed here only when it is
+// the identity appended.
+func AppendImageKeyID(buf []byte, data map[string]any) (_ []byte, digest bool, url string) {
 	f := readImageFields(data)
-	digest, _ = f.appendDigest(digest)
-	url, _ = f.appendURL(url)
-	return digest, url
+	url = f.rawURL()
+	if out, ok := f.appendDigest(buf); ok {
+		return out, true, url
+	}
+	if url != "" {
+		return AppendImageURLID(buf, url), false, url
+	}
+	return buf, false, ""
+}
+
+// AppendImageURLID appends the URL identity of an image whose URL, as
+// [AppendImageKeyID] returns it, is url: "url:" and the normalised URL.
+func AppendImageURLID(buf []byte, url string) []byte {
+	buf = append(buf, "url:"...)
+	return AppendNormalizedURL(buf, url)
 }
 
 // imageFields are the string fields of an image segment's data that name
@@ -99,15 +112,19 @@ func (f *imageFields) appendDigest(buf []byte) ([]byte, bool) {
 
 // appendURL appends the image's URL identity, if it has one.
 func (f *imageFields) appendURL(buf []byte) ([]byte, bool) {
+	if u := f.rawURL(); u != "" {
+		return AppendImageURLID(buf, u), true
+	}
+	return buf, false
+}
+
+// rawURL returns the image's URL as given, trimmed, or "".
+func (f *imageFields) rawURL() string {
 	u := f.url
 	if u == "" && hasHTTPScheme(f.named[0]) {
 		u = f.named[0]
 	}
-	if u = strings.TrimSpace(u); u != "" {
-		buf = append(buf, "url:"...)
-		return AppendNormalizedURL(buf, u), true
-	}
-	return buf, false
+	return strings.TrimSpace(u)
 }
 
 func hasHTTPScheme(s string) bool {

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runDemo runs the demo on store and returns its exit status and output.
+func runDemo(t *testing.T, store string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var out, errs bytes.Buffer
+	code := mainArgs(ctx, []string{"-store", store, "-llm-delay", "20ms"}, &out, &errs)
+	t.Logf("stdout:\n%sstderr:\n%s", out.String(), errs.String())
+	if code == 2 && strings.Contains(errs.String(), "keeps no results") {
+		t.Skipf("the %s store of this build keeps no results yet", store)
+	}
+	return code, out.String()
+}
+
+// TestAgentSQLite: on a SQLite file, every retry (after the reply, concurrent
+// and waiting, after a restart) gets the first reply, and the model is
+// called once per key.
+func TestAgentSQLite(t *testing.T) {
+	code, out := runDemo(t, "sqlite:"+filepath.Join(t.TempDir(), "agent.db"))
+	expect(t, code, out, "4. after a restart:   201 replayed=true, same reply: true; model calls: 2")
+}
+
+// TestAgentMemory: on memory the restart is skipped, the rest holds.
+func TestAgentMemory(t *testing.T) {
+	code, out := runDemo(t, "memory")
+	expect(t, code, out, "after waiting (1 wait), same reply: true; model calls: 2", "4. restart:           skipped")
+}
+
+// TestAgentServers: on Redis and PostgreSQL, when the servers are given
+// (DEDUPE_REDIS_ADDR, DEDUPE_POSTGRES_DSN) and their stores keep results.
+func TestAgentServers(t *testing.T) {
+	for env, store := range map[string]func(string) string{
+		"DEDUPE_REDIS_ADDR":   func(v string) string { return "redis://" + v + "/0" },
+		"DEDUPE_POSTGRES_DSN": func(v string) string { return v },
+	} {
+		t.Run(env, func(t *testing.T) {
+			v := os.Getenv(env)
+			if v == "" {
+				if os.Getenv("DEDUPE_REQUIRE_SERVERS") != "" {
+					t.Fatalf("%s is unset", env)
+				}
+				t.Skipf("%s is unset", env)
+			}
+			code, out := runDemo(t, store(v))
+			expect(t, code, out, "4. after a restart:   201 replayed=true, same reply: true; model calls: 2")
+		})
+	}
+}
+
+// TestAgentBadStore: a store that cannot be opened is a setup error, status 2.
+func TestAgentBadStore(t *testing.T) {
+	var out, errs bytes.Buffer
+	if code := mainArgs(t.Context(), []string{"-store", "nonsense"}, &out, &errs); code != 2 || !strings.Contains(errs.String(), "-store") {
+		t.Errorf("status %d, stderr %q", code, errs.String())
+	}
+}
+
+// expect checks that the demo exited 0 and printed each of lines.
+func expect(t *testing.T, code int, out string, lines ...string) {
+	t.Helper()
+	if code != 0 {
+		t.Errorf("exit status %d, want 0", code)
+	}
+	for _, l := range lines {
+		if !strings.Contains(out, l) {
+			t.Errorf("output lacks %q", l)
+		}
+	}
+	if !strings.Contains(out, "ok: every retry got the first reply") {
+		t.Error("output lacks the final ok")
+	}
+}

@@ -1,0 +1,223 @@
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/internal/httpreplay"
+)
+
+// Middleware returns middleware that makes the covered methods of an HTTP
+// API idempotent with d, by the Idempotency-Key request header: the handler
+// runs once per key, and a retry gets the first response again. See the
+// package overview for what it answers and what it stores. d's store must be
+// a [dedupe.ResultStore], as every store of this module is; its TTL and wait
+// are replaced by [WithTTL]'s and [WithWait]'s. d must not be nil.
+//
+// The shape is net/http's middleware convention, as dedupehttp.Middleware's:
+// it wraps any handler or router, for one route or all of them.
+func Middleware(d *dedupe.Deduper, opts ...Option) func(http.Handler) http.Handler {
+	c := newConfig(opts)
+	rs, _ := d.Store().(dedupe.ResultStore)
+	d = d.With(dedupe.WithTTL(c.ttl), dedupe.WithWait(c.wait))
+	return func(next http.Handler) http.Handler {
+		return &handler{c: c, d: d, rs: rs, next: next}
+	}
+}
+
+type handler struct {
+	c    config
+	d    *dedupe.Deduper
+	rs   dedupe.ResultStore // d's primary store, which keeps the bindings
+	next http.Handler
+}
+
+// Errors of a run under a claim that the handler did not answer, or whose
+// answer is not stored.
+var (
+	errReused    = errors.New("idempotency: key bound to another fingerprint")
+	errNotStored = errors.New("idempotency: response not stored")
+)
+
+// ServeHTTP serves r as [Middleware] says.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !slices.Contains(h.c.methods, r.Method) {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	fields := r.Header.Values("Idempotency-Key")
+	if len(fields) == 0 {
+		if h.c.optional {
+			h.next.ServeHTTP(w, r)
+			return
+		}
+		h.c.problem(w, keyMissing, detailRequired)
+		return
+	}
+	key, err := h.c.parseKey(strings.Join(fields, ","))
+	if err != nil {
+		reason := strings.TrimPrefix(err.Error(), ErrMalformedKey.Error()+": ")
+		h.c.problem(w, keyMalformed, "Malformed Idempotency-Key: "+reason+". "+detailRequired)
+		return
+	}
+	if h.rs == nil {
+		h.c.problem(w, noResults, "The gateway's store keeps no results.")
+		return
+	}
+	body, ok := h.readBody(w, r)
+	if !ok {
+		return
+	}
+	fp := fingerprint(sha256.Sum256(h.c.fingerprint(r, body)))
+	ks := keysFor(h.c.channel, h.c.scope(r), key)
+	if h.c.wait > 0 && h.refusedEarly(w, r, ks, fp) {
+		return
+	}
+	h.serve(w, r, ks, fp)
+}
+
+// refusedEarly answers 422, and returns true, if the key is bound to another
+// fingerprint: with WithWait, a reuse is told at once rather than after the
+// first request, which the Deduper would wait for.
+func (h *handler) refusedEarly(w http.ResponseWriter, r *http.Request, ks keys, fp fingerprint) bool {
+	bound, err := h.boundTo(r.Context(), ks.bind)
+	switch {
+	case err != nil:
+		h.c.problem(w, unavailable, detailUnavailable)
+	case bound != nil && *bound != fp:
+		h.c.problem(w, keyReused, h.c.detailReused())
+	default:
+		return false
+	}
+	return true
+}
+
+// parseKey parses an Idempotency-Key field as the options say.
+func (c *config) parseKey(field string) (string, error) {
+	if c.bare {
+		return parseBareKey(field)
+	}
+	return ParseKey(field)
+}
+
+// readBody reads r's body, to fingerprint it, and gives it back to r for
+// the handler. It answers and returns false if it cannot.
+func (h *handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.c.maxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			h.c.problem(w, bodyTooLarge, fmt.Sprintf("The body is over %d bytes.", h.c.maxBody))
+		} else {
+			h.c.problem(w, bodyUnreadable, err.Error())
+		}
+		return nil, false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return body, true
+}
+
+// serve runs the handler under the claim of ks.main, unless another request
+// holds or held it, and answers for the handler if it did not run.
+func (h *handler) serve(w http.ResponseWriter, r *http.Request, ks keys, fp fingerprint) {
+	rec := httpreplay.NewRecorder(w, httpreplay.Config{
+		Headers: h.c.headers,
+		Limit:   dedupe.MaxResultSize - recordOverhead,
+	})
+	ran := false
+	res, err := h.d.DoResult(r.Context(), ks.main, func(ctx context.Context) ([]byte, error) {
+		if err := h.bind(ctx, ks.bind, fp); err != nil {
+			return nil, err
+		}
+		ran = true
+		h.next.ServeHTTP(rec, r.WithContext(ctx))
+		return h.record(rec, fp)
+	})
+	if ran {
+		return // the handler answered; the Deduper logs a mark that failed
+	}
+	switch {
+	case errors.Is(err, dedupe.ErrDuplicate):
+		h.replay(w, res, fp)
+	case errors.Is(err, dedupe.ErrInFlight):
+		if bound, _ := h.boundTo(r.Context(), ks.bind); bound != nil && *bound != fp {
+			h.c.problem(w, keyReused, h.c.detailReused())
+			return
+		}
+		h.c.problem(w, keyInFlight, detailInFlight)
+	case errors.Is(err, errReused):
+		h.c.problem(w, keyReused, h.c.detailReused())
+	default:
+		h.c.problem(w, unavailable, detailUnavailable)
+	}
+}
+
+// bind binds the key whose binding is bind to fp, under its claim, before
+// the handler runs: it fails with errReused if the key is bound to another
+// fingerprint, by a request whose handler ran before (and failed, or its
+// mark would have answered this one).
+func (h *handler) bind(ctx context.Context, bind dedupe.Key, fp fingerprint) error {
+	bound, err := h.boundTo(ctx, bind)
+	switch {
+	case err != nil:
+		return err
+	case bound != nil && *bound != fp:
+		return errReused
+	}
+	return h.rs.MarkResult(ctx, bind, encodeRecord(fp, nil), h.c.ttl)
+}
+
+// boundTo returns the fingerprint the key whose binding is bind is bound
+// to, or nil if none (or none readable).
+func (h *handler) boundTo(ctx context.Context, bind dedupe.Key) (*fingerprint, error) {
+	b, marked, err := h.rs.Result(ctx, bind)
+	if err != nil || !marked {
+		return nil, err
+	}
+	fp, _, ok := decodeRecord(b)
+	if !ok {
+		return nil, nil
+	}
+	return &fp, nil
+}
+
+// record returns what is kept with the key's mark after the handler
+// answered rec: the fingerprint and the response, or the fingerprint alone
+// if the response is too large to keep. A 5xx or 429 answer is not kept:
+// errNotStored releases the claim, so that the client's retry runs.
+func (h *handler) record(rec *httpreplay.Recorder, fp fingerprint) ([]byte, error) {
+	rec.Response() // settles the status of a handler that wrote nothing: 200
+	if status := rec.Status(); status >= 500 || status == http.StatusTooManyRequests {
+		return nil, fmt.Errorf("%w: status %d", errNotStored, status)
+	}
+	b, err := rec.Encode()
+	if err != nil {
+		b = nil // marked all the same: the request was processed
+	}
+	return encodeRecord(fp, b), nil
+}
+
+// replay answers a retry of a processed request with the record res kept
+// with its key.
+func (h *handler) replay(w http.ResponseWriter, res []byte, fp fingerprint) {
+	bound, resp, ok := decodeRecord(res)
+	if ok && bound != fp {
+		h.c.problem(w, keyReused, h.c.detailReused())
+		return
+	}
+	decoded, err := httpreplay.Decode(resp)
+	if !ok || err != nil {
+		h.c.problem(w, notReplayable, h.c.detailNotReplayable())
+		return
+	}
+	w.Header().Set(HeaderReplayed, "true")
+	_ = decoded.Replay(w)
+}

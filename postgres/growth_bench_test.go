@@ -1,0 +1,206 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gatewaykit/dedupe"
+)
+
+// growthSizes are the numbers of remembered keys BenchmarkGrowth fills the
+// table with (issue 25 item 3). CI runs every benchmark once, as a smoke
+// test: there (CI set) the tables are filled with a small fraction.
+var growthSizes = ciScaled([]int{100_000, 1_000_000})
+
+// ciScaled returns sizes, or sizes divided by 100 when the CI variable is
+// set.
+func ciScaled(sizes []int) []int {
+	if os.Getenv("CI") == "" {
+		return sizes
+	}
+	small := make([]int, len(sizes))
+	for i, n := range sizes {
+		small[i] = max(n/100, 1)
+	}
+	return small
+}
+
+// growthLayouts are the layouts the growth benchmarks compare: the plain
+// table and daily partitions.
+var growthLayouts = []struct {
+	name string
+	cfg  Config
+}{
+	{"plain", Config{}},
+	{"partitioned", Config{Partitioned: true}},
+}
+
+// fillMarks copies n marks of keys "fill:<prefix><i>" into table ident by
+// COPY, expiring at from + i/n of spread (distinct expiries over the range),
+// and analyzes the table.
+func fillMarks(b *testing.B, pool *pgxpool.Pool, ident pgx.Identifier, prefix string, n int, from time.Time, spread time.Duration) {
+	b.Helper()
+	ctx := context.Background()
+	i := 0
+	_, err := pool.CopyFrom(ctx, ident, []string{"key", "token", "expires_at"}, pgx.CopyFromFunc(func() ([]any, error) {
+		if i == n {
+			return nil, nil
+		}
+		row := []any{"fill:" + prefix + strconv.Itoa(i), nil, from.Add(time.Duration(int64(spread) / int64(n) * int64(i)))}
+		i++
+		return row, nil
+	}))
+	if err != nil {
+		b.Fatalf("COPY %d rows: %v", n, err)
+	}
+	if _, err := pool.Exec(ctx, `ANALYZE `+ident.Sanitize()); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkGrowth measures the store on a table already remembering 100k and
+// 1M keys, plain and partitioned by day (24 h TTL: the marks expire over
+// the next day, in 2 partitions, of 3 created ahead), filled by COPY: Claim
+// then Mark of new keys by 64 callers (keys/s, and claim-p99-µs the p99 of
+// the Claim), and Exists of remembered keys by 64 callers (claim-p99-µs is
+// then the p99 of the Exists).
+func BenchmarkGrowth(b *testing.B) {
+	pool := newPool(b, "", benchPoolSize)
+	for _, size := range growthSizes {
+		for _, l := range growthLayouts {
+			cfg := l.cfg
+			cfg.Table = testTable(b)
+			s := newTestStore(b, pool, cfg)
+			var now time.Time
+			if err := pool.QueryRow(context.Background(), `SELECT now()`).Scan(&now); err != nil {
+				b.Fatal(err)
+			}
+			fillMarks(b, pool, pgx.Identifier{cfg.Table}, "", size, now.Add(time.Minute), 23*time.Hour)
+			w := &claimMark{pool: pool, s: s, keys: &benchKeys{prefix: randomHex(b, 4) + "-"}}
+			exists := func(ctx context.Context, lat *[]time.Duration) error {
+				k := dedupe.Key{Channel: "fill", MessageID: strconv.Itoa(rand.IntN(size))}
+				var ok bool
+				err := timed(lat, func() (err error) {
+					ok, err = s.Exists(ctx, k)
+					return err
+				})
+				if err != nil || !ok {
+					return fmt.Errorf("Exists(%s) = %v, %v", k, ok, err)
+				}
+				return nil
+			}
+			warmUp(b, w.store)
+			warmUp(b, exists)
+			name := fmt.Sprintf("keys=%d/layout=%s", size, l.name)
+			b.Run(name+"/op=claimmark", func(b *testing.B) { callers(b, 64, w.store) })
+			b.Run(name+"/op=exists", func(b *testing.B) { callers(b, 64, exists) })
+		}
+	}
+}
+
+// BenchmarkCleanupUnderLoad measures what the expiry of one day's marks
+// costs the writers: a table of 500k marks expired a day ago (in one daily
+// partition, on the partitioned layout) and 100k live ones, and 64 callers
+// claiming and marking new keys; CleanupExpired then removes the expired day,
+// by DETACH … CONCURRENTLY and DROP of its partition, or on the plain table
+// by DELETEs of 1,000 rows. It reports the writers' keys/s and Claim p99
+// during the cleanup (during-keys/s, during-p99-µs) and over as long just
+// before it (before-keys/s, before-p99-µs), and the cleanup's duration. Run
+// it with -benchtime 1x.
+func BenchmarkCleanupUnderLoad(b *testing.B) {
+	sizes := ciScaled([]int{500_000, 100_000})
+	expired, live := sizes[0], sizes[1]
+	for _, l := range growthLayouts {
+		b.Run("layout="+l.name, func(b *testing.B) {
+			for range b.N {
+				cleanupUnderLoad(b, l.cfg, expired, live)
+			}
+		})
+	}
+}
+
+// beforeWindow is how long BenchmarkCleanupUnderLoad measures the writers
+// before the cleanup.
+const beforeWindow = 3 * time.Second
+
+func cleanupUnderLoad(b *testing.B, cfg Config, expired, live int) {
+	b.StopTimer()
+	c := newServerClock(b)
+	pool := c.pool(b, benchPoolSize)
+	cfg.Table = c.table(b)
+	s := newTestStore(b, pool, cfg)
+	ident := pgx.Identifier{c.schema, cfg.Table[len(c.schema)+1:]}
+	fillMarks(b, pool, ident, "old", expired, c.now(b).Truncate(24*time.Hour).Add(time.Minute), 23*time.Hour)
+	c.advance(b, 2*24*time.Hour) // the day filled is now two days ago
+	if s.part != nil {
+		if err := s.part.add(context.Background(), pool, s.part.ahead); err != nil {
+			b.Fatal(err)
+		}
+	}
+	fillMarks(b, pool, ident, "live", live, c.now(b).Add(time.Hour), 20*time.Hour)
+
+	w := &claimMark{pool: pool, s: s, keys: &benchKeys{prefix: randomHex(b, 4) + "-"}}
+	warmUp(b, w.store)
+	var window loadWindow
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() { window.write(b, w) })
+	}
+	time.Sleep(beforeWindow) // the writers' pace before the cleanup
+	window.next()
+	b.StartTimer()
+	start := time.Now()
+	n, err := s.CleanupExpired(context.Background())
+	took := time.Since(start)
+	b.StopTimer()
+	window.next()
+	wg.Wait()
+	if err != nil || n != int64(expired) {
+		b.Fatalf("CleanupExpired = %d, %v; want the %d expired rows", n, err, expired)
+	}
+	b.ReportMetric(float64(window.done[0].Load())/beforeWindow.Seconds(), "before-keys/s")
+	b.ReportMetric(float64(window.done[1].Load())/took.Seconds(), "during-keys/s")
+	b.ReportMetric(float64(window.lat[0].p99().Microseconds()), "before-p99-µs")
+	b.ReportMetric(float64(window.lat[1].p99().Microseconds()), "during-p99-µs")
+	b.ReportMetric(took.Seconds()*1000, "cleanup-ms")
+}
+
+// loadWindow counts the Claim+Mark calls of writers, and their Claims'
+// durations, in two phases: before the cleanup and during it. A call is
+// counted in the phase it began and ended in.
+type loadWindow struct {
+	phase atomic.Int32 // 0 before, 1 during, 2 stop
+	done  [2]atomic.Int64
+	lat   [2]latencies
+}
+
+func (l *loadWindow) next() { l.phase.Add(1) }
+
+// write claims and marks new keys until the last phase.
+func (l *loadWindow) write(b *testing.B, w *claimMark) {
+	for {
+		p := l.phase.Load()
+		if p >= 2 {
+			return
+		}
+		var d []time.Duration
+		if err := w.store(context.Background(), &d); err != nil {
+			b.Error(err)
+			return
+		}
+		if l.phase.Load() == p {
+			l.done[p].Add(1)
+			l.lat[p].add(d)
+		}
+	}
+}
