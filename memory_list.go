@@ -59,7 +59,7 @@ func (s *MemoryStore) ListMarks(ctx context.Context, cursor string, limit int, y
 }
 
 // MarkUntil marks each keys[i] until expires[i] (wall clock), keeping a live
-// mark's later expiry and dropping claims, and returns how many keys had a
+// mark's later expiry and result and dropping claims, and returns how many keys had a
 // live mark. A store at [MemoryConfig].MaxSize evicts marks as Mark does:
 // size it for every mark copied. It implements migrate.BulkMarker.
 func (s *MemoryStore) MarkUntil(ctx context.Context, keys []Key, expires []time.Time) (int, error) {
@@ -81,6 +81,8 @@ func (s *MemoryStore) MarkUntil(ctx context.Context, keys []Key, expires []time.
 		if cur, ok := sh.marks.get(k, h); ok && now < cur {
 			present++
 			exp = max(exp, cur)
+		} else if len(sh.results) != 0 {
+			sh.dropResult(k) // an expired mark's
 		}
 		if evicted, ok := sh.marks.add(k, h, exp); ok && len(sh.results) != 0 {
 			sh.dropResult(evicted)

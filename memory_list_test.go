@@ -3,6 +3,7 @@ package dedupe
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // The comparisons of the memory store's walk order agree with comparing the
@@ -25,5 +26,32 @@ func TestCompareKeysMatchesText(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// MarkUntil keeps the result of a live mark it lengthens, and drops that of
+// an expired mark it replaces.
+func TestMemoryMarkUntilResults(t *testing.T) {
+	ctx := t.Context()
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	s := NewMemoryStore(MemoryConfig{Now: func() time.Time { return now }})
+	defer s.Close()
+	live, old := Key{"qq", "live"}, Key{"qq", "old"}
+	if err := s.MarkResult(ctx, live, []byte("kept"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkResult(ctx, old, []byte("stale"), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Second)
+	present, err := s.MarkUntil(ctx, []Key{live, old}, []time.Time{now.Add(time.Hour), now.Add(time.Hour)})
+	if err != nil || present != 1 {
+		t.Fatalf("MarkUntil: %d present, %v", present, err)
+	}
+	if res, ok, _ := s.Result(ctx, live); !ok || string(res) != "kept" {
+		t.Errorf("live mark's result %q, %v", res, ok)
+	}
+	if res, ok, _ := s.Result(ctx, old); !ok || res != nil {
+		t.Errorf("replaced expired mark's result %q, %v", res, ok)
 	}
 }

@@ -12,11 +12,13 @@ import (
 )
 
 // markUntilScript marks KEYS[1] for ARGV[1] milliseconds and returns 1,
-// unless it holds a mark already: then it lengthens the mark's TTL to
-// ARGV[1] if that is longer, never shortening it, and returns 0. A claim or a
+// unless it holds a mark already (with or without a result): then it
+// lengthens the mark's TTL to ARGV[1] if that is longer, never shortening
+// it, keeps its result, and returns 0. A claim or a
 // released key's fences are replaced by the mark, as Mark does.
 var markUntilScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == 'm' then
+local v = redis.call('GET', KEYS[1])
+if v and (v == 'm' or string.sub(v, 1, 2) == 'm:') then
 	local left = redis.call('PTTL', KEYS[1])
 	if left >= 0 and left < tonumber(ARGV[1]) then
 		redis.call('PEXPIRE', KEYS[1], ARGV[1])
@@ -109,10 +111,11 @@ func (s *Store) CountLive(ctx context.Context) (marks, claims int64, oldest, new
 			return 0, 0, time.Time{}, time.Time{}, fmt.Errorf("dedupe: redis: count: %w", err)
 		}
 		for _, f := range found {
+			_, marked := parseMark(f.value)
 			switch {
 			case strings.HasPrefix(f.value, "c:"):
 				claims++
-			case f.value == markValue:
+			case marked:
 				marks++
 				exp := f.expires
 				if exp.IsZero() {

@@ -47,7 +47,7 @@ func (s *Store) ListMarks(ctx context.Context, cursor string, limit int, yield f
 		return "", fmt.Errorf("dedupe: redis: list marks: %w", err)
 	}
 	for _, f := range found {
-		if f.value != markValue {
+		if _, marked := parseMark(f.value); !marked {
 			continue
 		}
 		ch, id, _ := strings.Cut(strings.TrimPrefix(f.key, s.prefix), ":")

@@ -99,6 +99,20 @@ func checkListing(t *testing.T, client redis.UniversalClient, n int) {
 	if math.Abs(oldest.Sub(exps[0]).Seconds()) > 0.5 || math.Abs(newest.Sub(exps[n-1]).Seconds()) > 0.5 {
 		t.Fatalf("CountLive: oldest %v newest %v, want %v and %v", oldest, newest, exps[0], exps[n-1])
 	}
+	// A mark kept with a result is listed, counted present and keeps its result.
+	rk := dedupe.Key{Channel: "web", MessageID: "with-result"}
+	if err := s.MarkResult(ctx, rk, []byte("reply"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if present, err := s.MarkUntil(ctx, []dedupe.Key{rk}, []time.Time{time.Now().Add(time.Hour)}); err != nil || present != 1 {
+		t.Fatalf("MarkUntil over a mark with a result: %d present, %v", present, err)
+	}
+	if res, ok, err := s.Result(ctx, rk); err != nil || !ok || string(res) != "reply" {
+		t.Fatalf("Result after MarkUntil: %q %v %v", res, ok, err)
+	}
+	if got, _ := walk(t, s, "", 1000); got[rk].Before(time.Now().Add(59 * time.Minute)) {
+		t.Fatalf("the mark with a result is listed with expiry %v", got[rk])
+	}
 	// MarkUntil replaces a claim.
 	if present, err := s.MarkUntil(ctx, []dedupe.Key{c.Key}, []time.Time{time.Now().Add(time.Hour)}); err != nil || present != 0 {
 		t.Fatalf("MarkUntil over a claim: %d present, %v", present, err)

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,10 +64,14 @@ WHERE key > $1 AND token IS NULL ORDER BY key LIMIT $2`, cursor, limit)
 const migrateTemp = `dedupe_migrate_in`
 
 // MarkUntil marks each keys[i] until expires[i] (local clock), in one
-// transaction: the batch goes into a temporary table by COPY, then into the
-// store's table by one INSERT … ON CONFLICT, which keeps a live mark's later
-// expiry and replaces claims. It returns how many keys had a live mark. It
-// implements migrate.BulkMarker.
+// transaction, and returns how many keys had a live mark. A live mark keeps
+// the later expiry and its result; any other row of a key (a claim, a
+// released key's fences, an expired mark and its result) gives way to the
+// mark. On the plain table the batch goes into a temporary table by COPY,
+// then into the store's table by one INSERT … ON CONFLICT. On the
+// partitioned layout, whose table has no unique key, each key is written
+// after its lock, as Mark writes it, all in one round trip. It implements
+// migrate.BulkMarker.
 func (s *Store) MarkUntil(ctx context.Context, keys []dedupe.Key, expires []time.Time) (int, error) {
 	if len(keys) != len(expires) {
 		return 0, fmt.Errorf("dedupe: postgres: mark until: %d keys, %d expiries", len(keys), len(expires))
@@ -77,25 +82,96 @@ func (s *Store) MarkUntil(ctx context.Context, keys []dedupe.Key, expires []time
 		}
 	}
 	var present int
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS `+migrateTemp+
-			` (key text COLLATE "C" NOT NULL, us bigint NOT NULL) ON COMMIT DELETE ROWS`); err != nil {
-			return err
-		}
-		local := time.Now()
-		_, err := tx.CopyFrom(ctx, pgx.Identifier{migrateTemp}, []string{"key", "us"},
-			pgx.CopyFromSlice(len(keys), func(i int) ([]any, error) {
-				return []any{keys[i].String(), expires[i].Sub(local).Microseconds()}, nil
-			}))
-		if err != nil {
-			return err
-		}
-		return tx.QueryRow(ctx, s.markUntilSQL()).Scan(&present)
-	})
+	var err error
+	if s.part != nil {
+		present, err = s.markUntilLocked(ctx, keys, expires)
+	} else {
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS `+migrateTemp+
+				` (key text COLLATE "C" NOT NULL, us bigint NOT NULL) ON COMMIT DELETE ROWS`); err != nil {
+				return err
+			}
+			local := time.Now()
+			_, err := tx.CopyFrom(ctx, pgx.Identifier{migrateTemp}, []string{"key", "us"},
+				pgx.CopyFromSlice(len(keys), func(i int) ([]any, error) {
+					return []any{keys[i].String(), expires[i].Sub(local).Microseconds()}, nil
+				}))
+			if err != nil {
+				return err
+			}
+			return tx.QueryRow(ctx, s.markUntilSQL()).Scan(&present)
+		})
+	}
 	if err != nil {
 		return 0, fmt.Errorf("dedupe: postgres: mark until (%d keys): %w", len(keys), err)
 	}
 	return present, nil
+}
+
+// markUntilLocked is MarkUntil on the partitioned layout: it creates the
+// partitions the latest expiry needs, then in one transaction and one round
+// trip takes each key's lock, in key order (so that two copies never wait
+// for each other in a cycle), and writes it with markUntilPartSQL.
+func (s *Store) markUntilLocked(ctx context.Context, keys []dedupe.Key, expires []time.Time) (int, error) {
+	order := make([]int, len(keys))
+	texts := make([]string, len(keys))
+	local := time.Now()
+	var longest time.Duration
+	for i, k := range keys {
+		order[i], texts[i] = i, k.String()
+		longest = max(longest, expires[i].Sub(local))
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(texts[a], texts[b]) })
+	if err := s.part.add(ctx, s.pool, longest+time.Minute); err != nil {
+		return 0, err
+	}
+	write := s.markUntilPartSQL()
+	present := 0
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		for _, i := range order {
+			b.Queue(s.sql.lock, texts[i])
+			b.Queue(write, texts[i], expires[i].Sub(local).Microseconds())
+		}
+		br := tx.SendBatch(ctx, b)
+		for range order {
+			if _, err := br.Exec(); err != nil {
+				_ = br.Close()
+				return err
+			}
+			var live bool
+			if err := br.QueryRow().Scan(&live); err != nil {
+				_ = br.Close()
+				return err
+			}
+			if live {
+				present++
+			}
+		}
+		return br.Close()
+	})
+	return present, err
+}
+
+// markUntilPartSQL writes one key of MarkUntil on the partitioned layout,
+// under its lock: a live mark is lengthened if it expires sooner (an UPDATE,
+// which moves it to its new partition), and otherwise every row of the key
+// is replaced by the mark, as Mark does. It returns whether the key had a
+// live mark.
+func (s *Store) markUntilPartSQL() string {
+	t, exp := s.table, fmt.Sprintf(after, "$2")
+	return `WITH cur AS (
+	SELECT 1 FROM ` + t + ` WHERE key = $1::text AND token IS NULL AND expires_at > now()
+), up AS (
+	UPDATE ` + t + ` SET expires_at = ` + exp + `
+	WHERE key = $1::text AND token IS NULL AND expires_at > now() AND expires_at < ` + exp + `
+), gone AS (
+	DELETE FROM ` + t + ` WHERE key = $1::text AND NOT EXISTS (SELECT 1 FROM cur)
+), ins AS (
+	INSERT INTO ` + t + ` (key, token, expires_at) SELECT $1::text, NULL, ` + exp + `
+	WHERE NOT EXISTS (SELECT 1 FROM cur)
+)
+SELECT EXISTS (SELECT 1 FROM cur)`
 }
 
 // markUntilSQL moves the temporary table's batch into the store's table and
@@ -113,7 +189,8 @@ func (s *Store) markUntilSQL() string {
 	SELECT key, NULL, exp FROM src ORDER BY key
 	ON CONFLICT (key) DO UPDATE SET token = NULL,
 		expires_at = CASE WHEN d.token IS NULL AND d.expires_at > now()
-			THEN greatest(d.expires_at, excluded.expires_at) ELSE excluded.expires_at END
+			THEN greatest(d.expires_at, excluded.expires_at) ELSE excluded.expires_at END,
+		result = CASE WHEN d.token IS NULL AND d.expires_at > now() THEN d.result END
 )
 SELECT coalesce(sum(CASE WHEN EXISTS (
 	SELECT 1 FROM ` + t + ` d WHERE d.key = src.key AND d.token IS NULL AND d.expires_at > now()
