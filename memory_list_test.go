@@ -55,3 +55,32 @@ func TestMemoryMarkUntilResults(t *testing.T) {
 		t.Errorf("replaced expired mark's result %q, %v", res, ok)
 	}
 }
+
+// The same for the SQLite store, whose results follow their mark's expiry.
+func TestSQLiteMarkUntilResults(t *testing.T) {
+	ctx := t.Context()
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	s, err := OpenSQLite(t.TempDir()+"/m.db", SQLiteConfig{Now: func() time.Time { return now }, Location: time.UTC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	live, old := Key{"qq", "live"}, Key{"qq", "old"}
+	if err := s.MarkResult(ctx, live, []byte("kept"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkResult(ctx, old, []byte("stale"), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Second)
+	present, err := s.MarkUntil(ctx, []Key{live, old}, []time.Time{now.Add(time.Hour), now.Add(time.Hour)})
+	if err != nil || present != 1 {
+		t.Fatalf("MarkUntil: %d present, %v", present, err)
+	}
+	if res, ok, _ := s.Result(ctx, live); !ok || string(res) != "kept" {
+		t.Errorf("live mark's result %q, %v", res, ok)
+	}
+	if res, ok, _ := s.Result(ctx, old); !ok || res != nil {
+		t.Errorf("replaced expired mark's result %q, %v", res, ok)
+	}
+}

@@ -106,7 +106,10 @@ func (s *SQLiteStore) MarkUntil(ctx context.Context, keys []Key, expires []time.
 	return present, err
 }
 
-// markOne is one key of MarkUntil, in the writer's transaction.
+// markOne is one key of MarkUntil, in the writer's transaction. A live mark
+// it lengthens keeps its result, whose row follows the mark's new expiry; a
+// mark it replaces leaves its result behind, no longer the mark's (results
+// belong to the expiry they were written with) and deleted with the rest.
 func (s *SQLiteStore) markOne(ctx context.Context, k Key, until, now time.Time) (live bool, err error) {
 	dkey := k.String()
 	if _, err := s.stmt.claimDelete.ExecContext(ctx, dkey); err != nil {
@@ -125,8 +128,15 @@ func (s *SQLiteStore) markOne(ctx context.Context, k Key, until, now time.Time) 
 		}
 		live = true
 	}
-	_, err = s.stmt.markUpsert.ExecContext(ctx, dkey, k.Channel, k.MessageID,
-		formatSQLiteTime(now, s.loc), formatSQLiteTime(until, s.loc))
+	untilText := formatSQLiteTime(until, s.loc)
+	if live {
+		_, err = s.conn.ExecContext(ctx, "UPDATE "+s.results+" SET expires_at = ? WHERE dedupe_key = ? AND expires_at = ?",
+			untilText, dkey, exp.String)
+		if err != nil {
+			return false, err
+		}
+	}
+	_, err = s.stmt.markUpsert.ExecContext(ctx, dkey, k.Channel, k.MessageID, formatSQLiteTime(now, s.loc), untilText)
 	return live, err
 }
 
