@@ -35,9 +35,14 @@
 // [Options].NoExpiryTTL.
 //
 // A mark already live at the destination is counted (Summary.Present) and
-// keeps the later of its own expiry and the source's: a copy never shortens a
-// mark, so copying a batch twice is harmless. A claim at the destination is
-// replaced by the mark, as [dedupe.Store.Mark] does.
+// keeps the later of its own expiry and the source's, and its result if it
+// has one: a copy never shortens a mark, so copying a batch twice is
+// harmless. A claim at the destination is replaced by the mark, as
+// [dedupe.Store.Mark] does.
+//
+// Results kept with marks ([dedupe.ResultStore]) are not copied: a copied
+// mark has none, so [dedupe.Deduper.DoResult] answers a copy of its message
+// as a duplicate without a result.
 //
 // # Resuming
 //
