@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gatewaykit/dedupe/migrate"
+)
+
+// buildCommand builds the dedupe command into a temporary directory.
+func buildCommand(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "dedupe")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// readCheckpointFile returns the checkpoint the command wrote at path, if
+// any yet.
+func readCheckpointFile(path string) (migrate.Checkpoint, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return migrate.Checkpoint{}, false
+	}
+	var cf checkpointFile
+	if json.Unmarshal(data, &cf) != nil {
+		return migrate.Checkpoint{}, false
+	}
+	return cf.Checkpoint, true
+}
+
+// A migration killed with SIGKILL half way resumes from its checkpoint when
+// run again: every mark arrives with its TTL, the summary counts every mark
+// of the source once (the batch that was being written when the kill came
+// counts as present), and the checkpoint is gone at the end.
+func TestMigrateKilledResumes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the command and copies 200,000 marks twice")
+	}
+	bin := buildCommand(t)
+	const n, batch = 200_000, 1000
+	f := writeNekoFile(t, n, 10)
+	for _, c := range []struct {
+		name, to   string
+		maxPresent int64 // the batch re-written after the kill, at most
+	}{
+		{"postgres", postgresURL(t), batch},
+		{"redis", redisURL(t), 3 * batch}, // a SCAN page may exceed the batch
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cp := filepath.Join(t.TempDir(), "cp.json")
+			args := []string{"migrate", "--from", f.url(), "--to", c.to, "--batch", "1000", "--checkpoint", cp}
+			cmd := exec.Command(bin, args...)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			killedAt := waitAndKill(t, cmd, cp, n/3, exited)
+			if err := <-exited; err == nil || cmd.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Fatalf("the first run was not killed: %v\n%s", err, out.String())
+			}
+			t.Logf("killed after %d marks committed", killedAt.Summary.Listed)
+
+			start := time.Now()
+			again := exec.Command(bin, args...)
+			output, err := again.CombinedOutput()
+			if err != nil {
+				t.Fatalf("the second run: %v\n%s", err, output)
+			}
+			t.Logf("the second run took %v", time.Since(start))
+			if !strings.Contains(string(output), "resuming from "+cp) {
+				t.Errorf("the second run did not resume:\n%s", output)
+			}
+			sum := summaryOf(t, string(output))
+			live := int64(len(f.live))
+			if sum.Listed != n || sum.Expired != int64(f.expired) || sum.Copied+sum.Present != live || sum.Present > c.maxPresent || sum.Invalid != 0 {
+				t.Errorf("summary %+v: want %d listed, %d expired, %d copied or present (present at most %d)", sum, n, f.expired, live, c.maxPresent)
+			}
+			if _, err := os.Stat(cp); !os.IsNotExist(err) {
+				t.Errorf("checkpoint left after the copy: %v", err)
+			}
+			checkCopied(t, open(t, c.to), f.live)
+		})
+	}
+}
+
+// waitAndKill kills cmd with SIGKILL once its checkpoint at path shows at
+// least after marks committed, and returns that checkpoint. It fails t if
+// the command ends first.
+func waitAndKill(t *testing.T, cmd *exec.Cmd, path string, after int64, exited chan error) migrate.Checkpoint {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-exited:
+			t.Fatalf("the first run ended before it was killed (%v): make the source larger", err)
+		case <-tick.C:
+		}
+		if cp, ok := readCheckpointFile(path); ok && cp.Summary.Listed >= after {
+			if cp.Done {
+				t.Fatal("the first run finished before it was killed: make the source larger")
+			}
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			return cp
+		}
+	}
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gatewaykit/dedupe/migrate"
+)
+
+// migrateFlags are the options of "dedupe migrate".
+type migrateFlags struct {
+	from, to, checkpoint string
+	dryRun, restart      bool
+	batch                int
+	noExpiryTTL          time.Duration
+}
+
+func parseMigrate(args []string, stderr io.Writer) (migrateFlags, error) {
+	var f migrateFlags
+	fs := flag.NewFlagSet("dedupe migrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.from, "from", "", "the source store's URL")
+	fs.StringVar(&f.to, "to", "", "the destination store's URL")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "read both stores and count, writing nothing")
+	fs.IntVar(&f.batch, "batch", migrate.DefaultBatch, "marks read and written at a time")
+	fs.StringVar(&f.checkpoint, "checkpoint", "", "the checkpoint file (default .dedupe-migrate-HASH.json in the current directory, HASH naming the two URLs)")
+	fs.BoolVar(&f.restart, "restart", false, "ignore a checkpoint and copy from the start")
+	fs.DurationVar(&f.noExpiryTTL, "no-expiry-ttl", migrate.DefaultNoExpiryTTL, "TTL given to marks that never expire at the source")
+	if err := fs.Parse(args); err != nil {
+		return f, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	switch {
+	case fs.NArg() > 0:
+		return f, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	case f.from == "" || f.to == "":
+		return f, fmt.Errorf("%w: migrate needs --from and --to", errUsage)
+	case f.from == f.to:
+		return f, fmt.Errorf("%w: --from and --to name the same store", errUsage)
+	case f.batch <= 0:
+		return f, fmt.Errorf("%w: --batch must be positive", errUsage)
+	}
+	if f.checkpoint == "" {
+		f.checkpoint = ".dedupe-migrate-" + f.runID()[:16] + ".json"
+	}
+	return f, nil
+}
+
+// runID names the pair of stores, so that a checkpoint is never resumed into
+// another copy.
+func (f migrateFlags) runID() string {
+	sum := sha256.Sum256([]byte(f.from + "\x00" + f.to))
+	return hex.EncodeToString(sum[:])
+}
+
+// checkpointFile is what the checkpoint file holds.
+type checkpointFile struct {
+	Run        string             `json:"run"` // migrateFlags.runID
+	Checkpoint migrate.Checkpoint `json:"checkpoint"`
+}
+
+func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseMigrate(args, stderr)
+	if err != nil {
+		return err
+	}
+	var resume *migrate.Checkpoint
+	if !f.restart && !f.dryRun {
+		if resume, err = readCheckpoint(f); err != nil {
+			return err
+		}
+	}
+	from, err := openStore(ctx, f.from, source)
+	if err != nil {
+		return fmt.Errorf("open --from: %w", err)
+	}
+	defer from.close()
+	toRole := dest
+	if f.dryRun {
+		toRole = dryDest
+	}
+	to, err := openStore(ctx, f.to, toRole)
+	if err != nil {
+		return fmt.Errorf("open --to: %w", err)
+	}
+	defer to.close()
+	if resume != nil {
+		fmt.Fprintf(stdout, "resuming from %s after %d marks\n", f.checkpoint, resume.Summary.Listed)
+	}
+	bar := newProgress(ctx, stdout, from.Store)
+	opts := migrate.Options{Batch: f.batch, DryRun: f.dryRun, Resume: resume, NoExpiryTTL: f.noExpiryTTL, Progress: bar.update}
+	if !f.dryRun {
+		opts.Checkpoint = func(cp migrate.Checkpoint) error { return writeCheckpoint(f, cp) }
+	}
+	sum, err := migrate.Copy(ctx, from.Store, to.Store, opts)
+	bar.finish()
+	printSummary(stdout, sum, f.dryRun)
+	if err != nil {
+		if errors.Is(err, context.Canceled) && !f.dryRun {
+			return fmt.Errorf("interrupted; run the same command again to resume from %s: %w", f.checkpoint, err)
+		}
+		return err
+	}
+	if !f.dryRun {
+		if err := to.close(); err != nil { // a memory destination writes its snapshot
+			return fmt.Errorf("close --to: %w", err)
+		}
+		if err := os.Remove(f.checkpoint); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+func printSummary(w io.Writer, s migrate.Summary, dryRun bool) {
+	copied := "copied:"
+	if dryRun {
+		fmt.Fprintln(w, "dry run: nothing written")
+		copied = "would copy:"
+	}
+	fmt.Fprintf(w, "%-20s %d\n", "listed:", s.Listed)
+	fmt.Fprintf(w, "%-20s %d\n", copied, s.Copied)
+	fmt.Fprintf(w, "%-20s %d\n", "already present:", s.Present)
+	fmt.Fprintf(w, "%-20s %d\n", "skipped as expired:", s.Expired)
+	fmt.Fprintf(w, "%-20s %d\n", "skipped as invalid:", s.Invalid)
+}
+
+// readCheckpoint returns the checkpoint of an earlier run of the same copy,
+// or nil if there is none.
+func readCheckpoint(f migrateFlags) (*migrate.Checkpoint, error) {
+	data, err := os.ReadFile(f.checkpoint)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint: %w", err)
+	}
+	var cf checkpointFile
+	if err := json.Unmarshal(data, &cf); err != nil {
+		return nil, fmt.Errorf("checkpoint %s is unreadable (%v); remove it or pass --restart", f.checkpoint, err)
+	}
+	if cf.Run != f.runID() {
+		return nil, fmt.Errorf("checkpoint %s belongs to a copy between other stores; pass --checkpoint, or --restart to overwrite it", f.checkpoint)
+	}
+	return &cf.Checkpoint, nil
+}
+
+// writeCheckpoint replaces the checkpoint file with cp, durably: a new file
+// renamed over the old after it was synced, so a crash leaves either whole.
+func writeCheckpoint(f migrateFlags, cp migrate.Checkpoint) error {
+	data, err := json.Marshal(checkpointFile{Run: f.runID(), Checkpoint: cp})
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(f.checkpoint)
+	tmp, err := os.CreateTemp(dir, filepath.Base(f.checkpoint)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), f.checkpoint)
+	}
+	return err
+}

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"maps"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/migrate"
+)
+
+// seedDestination gives dst two keys of want before a copy: the first with
+// a longer TTL than the source's (kept), the second with a shorter one
+// (lengthened to the source's), and a claim on a third (replaced by the
+// mark). It returns the expiries the destination must end with.
+func seedDestination(t *testing.T, dst dedupe.Store, want map[dedupe.Key]time.Time) map[dedupe.Key]time.Time {
+	t.Helper()
+	ctx := context.Background()
+	final := maps.Clone(want)
+	i := 0
+	for k := range want {
+		switch i {
+		case 0:
+			mustf(t, dst.Mark(ctx, k, 30*24*time.Hour), "mark %s", k)
+			final[k] = time.Now().Add(30 * 24 * time.Hour)
+		case 1:
+			mustf(t, dst.Mark(ctx, k, time.Minute), "mark %s", k)
+		case 2:
+			if st, err := dst.Claim(ctx, dedupe.NewClaim(k), time.Hour); err != nil || st != dedupe.Claimed {
+				t.Fatalf("claim %s: %v %v", k, st, err)
+			}
+		default:
+			return final
+		}
+		i++
+	}
+	return final
+}
+
+// copyAndCheck migrates a NekoBot file of n marks (one in ten expired) to
+// the store at to, seeded with two present marks and a claim, and checks the
+// summary and every mark at the destination.
+func copyAndCheck(t *testing.T, to string, n int) {
+	f := writeNekoFile(t, n, 10)
+	dst := open(t, to)
+	final := seedDestination(t, dst, f.live)
+	code, out, errOut := runCmd(t, "migrate", "--from", f.url(), "--to", to, "--checkpoint", filepath.Join(t.TempDir(), "cp.json"))
+	if code != exitOK {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	want := migrate.Summary{Listed: int64(n), Copied: int64(len(f.live) - 2), Present: 2, Expired: int64(f.expired)}
+	if got := summaryOf(t, out); got != want {
+		t.Fatalf("summary %+v, want %+v\n%s", got, want, out)
+	}
+	checkCopied(t, dst, final)
+}
+
+// A NekoBot file copies to PostgreSQL: every live mark with its expiry,
+// expired marks skipped, marks present at the destination counted and never
+// shortened, a claim there replaced.
+func TestMigrateSQLiteToPostgres(t *testing.T) { copyAndCheck(t, postgresURL(t), 5000) }
+
+// The same to Redis.
+func TestMigrateSQLiteToRedis(t *testing.T) { copyAndCheck(t, redisURL(t), 5000) }
+
+// The same to a memory store's snapshot, which the copy writes.
+func TestMigrateSQLiteToMemory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "marks.snapshot")
+	f := writeNekoFile(t, 3000, 10)
+	code, out, errOut := runCmd(t, "migrate", "--from", f.url(), "--to", "memory:"+path, "--batch", "70", "--checkpoint", filepath.Join(t.TempDir(), "cp.json"))
+	if code != exitOK {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	checkCopied(t, open(t, "memory:"+path), f.live)
+}
+
+// A memory store's snapshot copies to a SQLite file, claims left behind.
+func TestMigrateMemoryToSQLite(t *testing.T) {
+	ctx := context.Background()
+	snap := filepath.Join(t.TempDir(), "marks.snapshot")
+	src, err := dedupe.OpenMemoryStore(dedupe.MemoryConfig{SnapshotPath: snap, MaxSize: 10000})
+	mustf(t, err, "open memory store")
+	want := map[dedupe.Key]time.Time{}
+	for i := range 2000 {
+		k := dedupe.Key{Channel: "slack", MessageID: "T1:" + time.Duration(i).String()}
+		ttl := time.Duration(i+1) * time.Minute
+		mustf(t, src.Mark(ctx, k, ttl), "mark")
+		want[k] = time.Now().Add(ttl)
+	}
+	_, err = src.Claim(ctx, dedupe.NewClaim(dedupe.Key{Channel: "slack", MessageID: "claimed"}), time.Hour)
+	mustf(t, err, "claim")
+	mustf(t, src.Close(), "close (writes the snapshot)")
+
+	to := "sqlite:" + filepath.Join(t.TempDir(), "new.db")
+	code, out, errOut := runCmd(t, "migrate", "--from", "memory:"+snap, "--to", to, "--batch", "300", "--checkpoint", filepath.Join(t.TempDir(), "cp.json"))
+	if code != exitOK {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	if got := summaryOf(t, out); got != (migrate.Summary{Listed: 2000, Copied: 2000}) {
+		t.Fatalf("summary %+v\n%s", got, out)
+	}
+	checkCopied(t, open(t, to), want)
+}
+
+// PostgreSQL copies to Redis; a second run finds every mark present.
+func TestMigratePostgresToRedis(t *testing.T) {
+	ctx := context.Background()
+	from, to := postgresURL(t), redisURL(t)
+	src := open(t, from)
+	want := map[dedupe.Key]time.Time{}
+	var keys []dedupe.Key
+	var exps []time.Time
+	for i := range 3000 {
+		k := dedupe.Key{Channel: "discord", MessageID: time.Duration(i * 977).String()}
+		exp := time.Now().Add(time.Duration(i+60) * time.Second)
+		keys, exps = append(keys, k), append(exps, exp)
+		want[k] = exp
+	}
+	_, err := src.Store.(migrate.BulkMarker).MarkUntil(ctx, keys, exps)
+	mustf(t, err, "seed")
+	_, err = src.Claim(ctx, dedupe.NewClaim(dedupe.Key{Channel: "discord", MessageID: "claimed"}), time.Hour)
+	mustf(t, err, "claim")
+	cp := filepath.Join(t.TempDir(), "cp.json")
+	for run, wantSum := range []migrate.Summary{{Listed: 3000, Copied: 3000}, {Listed: 3000, Present: 3000}} {
+		code, out, errOut := runCmd(t, "migrate", "--from", from, "--to", to, "--batch", "512", "--checkpoint", cp)
+		if code != exitOK {
+			t.Fatalf("run %d: exit %d: %s%s", run, code, out, errOut)
+		}
+		if got := summaryOf(t, out); got != wantSum {
+			t.Fatalf("run %d: summary %+v, want %+v", run, got, wantSum)
+		}
+	}
+	checkCopied(t, open(t, to), want)
+}
+
+// Redis copies to PostgreSQL (SCAN order, not key order).
+func TestMigrateRedisToPostgres(t *testing.T) {
+	from, to := redisURL(t), postgresURL(t)
+	f := writeNekoFile(t, 2000, 0)
+	code, out, errOut := runCmd(t, "migrate", "--from", f.url(), "--to", from, "--checkpoint", filepath.Join(t.TempDir(), "a.json"))
+	if code != exitOK {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	code, out, errOut = runCmd(t, "migrate", "--from", from, "--to", to, "--batch", "100", "--checkpoint", filepath.Join(t.TempDir(), "b.json"))
+	if code != exitOK {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	if got := summaryOf(t, out); got != (migrate.Summary{Listed: 2000, Copied: 2000}) {
+		t.Fatalf("summary %+v\n%s", got, out)
+	}
+	checkCopied(t, open(t, to), f.live)
+}
+
+// A dry run writes nothing, leaves no checkpoint and counts what a copy
+// would do, the present marks included.
+func TestMigrateDryRun(t *testing.T) {
+	to := postgresURL(t)
+	f := writeNekoFile(t, 1000, 4)
+	dst := open(t, to)
+	seedDestination(t, dst, f.live)
+	cp := filepath.Join(t.TempDir(), "cp.json")
+	code, out, errOut := runCmd(t, "migrate", "--dry-run", "--from", f.url(), "--to", to, "--checkpoint", cp)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	if got, want := summaryOf(t, out), (migrate.Summary{Listed: 1000, Copied: 750 - 2, Present: 2, Expired: 250}); got != want {
+		t.Fatalf("summary %+v, want %+v", got, want)
+	}
+	if n := len(marks(t, dst)); n != 2 {
+		t.Fatalf("a dry run wrote: %d marks at the destination", n)
+	}
+	if !strings.Contains(out, "dry run") {
+		t.Errorf("output does not say it was a dry run:\n%s", out)
+	}
+}
+
+// Bad command lines exit with 2, failures with 1.
+func TestMigrateExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	f := writeNekoFile(t, 10, 0)
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{nil, exitUsage},
+		{[]string{"frobnicate"}, exitUsage},
+		{[]string{"migrate", "--from", f.url()}, exitUsage},
+		{[]string{"migrate", "--from", f.url(), "--to", f.url()}, exitUsage},
+		{[]string{"migrate", "--from", f.url(), "--to", "ftp://x"}, exitUsage},
+		{[]string{"migrate", "--from", f.url(), "--to", "memory:" + filepath.Join(dir, "m"), "--batch", "0"}, exitUsage},
+		{[]string{"stats"}, exitUsage},
+		{[]string{"migrate", "--from", "sqlite:" + filepath.Join(dir, "missing.db"), "--to", "memory:" + filepath.Join(dir, "m")}, exitFailure},
+		{[]string{"migrate", "--from", f.url(), "--to", "sqlite:" + filepath.Join(dir, "no", "such", "dir.db")}, exitFailure},
+		{[]string{"migrate", "--from", f.url(), "--to", "memory:" + filepath.Join(dir, "m"), "--checkpoint", filepath.Join(dir, "cp.json")}, exitOK},
+	} {
+		if code, out, errOut := runCmd(t, c.args...); code != c.code {
+			t.Errorf("%q: exit %d, want %d\n%s%s", c.args, code, c.code, out, errOut)
+		}
+	}
+}

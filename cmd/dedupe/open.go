@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/deduperedis"
+	"github.com/gatewaykit/dedupe/postgres"
+)
+
+// store is an open store and what closing it takes.
+type store struct {
+	dedupe.Store
+	close func() error
+}
+
+// memoryMaxSize is the default max_size of a memory: URL: far more marks than
+// a snapshot holds, since the memory store grows only as marks arrive.
+const memoryMaxSize = 1 << 26
+
+// role is what a command does with a store.
+type role int
+
+const (
+	source  role = iota // read: the file must exist
+	dest                // written: a missing file is created
+	dryDest             // read, as a destination: a missing file is empty
+)
+
+// openStore opens the store that raw names, for r. A memory snapshot that is
+// only read is opened from a copy of the file, so that closing it never
+// rewrites the original. A SQLite file is opened as the store opens it,
+// which puts it in WAL mode and adds the claims table if missing, as a
+// gateway sharing the file would.
+func openStore(ctx context.Context, raw string, r role) (*store, error) {
+	scheme, rest, ok := strings.Cut(raw, ":")
+	if !ok {
+		return nil, fmt.Errorf("%w: store URL %q has no scheme", errUsage, raw)
+	}
+	switch scheme {
+	case "sqlite":
+		return openSQLite(rest, r)
+	case "memory":
+		return openMemory(rest, r)
+	case "redis", "rediss", "unix":
+		return openRedis(ctx, raw)
+	case "postgres", "postgresql":
+		return openPostgres(ctx, raw)
+	}
+	return nil, fmt.Errorf("%w: store URL scheme %q: want sqlite, memory, redis, rediss, unix, postgres", errUsage, scheme)
+}
+
+// splitQuery splits "path?query" and parses the query.
+func splitQuery(s string) (string, url.Values, error) {
+	path, query, _ := strings.Cut(s, "?")
+	v, err := url.ParseQuery(query)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: query of %q: %v", errUsage, s, err)
+	}
+	return path, v, nil
+}
+
+func openSQLite(rest string, r role) (*store, error) {
+	path, q, err := splitQuery(rest)
+	if err != nil {
+		return nil, err
+	}
+	cfg := dedupe.SQLiteConfig{Table: q.Get("table")}
+	if tz := q.Get("tz"); tz != "" {
+		if cfg.Location, err = time.LoadLocation(tz); err != nil {
+			return nil, fmt.Errorf("%w: tz=%s: %v", errUsage, tz, err)
+		}
+	}
+	if _, err := os.Stat(path); err != nil && r != dest {
+		return nil, fmt.Errorf("sqlite file %s: %w", path, err)
+	}
+	s, err := dedupe.OpenSQLite(path, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &store{s, s.Close}, nil
+}
+
+func openMemory(rest string, r role) (*store, error) {
+	path, q, err := splitQuery(rest)
+	if err != nil {
+		return nil, err
+	}
+	cfg := dedupe.MemoryConfig{MaxSize: memoryMaxSize, SnapshotInterval: 24 * time.Hour}
+	if n := q.Get("max_size"); n != "" {
+		if cfg.MaxSize, err = strconv.Atoi(n); err != nil || cfg.MaxSize <= 0 {
+			return nil, fmt.Errorf("%w: max_size=%s: want a positive number", errUsage, n)
+		}
+	}
+	cleanup := func() error { return nil }
+	if _, err := os.Stat(path); err != nil && r == source {
+		return nil, fmt.Errorf("snapshot %s: %w", path, err)
+	}
+	if r != dest {
+		dir, err := os.MkdirTemp("", "dedupe-snapshot-")
+		if err != nil {
+			return nil, err
+		}
+		cleanup = func() error { return os.RemoveAll(dir) }
+		tmp := filepath.Join(dir, "snapshot")
+		if err := copyFile(path, tmp); err != nil {
+			_ = cleanup()
+			return nil, err
+		}
+		path = tmp
+	}
+	cfg.SnapshotPath = path
+	s, err := dedupe.OpenMemoryStore(cfg)
+	if err != nil {
+		if s != nil {
+			_ = s.Close()
+		}
+		_ = cleanup()
+		return nil, err
+	}
+	return &store{s, func() error {
+		err := s.Close()
+		if cerr := cleanup(); err == nil {
+			err = cerr
+		}
+		return err
+	}}, nil
+}
+
+// copyFile copies the file at from to to; a missing file copies as none.
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(to)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// takeParam removes the query parameter name from raw and returns its value.
+func takeParam(raw, name string) (string, string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", "", fmt.Errorf("%w: store URL: %v", errUsage, redact(err))
+	}
+	q := u.Query()
+	v := q.Get(name)
+	q.Del(name)
+	u.RawQuery = q.Encode()
+	return u.String(), v, nil
+}
+
+// redact returns err without the URL it may quote, which may hold a password.
+func redact(err error) error {
+	var ue *url.Error
+	if e, ok := err.(*url.Error); ok {
+		ue = e
+		return fmt.Errorf("%s: %v", ue.Op, ue.Err)
+	}
+	return err
+}
+
+func openRedis(ctx context.Context, raw string) (*store, error) {
+	raw, prefix, err := takeParam(raw, "prefix")
+	if err != nil {
+		return nil, err
+	}
+	s, err := deduperedis.OpenURL(raw, deduperedis.Config{Prefix: prefix})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Ping(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return &store{s, s.Close}, nil
+}
+
+func openPostgres(ctx context.Context, raw string) (*store, error) {
+	raw, table, err := takeParam(raw, "table")
+	if err != nil {
+		return nil, err
+	}
+	s, err := postgres.Open(ctx, raw, postgres.Config{Table: table})
+	if err != nil {
+		return nil, err
+	}
+	return &store{s, s.Close}, nil
+}

@@ -1,0 +1,137 @@
+package deduperedis
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/gatewaykit/dedupe"
+)
+
+// markUntilScript marks KEYS[1] for ARGV[1] milliseconds and returns 1,
+// unless it holds a mark already (with or without a result): then it
+// lengthens the mark's TTL to ARGV[1] if that is longer, never shortening
+// it, keeps its result, and returns 0. A claim or a
+// released key's fences are replaced by the mark, as Mark does.
+var markUntilScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v and (v == 'm' or string.sub(v, 1, 2) == 'm:') then
+	local left = redis.call('PTTL', KEYS[1])
+	if left >= 0 and left < tonumber(ARGV[1]) then
+		redis.call('PEXPIRE', KEYS[1], ARGV[1])
+	end
+	return 0
+end
+redis.call('SET', KEYS[1], 'm', 'PX', ARGV[1])
+return 1
+`)
+
+// MarkUntil marks each keys[i] until expires[i] (local clock), in one
+// pipeline of script calls (split by master on a cluster), keeping a live
+// mark's longer TTL and replacing claims, and returns how many keys had a
+// live mark. It implements migrate.BulkMarker.
+func (s *Store) MarkUntil(ctx context.Context, keys []dedupe.Key, expires []time.Time) (int, error) {
+	if len(keys) != len(expires) {
+		return 0, fmt.Errorf("dedupe: redis: mark until: %d keys, %d expiries", len(keys), len(expires))
+	}
+	for _, k := range keys {
+		if err := s.check(ctx, "mark until", k); err != nil {
+			return 0, err
+		}
+	}
+	local := time.Now()
+	results := make([]*redis.Cmd, len(keys))
+	todo := make([]int, len(keys))
+	for i := range todo {
+		todo[i] = i
+	}
+	present := 0
+	for attempt := 0; len(todo) > 0; attempt++ {
+		_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, i := range todo {
+				results[i] = markUntilScript.EvalSha(ctx, p, []string{s.key(keys[i])}, ms(expires[i].Sub(local)))
+			}
+			return nil
+		})
+		var again []int
+		for _, i := range todo {
+			n, err := results[i].Int64()
+			switch {
+			case err != nil && isNoScript(err) && attempt == 0:
+				again = append(again, i)
+			case err != nil:
+				return 0, fmt.Errorf("dedupe: redis: mark until %s: %w", keys[i], err)
+			case n == 0:
+				present++
+			}
+		}
+		if len(again) > 0 {
+			if err := s.loadScript(ctx, markUntilScript); err != nil {
+				return 0, fmt.Errorf("dedupe: redis: mark until: load script: %w", err)
+			}
+		} else if err != nil {
+			return 0, fmt.Errorf("dedupe: redis: mark until: %w", err)
+		}
+		todo = again
+	}
+	return present, nil
+}
+
+// isNoScript reports whether err is Redis's NOSCRIPT: the server does not know
+// the script's SHA.
+func isNoScript(err error) bool {
+	return strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// loadScript loads script on the server, or on every master of a cluster.
+func (s *Store) loadScript(ctx context.Context, script *redis.Script) error {
+	if s.cluster != nil {
+		return s.cluster.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			return script.Load(ctx, c).Err()
+		})
+	}
+	return script.Load(ctx, s.client).Err()
+}
+
+// CountLive walks every key of the store's prefix (SCAN, and one pipeline of
+// GET and PTTL per page) and returns the numbers of live marks and claims
+// and the earliest and latest expiry of the marks, on the local clock. It
+// implements migrate.Counter.
+func (s *Store) CountLive(ctx context.Context) (marks, claims int64, oldest, newest time.Time, err error) {
+	if s.closed.Load() {
+		return 0, 0, oldest, newest, dedupe.ErrClosed
+	}
+	cursor := ""
+	for {
+		next, found, err := s.scanPage(ctx, cursor, 1000)
+		if err != nil {
+			return 0, 0, time.Time{}, time.Time{}, fmt.Errorf("dedupe: redis: count: %w", err)
+		}
+		for _, f := range found {
+			_, marked := parseMark(f.value)
+			switch {
+			case strings.HasPrefix(f.value, "c:"):
+				claims++
+			case marked:
+				marks++
+				exp := f.expires
+				if exp.IsZero() {
+					continue
+				}
+				if oldest.IsZero() || exp.Before(oldest) {
+					oldest = exp
+				}
+				if exp.After(newest) {
+					newest = exp
+				}
+			}
+		}
+		if next == "" {
+			return marks, claims, oldest, newest, nil
+		}
+		cursor = next
+	}
+}
