@@ -185,8 +185,9 @@ func checkEntry(t *testing.T, c *serverClock, s *Store, table string, span time.
 
 // TestPartitionDropRace drops a partition of expired marks while eight
 // writers mark, claim and release keys of later partitions, and again an
-// hour later: the drop counts every expired row and no other, and every mark
-// a writer made is still there, in one row.
+// hour later: the drop counts every expired row (the old marks, and the
+// fences of released claims that expired before their key was marked again),
+// and every mark a writer made is still there, in one row.
 func TestPartitionDropRace(t *testing.T) {
 	const span, old, writers = time.Hour, 200, 8
 	c := newServerClock(t)
@@ -202,6 +203,7 @@ func TestPartitionDropRace(t *testing.T) {
 	}
 
 	var stop atomic.Bool
+	var releases atomic.Int64
 	marked := make([][]dedupe.Key, writers)
 	var wg sync.WaitGroup
 	for w := range writers {
@@ -218,6 +220,7 @@ func TestPartitionDropRace(t *testing.T) {
 						t.Errorf("Release(%s): %v", k, err)
 						return
 					}
+					releases.Add(1)
 				}
 				if err := s.Mark(ctx, k, 0); err != nil {
 					t.Errorf("Mark(%s): %v", k, err)
@@ -238,8 +241,11 @@ func TestPartitionDropRace(t *testing.T) {
 	}
 	stop.Store(true)
 	wg.Wait()
-	if dropped != old {
-		t.Errorf("the cleanup dropped %d rows, want the %d expired ones", dropped, old)
+	// A released claim leaves a fence row for the store's lease (5 min): one
+	// the clock's move expired before its key was marked again went with its
+	// partition too.
+	if dropped < old || dropped > old+releases.Load() {
+		t.Errorf("the cleanup dropped %d rows, want the %d expired marks and at most %d expired fences", dropped, old, releases.Load())
 	}
 	total := 0
 	for _, ks := range marked {
