@@ -14,13 +14,29 @@ import (
 	"github.com/gatewaykit/dedupe/migrate"
 )
 
-// buildCommand builds the dedupe command into a temporary directory.
-func buildCommand(t *testing.T) string {
+// childEnv, set to "1" in a child's environment, makes this test binary run
+// the command itself (see TestMain).
+const childEnv = "DEDUPE_CMD_CHILD"
+
+// TestMain runs the dedupe command when a test starts this test binary as a
+// child with childEnv set: the kill test SIGKILLs the real command's code
+// without building it with the go command, which would not see the module
+// file an isolated build (GOWORK=off, -modfile) tests with.
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		main()
+	}
+	os.Exit(m.Run())
+}
+
+// commandPath returns the program that runs the dedupe command: this test
+// binary, with childEnv set in the environment of the children it starts.
+func commandPath(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "dedupe")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	t.Setenv(childEnv, "1")
+	bin, err := os.Executable()
 	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	return bin
 }
@@ -45,9 +61,9 @@ func readCheckpointFile(path string) (migrate.Checkpoint, bool) {
 // counts as present), and the checkpoint is gone at the end.
 func TestMigrateKilledResumes(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the command and copies 200,000 marks twice")
+		t.Skip("copies 200,000 marks twice")
 	}
-	bin := buildCommand(t)
+	bin := commandPath(t)
 	const n, batch = 200_000, 1000
 	f := writeNekoFile(t, n, 10)
 	for _, c := range []struct {
