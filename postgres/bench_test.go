@@ -175,7 +175,7 @@ func (w *claimMark) raw(ctx context.Context, lat *[]time.Duration) error {
 	if err != nil || outcome != claimInserted {
 		return fmt.Errorf("claim statement on %s = %v, %v", k, outcome, err)
 	}
-	_, err = w.pool.Exec(ctx, w.s.sql.mark, k, benchTTL)
+	_, err = w.pool.Exec(ctx, w.s.sql.mark, k, benchTTL, nil)
 	return err
 }
 
@@ -238,7 +238,7 @@ func (w *claimMark) round(ctx context.Context, n int64) error {
 	for range n {
 		k := w.keys.next().String()
 		claims.Queue(w.s.sql.claim, k, benchToken, benchLease)
-		marks.Queue(w.s.sql.mark, k, benchTTL)
+		marks.Queue(w.s.sql.mark, k, benchTTL, nil)
 	}
 	if err := w.pool.SendBatch(ctx, &claims).Close(); err != nil {
 		return err
