@@ -1,6 +1,7 @@
 package dedupe
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -29,58 +30,51 @@ func TestCompareKeysMatchesText(t *testing.T) {
 	}
 }
 
-// MarkUntil keeps the result of a live mark it lengthens, and drops that of
-// an expired mark it replaces.
-func TestMemoryMarkUntilResults(t *testing.T) {
-	ctx := t.Context()
-	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	s := NewMemoryStore(MemoryConfig{Now: func() time.Time { return now }})
-	defer s.Close()
-	live, old := Key{"qq", "live"}, Key{"qq", "old"}
-	if err := s.MarkResult(ctx, live, []byte("kept"), time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.MarkResult(ctx, old, []byte("stale"), time.Second); err != nil {
-		t.Fatal(err)
-	}
-	now = now.Add(2 * time.Second)
-	present, err := s.MarkUntil(ctx, []Key{live, old}, []time.Time{now.Add(time.Hour), now.Add(time.Hour)})
-	if err != nil || present != 1 {
-		t.Fatalf("MarkUntil: %d present, %v", present, err)
-	}
-	if res, ok, _ := s.Result(ctx, live); !ok || string(res) != "kept" {
-		t.Errorf("live mark's result %q, %v", res, ok)
-	}
-	if res, ok, _ := s.Result(ctx, old); !ok || res != nil {
-		t.Errorf("replaced expired mark's result %q, %v", res, ok)
-	}
+// bulkResultStore is a store that keeps results and takes marks in bulk.
+type bulkResultStore interface {
+	ResultStore
+	MarkUntil(ctx context.Context, keys []Key, expires []time.Time) (int, error)
 }
 
-// The same for the SQLite store, whose results follow their mark's expiry.
-func TestSQLiteMarkUntilResults(t *testing.T) {
-	ctx := t.Context()
-	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	s, err := OpenSQLite(t.TempDir()+"/m.db", SQLiteConfig{Now: func() time.Time { return now }, Location: time.UTC})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	live, old := Key{"qq", "live"}, Key{"qq", "old"}
-	if err := s.MarkResult(ctx, live, []byte("kept"), time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.MarkResult(ctx, old, []byte("stale"), time.Second); err != nil {
-		t.Fatal(err)
-	}
-	now = now.Add(2 * time.Second)
-	present, err := s.MarkUntil(ctx, []Key{live, old}, []time.Time{now.Add(time.Hour), now.Add(time.Hour)})
-	if err != nil || present != 1 {
-		t.Fatalf("MarkUntil: %d present, %v", present, err)
-	}
-	if res, ok, _ := s.Result(ctx, live); !ok || string(res) != "kept" {
-		t.Errorf("live mark's result %q, %v", res, ok)
-	}
-	if res, ok, _ := s.Result(ctx, old); !ok || res != nil {
-		t.Errorf("replaced expired mark's result %q, %v", res, ok)
+// MarkUntil keeps the result of a live mark it lengthens, and drops that of
+// an expired mark it replaces, on the memory store and on the SQLite store
+// (whose results follow their mark's expiry).
+func TestMarkUntilResults(t *testing.T) {
+	for name, open := range map[string]func(t *testing.T, now func() time.Time) bulkResultStore{
+		"memory": func(t *testing.T, now func() time.Time) bulkResultStore {
+			return NewMemoryStore(MemoryConfig{Now: now})
+		},
+		"sqlite": func(t *testing.T, now func() time.Time) bulkResultStore {
+			s, err := OpenSQLite(t.TempDir()+"/m.db", SQLiteConfig{Now: now, Location: time.UTC})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+			s := open(t, func() time.Time { return now })
+			defer s.Close()
+			live, old := Key{"qq", "live"}, Key{"qq", "old"}
+			if err := s.MarkResult(ctx, live, []byte("kept"), time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.MarkResult(ctx, old, []byte("stale"), time.Second); err != nil {
+				t.Fatal(err)
+			}
+			now = now.Add(2 * time.Second)
+			present, err := s.MarkUntil(ctx, []Key{live, old}, []time.Time{now.Add(time.Hour), now.Add(time.Hour)})
+			if err != nil || present != 1 {
+				t.Fatalf("MarkUntil: %d present, %v", present, err)
+			}
+			if res, ok, _ := s.Result(ctx, live); !ok || string(res) != "kept" {
+				t.Errorf("live mark's result %q, %v", res, ok)
+			}
+			if res, ok, _ := s.Result(ctx, old); !ok || res != nil {
+				t.Errorf("replaced expired mark's result %q, %v", res, ok)
+			}
+		})
 	}
 }
