@@ -79,7 +79,7 @@ func (s *Store) exec(ctx context.Context, client redis.Cmdable, calls []*batch.C
 	}
 	for i, c := range calls {
 		err := reads[i]()
-		if !eval && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if !eval && err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") { // HasErrorPrefix allocates even for nil
 			again = append(again, c)
 			continue
 		}

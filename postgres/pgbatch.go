@@ -13,17 +13,14 @@ import (
 )
 
 // roundsInFlight is how many batches a Store has in flight at most, each on
-// a connection of its own and in a transaction of its own. Measured on a
-// 2-core server (medians of three interleaved runs, Claim+Mark): at 8 callers
-// 0.83 of the statements sent per call with 2 batches, 1.01 with 4, 0.91 with
-// 8; at 64 callers 18.4k keys/s with 2, 16.7k with 4 (within the noise), 13.6k
-// with 8, as smaller batches make more commits. With two, batches are fuller
-// at 64 callers (24.7 calls a batch against 11.3 with four, issue 22 item 7)
-// but the commits of four batches overlap: in 6 interleaved runs two gave
-// 0.65 of the hand-gathered ceiling against 0.67 with four, and 0.79 of pgx
-// per call at 8 callers against 0.97. A batch that stops answering holds up
-// only its own calls.
-const roundsInFlight = 4
+// a connection of its own and in a transaction of its own. Fewer batches in
+// flight make fuller batches and fewer commits: with 64 callers of Claim then
+// Mark, 24.7 calls a batch with two against 11.3 with four. On a quiet 2-core
+// server (8 interleaved runs, issue 22 item 7) the store reached a median 0.80
+// of the hand-gathered ceiling with two, 0.76 with one and 0.61 with four;
+// under heavy load (20-30 on 2 cores) two and four were within the noise. A
+// batch that stops answering holds up only its own calls.
+const roundsInFlight = 2
 
 // pgBatch is the request of one round trip: a pgx.Batch, and its results once
 // sent.
