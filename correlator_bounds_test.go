@@ -149,10 +149,12 @@ func observeTimes(rounds int, seqs ...[]corpusEvent) []time.Duration {
 
 // TestCorrelatorRepeatCost checks that one sender repeating one text, 1,000
 // times a second (so that the key has 4,096 live groups, the cap), costs per
-// Observe no more than twice what distinct texts do, once the correlator is
-// full: every delivery used to walk all the groups of its key (50-450 times
-// the cost of distinct texts here; 73.6 µs an Observe in the reliability
-// run). The verdicts are those of distinct texts: each bot's copy joins its
+// Observe no more than three times what distinct texts do, once the
+// correlator is full: every delivery used to walk all the groups of its key
+// (50-450 times the cost of distinct texts here; 73.6 µs an Observe in the
+// reliability run). Measured 1.1-1.6x on a quiet machine, and up to 2.12x
+// with .ci/run beside it (load 4 on 2 cores), hence three, which still
+// catches a walk of the groups. The verdicts are those of distinct texts: each bot's copy joins its
 // message's group.
 func TestCorrelatorRepeatCost(t *testing.T) {
 	if testing.Short() {
@@ -166,6 +168,6 @@ func TestCorrelatorRepeatCost(t *testing.T) {
 		times := observeTimes(9, distinct, repeated)
 		d, r := times[0], times[1]
 		t.Logf("bots=%d: %v per Observe of distinct texts, %v of one text repeated (%.2fx)", bots, d, r, float64(r)/float64(d))
-		assert.LessOrEqual(t, float64(r), 2*float64(d), "bots=%d: one text repeated costs at most twice distinct texts", bots)
+		assert.LessOrEqual(t, float64(r), 3*float64(d), "bots=%d: one text repeated costs at most three times distinct texts", bots)
 	}
 }

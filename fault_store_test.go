@@ -20,6 +20,7 @@ type flakyStore struct {
 	failNext        atomic.Int32 // fail this many more calls, as down does
 	lostNext        atomic.Int32 // lose the replies of this many more calls
 	claims          atomic.Int32 // Claim calls made
+	lost            atomic.Int32 // replies lost
 }
 
 var errServerGone = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
@@ -44,6 +45,7 @@ func take(n *atomic.Int32) bool {
 
 func (s *flakyStore) after(err error) error {
 	if err == nil && (s.lostReply.Load() || take(&s.lostNext)) {
+		s.lost.Add(1)
 		return errServerGone
 	}
 	return err
