@@ -88,23 +88,18 @@ func BenchmarkSQLiteGrowth(b *testing.B) {
 func growthCallers(b *testing.B, op func(r *rand.Rand) (time.Duration, error)) {
 	b.ReportAllocs()
 	var (
-		mu   sync.Mutex
+		mu   sync.Mutex // guards all
 		all  []time.Duration
-		left = int64(b.N)
+		left atomic.Int64
 		wg   sync.WaitGroup
 	)
-	take := func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		left--
-		return left >= 0
-	}
+	left.Store(int64(b.N))
 	start := time.Now()
 	for g := range benchCallers {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(g), 7))
 			var lat []time.Duration
-			for take() {
+			for left.Add(-1) >= 0 {
 				d, err := op(r)
 				if err != nil {
 					b.Error(err)
