@@ -20,10 +20,12 @@ import (
 // On the partitioned layout ([Config.Partitioned]) CleanupExpired instead
 // detaches and drops the partitions whose range of expiry has passed on the
 // server's clock, so that every row in them has expired, and returns the
-// number of rows they held; then it creates the partitions ahead. An expired
-// row stays until its partition's range has passed, at most
-// [Config.PartitionSpan] after its expiry. Instances sharing the table skip
-// the drops while one of them makes them.
+// number of rows they held (counted in a partition of up to 16 MB; above
+// that, the estimate of the table statistics that autovacuum keeps, so that
+// a day's partition is not read in full before it is dropped); then it
+// creates the partitions ahead. An expired row stays until its partition's
+// range has passed, at most [Config.PartitionSpan] after its expiry.
+// Instances sharing the table skip the drops while one of them makes them.
 //
 // If ctx ends or a statement fails, CleanupExpired returns the rows deleted so
 // far with the error.

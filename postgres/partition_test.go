@@ -381,3 +381,50 @@ INSERT INTO `+orphan+` VALUES ('orphan:1', NULL, '2000-01-01 00:30:00+00', NULL)
 		t.Fatalf("Exists(live) = %v, %v", ok, err)
 	}
 }
+
+// TestCleanupLargePartition drops a partition of over 16 MB, whose rows
+// CleanupExpired takes from the table statistics rather than counting them:
+// the number it returns is within 1% of the rows dropped, and the live marks
+// of the partitions kept are all there.
+func TestCleanupLargePartition(t *testing.T) {
+	const expired, live = 400_000, 1_000
+	c := newServerClock(t)
+	pool := c.pool(t, 4)
+	cfg := Config{Table: c.table(t), Partitioned: true}
+	s := newTestStore(t, pool, cfg)
+	ctx := context.Background()
+	ident := pgx.Identifier{c.schema, cfg.Table[len(c.schema)+1:]}
+	fillMarks(t, pool, ident, "old", expired, c.now(t).Truncate(24*time.Hour).Add(time.Minute), 23*time.Hour)
+	var size int64
+	if err := pool.QueryRow(ctx, `SELECT max(pg_relation_size(inhrelid)) FROM pg_inherits WHERE inhparent = $1::regclass`, ident.Sanitize()).Scan(&size); err != nil {
+		t.Fatal(err)
+	}
+	if size <= exactCountBytes {
+		t.Fatalf("the largest partition is %d bytes, not over the %d counted exactly", size, exactCountBytes)
+	}
+	c.advance(t, 2*24*time.Hour)
+	if err := s.part.add(ctx, pool, s.part.ahead); err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]dedupe.Key, live)
+	for i := range keys {
+		keys[i] = dedupe.Key{Channel: "live", MessageID: fmt.Sprint(i)}
+		if err := s.Mark(ctx, keys[i], time.Duration(i+1)*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := s.CleanupExpired(ctx)
+	if err != nil || n < expired*99/100 || n > expired*101/100 {
+		t.Fatalf("CleanupExpired = %d, %v; want about the %d rows of the expired partition", n, err, expired)
+	}
+	for _, k := range keys {
+		if ok, err := s.Exists(ctx, k); err != nil || !ok {
+			t.Fatalf("Exists(%s) after the drop = %v, %v", k, ok, err)
+		}
+	}
+	var rows int64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+ident.Sanitize()).Scan(&rows); err != nil || rows != live {
+		t.Fatalf("%d rows left, %v; want the %d live marks", rows, err, live)
+	}
+	t.Logf("CleanupExpired returned %d for the %d rows of a %d MB partition", n, expired, size>>20)
+}
