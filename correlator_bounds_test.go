@@ -154,8 +154,8 @@ func observeTimes(rounds int, seqs ...[]corpusEvent) []time.Duration {
 // (50-450 times the cost of distinct texts here; 73.6 µs an Observe in the
 // reliability run). Measured 1.1-1.6x on a quiet machine, and up to 2.12x
 // with .ci/run beside it (load 4 on 2 cores), hence three, which still
-// catches a walk of the groups. The verdicts are those of distinct texts: each bot's copy joins its
-// message's group.
+// catches a walk of the groups. The verdicts are those of distinct texts:
+// each bot's copy joins its message's group.
 func TestCorrelatorRepeatCost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measures time")

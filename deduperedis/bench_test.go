@@ -296,8 +296,8 @@ func (h *handoff) send() {
 		_, _ = pl.Exec(ctx)
 		for i, r := range batch {
 			err := cmds[i].Err()
-			if c, ok := cmds[i].(*redis.Cmd); ok && err == nil {
-				if v, _ := c.Int64(); v != 1 {
+			if r.claim && err == nil {
+				if v, _ := cmds[i].(*redis.Cmd).Int64(); v != 1 {
 					err = fmt.Errorf("claim script on %s = %v", r.key, v)
 				}
 			}

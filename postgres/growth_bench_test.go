@@ -94,6 +94,23 @@ func fillMarks(b testing.TB, pool *pgxpool.Pool, ident pgx.Identifier, prefix st
 	}
 }
 
+// expiredDay fills table (s's, in c's schema) with n marks expiring over one
+// day, in one daily partition on the partitioned layout, moves c two days on,
+// so that they have all expired, creates the partitions ahead of the new now,
+// and returns the table's identifier.
+func expiredDay(tb testing.TB, c *serverClock, pool *pgxpool.Pool, s *Store, table string, n int) pgx.Identifier {
+	tb.Helper()
+	ident := pgx.Identifier{c.schema, table[len(c.schema)+1:]}
+	fillMarks(tb, pool, ident, "old", n, c.now(tb).Truncate(24*time.Hour).Add(time.Minute), 23*time.Hour)
+	c.advance(tb, 2*24*time.Hour)
+	if s.part != nil {
+		if err := s.part.add(context.Background(), pool, s.part.ahead); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return ident
+}
+
 // BenchmarkGrowth measures the store on a table already remembering 100k and
 // 1M keys, plain and partitioned by day (24 h TTL: the marks expire over
 // the next day, in 2 partitions, of 3 created ahead), filled by COPY: Claim
@@ -170,14 +187,7 @@ func cleanupUnderLoad(b *testing.B, cfg Config, expired, live int) {
 	pool := c.pool(b, benchPoolSize)
 	cfg.Table = c.table(b)
 	s := newTestStore(b, pool, cfg)
-	ident := pgx.Identifier{c.schema, cfg.Table[len(c.schema)+1:]}
-	fillMarks(b, pool, ident, "old", expired, c.now(b).Truncate(24*time.Hour).Add(time.Minute), 23*time.Hour)
-	c.advance(b, 2*24*time.Hour) // the day filled is now two days ago
-	if s.part != nil {
-		if err := s.part.add(context.Background(), pool, s.part.ahead); err != nil {
-			b.Fatal(err)
-		}
-	}
+	ident := expiredDay(b, c, pool, s, cfg.Table, expired)
 	fillMarks(b, pool, ident, "live", live, c.now(b).Add(time.Hour), 20*time.Hour)
 
 	w := &claimMark{pool: pool, s: s, keys: &benchKeys{prefix: randomHex(b, 4) + "-"}}

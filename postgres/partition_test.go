@@ -393,18 +393,13 @@ func TestCleanupLargePartition(t *testing.T) {
 	cfg := Config{Table: c.table(t), Partitioned: true}
 	s := newTestStore(t, pool, cfg)
 	ctx := context.Background()
-	ident := pgx.Identifier{c.schema, cfg.Table[len(c.schema)+1:]}
-	fillMarks(t, pool, ident, "old", expired, c.now(t).Truncate(24*time.Hour).Add(time.Minute), 23*time.Hour)
+	ident := expiredDay(t, c, pool, s, cfg.Table, expired)
 	var size int64
 	if err := pool.QueryRow(ctx, `SELECT max(pg_relation_size(inhrelid)) FROM pg_inherits WHERE inhparent = $1::regclass`, ident.Sanitize()).Scan(&size); err != nil {
 		t.Fatal(err)
 	}
 	if size <= exactCountBytes {
 		t.Fatalf("the largest partition is %d bytes, not over the %d counted exactly", size, exactCountBytes)
-	}
-	c.advance(t, 2*24*time.Hour)
-	if err := s.part.add(ctx, pool, s.part.ahead); err != nil {
-		t.Fatal(err)
 	}
 	keys := make([]dedupe.Key, live)
 	for i := range keys {
