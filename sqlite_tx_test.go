@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
-	"github.com/gatewaykit/dedupe/internal/killtest"
+	"github.com/gatewaykit/dedupe/dedupetest/killtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

@@ -44,8 +44,8 @@ func WithQueuedHeaders(names ...string) AsyncOption {
 }
 
 // queuedHeader returns the headers of h to queue.
-func (c *config) queuedHeader(h http.Header) http.Header {
-	out := make(http.Header, len(h))
+func (c *config) queuedHeader(h http.Header) queue.Header {
+	out := make(queue.Header, len(h))
 	for name, vs := range h {
 		keep := !hopHeaders[name]
 		if c.queuedHeaders != nil {
@@ -77,7 +77,7 @@ func messageRequest(m *queue.Message, ctx *delivery) (*http.Request, error) {
 	}
 	r.RequestURI = m.Target
 	r.Host = m.Host
-	r.Header = m.Header
+	r.Header = http.Header(m.Header)
 	if r.Header == nil {
 		r.Header = make(http.Header)
 	}

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 
-	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/internal/httpreplay"
 )
 
@@ -50,7 +49,7 @@ func (rn *run) serveKept(ctx context.Context) ([]byte, error) {
 		return nil, nil // the plain duplicate answer is the same
 	}
 	ans, err := rec.Encode()
-	if errors.Is(err, dedupe.ErrTooLarge) {
+	if errors.Is(err, httpreplay.ErrTooLarge) {
 		c := rn.h.c
 		c.stats.replayTooLarge.Add(1)
 		c.warn(ctx, warnReplayTooLarge, "dedupe: dedupehttp: answer too large to replay; copies get the plain duplicate answer",

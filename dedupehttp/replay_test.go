@@ -17,6 +17,7 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
+	"github.com/gatewaykit/dedupe/internal/httpreplay"
 	"github.com/gatewaykit/dedupe/platform"
 	"github.com/gatewaykit/dedupe/platform/platformtest"
 )
@@ -383,4 +384,10 @@ func TestReplayIgnoredByAsync(t *testing.T) {
 	assert.Equal(t, "duplicate", w.Header().Get(dedupehttp.HeaderVerdict))
 	assert.Empty(t, w.Body.String())
 	assert.EqualValues(t, 1, h.calls.Load())
+}
+
+// The recorder's limit is the stored result's: httpreplay sits under the root
+// package and repeats its MaxResultSize as MaxSize.
+func TestReplayLimitIsMaxResultSize(t *testing.T) {
+	assert.Equal(t, dedupe.MaxResultSize, httpreplay.MaxSize)
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/deduperedis"
-	"github.com/gatewaykit/dedupe/internal/faultproxy"
+	"github.com/gatewaykit/dedupe/dedupetest/faultproxy"
 )
 
 // until waits, yielding, until cond holds, failing the test after 10 s.

@@ -11,8 +11,7 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
-	"github.com/gatewaykit/dedupe/internal/batch"
-	"github.com/gatewaykit/dedupe/internal/wait"
+	"github.com/gatewaykit/dedupe/batch"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -94,7 +93,11 @@ func (s *Store) do(ctx context.Context, key string, queue func(pipe) func() erro
 		}
 		s.reloadSlots(now)
 		backoff := min(maxBackoff, minBackoff<<min(attempt, 8))
-		if wait.Sleep(ctx, min(backoff, until.Sub(now))) != nil {
+		pause := time.NewTimer(min(backoff, until.Sub(now)))
+		select {
+		case <-pause.C:
+		case <-ctx.Done():
+			pause.Stop()
 			return err // the caller's context ended: the last error says why the call failed
 		}
 	}

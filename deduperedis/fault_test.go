@@ -13,7 +13,7 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/deduperedis"
-	"github.com/gatewaykit/dedupe/internal/faultproxy"
+	"github.com/gatewaykit/dedupe/dedupetest/faultproxy"
 )
 
 // workload runs workers that each take fresh keys through Claim and then Mark

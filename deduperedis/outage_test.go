@@ -6,7 +6,7 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/deduperedis"
-	"github.com/gatewaykit/dedupe/internal/outage"
+	"github.com/gatewaykit/dedupe/dedupetest/outage"
 )
 
 func openOutage(t *testing.T, addr, prefix string) dedupe.Store {

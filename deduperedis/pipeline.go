@@ -3,7 +3,7 @@ package deduperedis
 import (
 	"context"
 
-	"github.com/gatewaykit/dedupe/internal/batch"
+	"github.com/gatewaykit/dedupe/batch"
 	"github.com/redis/go-redis/v9"
 )
 

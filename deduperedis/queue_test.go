@@ -8,6 +8,7 @@ import (
 	"github.com/gatewaykit/dedupe/queue"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/dedupehttp/durabletest"
 	"github.com/gatewaykit/dedupe/queue/queuetest"
 	"github.com/redis/go-redis/v9"
 
@@ -56,19 +57,19 @@ func TestQueueConformance(t *testing.T) {
 // exactly once. The marks are in Redis too.
 func TestQueueKill(t *testing.T) {
 	addr := redisAddr(t)
-	queuetest.Kill(t, redisKillConfig(addr))
+	durabletest.Kill(t, redisKillConfig(addr))
 }
 
 // TestQueuePoison sends a gateway that queues there a message whose handler
 // kills its process: the message is failed after its three attempts, three
 // processes killed, and the gateway lives on.
 func TestQueuePoison(t *testing.T) {
-	queuetest.Poison(t, redisKillConfig(redisAddr(t)))
+	durabletest.Poison(t, redisKillConfig(redisAddr(t)))
 }
 
 // redisKillConfig is the deployment that Kill and Poison crash.
-func redisKillConfig(addr string) queuetest.KillConfig {
-	return queuetest.KillConfig{
+func redisKillConfig(addr string) durabletest.KillConfig {
+	return durabletest.KillConfig{
 		Open: func(t *testing.T, name, _ string) (queue.Queue, dedupe.Store) {
 			client := newClient(t, addr, nil)
 			q, err := deduperedis.NewQueue(client, deduperedis.QueueConfig{

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
-	"github.com/gatewaykit/dedupe/internal/batch"
+	"github.com/gatewaykit/dedupe/batch"
 	"github.com/redis/go-redis/v9"
 )
 

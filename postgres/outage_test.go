@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatewaykit/dedupe"
-	"github.com/gatewaykit/dedupe/internal/outage"
+	"github.com/gatewaykit/dedupe/dedupetest/outage"
 )
 
 // openOutage opens a store through addr on the table prefix names, dropped

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gatewaykit/dedupe/internal/batch"
+	"github.com/gatewaykit/dedupe/batch"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"

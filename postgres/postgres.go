@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatewaykit/dedupe"
-	"github.com/gatewaykit/dedupe/internal/batch"
+	"github.com/gatewaykit/dedupe/batch"
 )
 
 // Defaults of a [Config] whose fields are zero.

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/dedupehttp/durabletest"
 	"github.com/gatewaykit/dedupe/postgres"
 	"github.com/gatewaykit/dedupe/queue/queuetest"
 )
@@ -61,7 +62,7 @@ func TestQueueConformance(t *testing.T) {
 // exactly once. The marks are in PostgreSQL too.
 func TestQueueKill(t *testing.T) {
 	queuePool(t) // skips without a server
-	queuetest.Kill(t, postgresKillConfig())
+	durabletest.Kill(t, postgresKillConfig())
 }
 
 // TestQueuePoison sends a gateway that queues there a message whose handler
@@ -69,12 +70,12 @@ func TestQueueKill(t *testing.T) {
 // processes killed, and the gateway lives on.
 func TestQueuePoison(t *testing.T) {
 	queuePool(t) // skips without a server
-	queuetest.Poison(t, postgresKillConfig())
+	durabletest.Poison(t, postgresKillConfig())
 }
 
 // postgresKillConfig is the deployment that Kill and Poison crash.
-func postgresKillConfig() queuetest.KillConfig {
-	return queuetest.KillConfig{
+func postgresKillConfig() durabletest.KillConfig {
+	return durabletest.KillConfig{
 		Open: func(t *testing.T, name, _ string) (queue.Queue, dedupe.Store) {
 			pool := queuePool(t)
 			q, err := postgres.NewQueue(context.Background(), pool, postgres.QueueConfig{

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gatewaykit/dedupe"
-	"github.com/gatewaykit/dedupe/internal/killtest"
+	"github.com/gatewaykit/dedupe/dedupetest/killtest"
 )
 
 // Environment of the children of TestTxKill.

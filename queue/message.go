@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/gatewaykit/dedupe"
@@ -17,17 +16,17 @@ const messageVersion = 1
 // wireMessage is the encoding of a [Message]: JSON, versioned, with the body
 // in base64.
 type wireMessage struct {
-	V         int         `json:"v"`
-	ID        string      `json:"id"`
-	Channel   string      `json:"ch"`
-	MessageID string      `json:"mid"`
-	Method    string      `json:"m"`
-	Target    string      `json:"t"`
-	Host      string      `json:"h,omitempty"`
-	Header    http.Header `json:"hd,omitempty"`
-	Body      []byte      `json:"b"`
-	TraceID   string      `json:"tr,omitempty"`
-	Accepted  int64       `json:"at"` // Unix nanoseconds
+	V         int    `json:"v"`
+	ID        string `json:"id"`
+	Channel   string `json:"ch"`
+	MessageID string `json:"mid"`
+	Method    string `json:"m"`
+	Target    string `json:"t"`
+	Host      string `json:"h,omitempty"`
+	Header    Header `json:"hd,omitempty"`
+	Body      []byte `json:"b"`
+	TraceID   string `json:"tr,omitempty"`
+	Accepted  int64  `json:"at"` // Unix nanoseconds
 }
 
 // MarshalBinary encodes m for a [Queue] that stores bytes. The encoding is

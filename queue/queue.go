@@ -3,7 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
-	"net/http"
+	"slices"
 	"time"
 
 	"github.com/gatewaykit/dedupe"
@@ -162,7 +162,7 @@ type Message struct {
 	Method, Target, Host string
 	// Header holds the request headers that were queued with it (see
 	// dedupehttp's WithQueuedHeaders).
-	Header http.Header
+	Header Header
 	// Body is the body the handler reads: once authenticated, the
 	// authenticated one (for an encrypted Feishu delivery, the plaintext).
 	Body []byte
@@ -170,6 +170,24 @@ type Message struct {
 	TraceID string
 	// Accepted is when the request was accepted.
 	Accepted time.Time
+}
+
+// Header holds a queued request's headers by canonical name, as an
+// http.Header does: the two convert to each other (http.Header(h),
+// Header(r.Header)). It is a type of this package so that a queue's stores,
+// the Redis and PostgreSQL ones among them, do not depend on net/http.
+type Header map[string][]string
+
+// Clone returns a deep copy of h, or nil if h is nil.
+func (h Header) Clone() Header {
+	if h == nil {
+		return nil
+	}
+	c := make(Header, len(h))
+	for name, vs := range h {
+		c[name] = slices.Clone(vs)
+	}
+	return c
 }
 
 // Delivery is a message handed out by [Queue.Take].

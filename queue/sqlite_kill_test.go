@@ -6,27 +6,27 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/dedupehttp/durabletest"
 	"github.com/gatewaykit/dedupe/queue"
-	"github.com/gatewaykit/dedupe/queue/queuetest"
 )
 
 // TestSQLiteQueueKill kills a gateway whose Async queues in SQLite while
 // handlers run, restarts it on the same file, and finds every accepted
 // message processed exactly once. The marks live in the same file.
 func TestSQLiteQueueKill(t *testing.T) {
-	queuetest.Kill(t, sqliteKillConfig())
+	durabletest.Kill(t, sqliteKillConfig())
 }
 
 // TestSQLiteQueuePoison sends a gateway that queues there a message whose handler
 // kills its process: the message is failed after its three attempts, three
 // processes killed, and the gateway lives on.
 func TestSQLiteQueuePoison(t *testing.T) {
-	queuetest.Poison(t, sqliteKillConfig())
+	durabletest.Poison(t, sqliteKillConfig())
 }
 
 // sqliteKillConfig is the deployment that Kill and Poison crash.
-func sqliteKillConfig() queuetest.KillConfig {
-	return queuetest.KillConfig{
+func sqliteKillConfig() durabletest.KillConfig {
+	return durabletest.KillConfig{
 		Open: func(t *testing.T, name, dir string) (queue.Queue, dedupe.Store) {
 			path := filepath.Join(dir, "gateway.db")
 			q, err := queue.OpenSQLite(path, queue.SQLiteConfig{

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gatewaykit/dedupe/internal/faultproxy"
+	"github.com/gatewaykit/dedupe/dedupetest/faultproxy"
 )
 
 // faultSpec is the -fault flag: network faults put between the gateways and

@@ -12,7 +12,7 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/deduperedis"
-	"github.com/gatewaykit/dedupe/internal/faultproxy"
+	"github.com/gatewaykit/dedupe/dedupetest/faultproxy"
 	"github.com/gatewaykit/dedupe/postgres"
 )
 

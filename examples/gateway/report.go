@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
-	"github.com/gatewaykit/dedupe/internal/faultproxy"
+	"github.com/gatewaykit/dedupe/dedupetest/faultproxy"
 )
 
 // report is the outcome of a run.

@@ -7,15 +7,21 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-
-	"github.com/gatewaykit/dedupe"
 )
 
 // Version is the format version, the first byte of what [Encode] returns.
 const Version = 1
 
-// ErrCorrupt reports bytes that [Decode] cannot read as a response.
-var ErrCorrupt = errors.New("httpreplay: corrupt recorded response")
+// MaxSize is the default and largest limit of an encoded response: 64 KiB,
+// the root package's MaxResultSize (a test of package dedupehttp holds them
+// equal; this package sits under the root and cannot name it).
+const MaxSize = 64 << 10
+
+// Errors of the codec.
+var (
+	ErrCorrupt  = errors.New("httpreplay: corrupt recorded response")
+	ErrTooLarge = errors.New("httpreplay: response too large to record")
+)
 
 // Response is a recorded HTTP response: what a replay sends again.
 type Response struct {
@@ -25,10 +31,10 @@ type Response struct {
 }
 
 // Encode returns resp in the replay format, at most limit bytes (limit <= 0
-// or over [dedupe.MaxResultSize]: MaxResultSize): the version byte, then
+// or over [MaxSize]: MaxSize): the version byte, then
 // uvarints and length-prefixed strings for the status, each header value
 // (names sorted, values in order) and the body. A larger response is refused
-// with an error wrapping [dedupe.ErrTooLarge]; a status or header that
+// with an error wrapping [ErrTooLarge]; a status or header that
 // [Decode] would refuse, with [ErrCorrupt].
 func Encode(resp Response, limit int) ([]byte, error) {
 	return encode(resp, Config{Limit: limit}.limit())
@@ -230,7 +236,7 @@ func bodyAllowed(code int) bool {
 }
 
 func tooLarge(n, limit int) error {
-	return fmt.Errorf("httpreplay: response of %d bytes encoded, over %d: %w", n, limit, dedupe.ErrTooLarge)
+	return fmt.Errorf("httpreplay: response of %d bytes encoded, over %d: %w", n, limit, ErrTooLarge)
 }
 
 // headSize is the encoded size of the version, status and header.

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/gatewaykit/dedupe"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -42,13 +41,13 @@ func TestEncodeRoundTrip(t *testing.T) {
 	}
 }
 
-// TestEncodeRefuses: a response over the limit wraps dedupe.ErrTooLarge; one
+// TestEncodeRefuses: a response over the limit wraps ErrTooLarge; one
 // Decode would refuse is refused with ErrCorrupt.
 func TestEncodeRefuses(t *testing.T) {
-	_, err := Encode(Response{Status: 200, Body: make([]byte, dedupe.MaxResultSize)}, 0)
-	assert.ErrorIs(t, err, dedupe.ErrTooLarge)
+	_, err := Encode(Response{Status: 200, Body: make([]byte, MaxSize)}, 0)
+	assert.ErrorIs(t, err, ErrTooLarge)
 	_, err = Encode(sample(), 10)
-	assert.ErrorIs(t, err, dedupe.ErrTooLarge)
+	assert.ErrorIs(t, err, ErrTooLarge)
 	for _, resp := range []Response{
 		{Status: 99},
 		{Status: 1000},

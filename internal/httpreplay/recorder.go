@@ -1,13 +1,13 @@
 // Package httpreplay records an HTTP response as it passes to the client and
 // encodes it, so that a later copy of the request can be answered with the
 // same status, headers and body: the replay of dedupehttp's webhook edge and
-// of package idempotency, kept with a key's mark by [dedupe.Deduper.DoResult].
+// of package idempotency, kept with a key's mark by Deduper.DoResult.
 //
 // A [Recorder] wraps the handler's [http.ResponseWriter]: everything goes on
 // to the client at once, and the recorder keeps the final status, the headers
 // of its [Config] list as they were when the status was sent, and the body up
 // to the size limit. [Encode] turns a [Response] into at most
-// [dedupe.MaxResultSize] bytes, [Decode] turns them back, and
+// [MaxSize] bytes, [Decode] turns them back, and
 // [Response.Replay] writes the response again.
 package httpreplay
 
@@ -16,8 +16,6 @@ import (
 	"net/textproto"
 	"slices"
 	"strings"
-
-	"github.com/gatewaykit/dedupe"
 )
 
 // DefaultHeaders are the headers a [Recorder] keeps when its [Config] names
@@ -44,7 +42,7 @@ func Forbidden(name string) bool {
 }
 
 // Config says what a [Recorder] keeps. Its zero value keeps [DefaultHeaders]
-// within [dedupe.MaxResultSize].
+// within [MaxSize].
 type Config struct {
 	// Headers lists the response headers kept, in the order they are
 	// encoded (default: DefaultHeaders). Names are case-insensitive; the
@@ -52,13 +50,13 @@ type Config struct {
 	Headers []string
 
 	// Limit is the largest encoded response, in bytes (default, and at
-	// most, dedupe.MaxResultSize). A larger one is not replayable.
+	// most, MaxSize). A larger one is not replayable.
 	Limit int
 }
 
 func (c Config) limit() int {
-	if c.Limit <= 0 || c.Limit > dedupe.MaxResultSize {
-		return dedupe.MaxResultSize
+	if c.Limit <= 0 || c.Limit > MaxSize {
+		return MaxSize
 	}
 	return c.Limit
 }
@@ -151,7 +149,7 @@ func (r *Recorder) Response() (resp Response, ok bool) {
 }
 
 // Encode returns the recorded response encoded (see [Encode]), or an error
-// wrapping [dedupe.ErrTooLarge] if it is larger than the limit.
+// wrapping [ErrTooLarge] if it is larger than the limit.
 func (r *Recorder) Encode() ([]byte, error) {
 	resp, ok := r.Response()
 	if !ok {

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gatewaykit/dedupe"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -122,19 +121,19 @@ func TestRecorderLimit(t *testing.T) {
 			continue
 		}
 		assert.False(t, ok, n)
-		assert.ErrorIs(t, err, dedupe.ErrTooLarge)
+		assert.ErrorIs(t, err, ErrTooLarge)
 		assert.Contains(t, err.Error(), "over 1000")
 	}
 }
 
 // TestRecorderLimitDefault: without a limit, or with one above it, the limit
-// is dedupe.MaxResultSize.
+// is MaxSize.
 func TestRecorderLimitDefault(t *testing.T) {
-	for _, limit := range []int{0, -1, 2 * dedupe.MaxResultSize} {
+	for _, limit := range []int{0, -1, 2 * MaxSize} {
 		rec := NewRecorder(httptest.NewRecorder(), Config{Limit: limit})
-		_, _ = rec.Write(make([]byte, dedupe.MaxResultSize))
+		_, _ = rec.Write(make([]byte, MaxSize))
 		_, err := rec.Encode()
-		assert.ErrorIs(t, err, dedupe.ErrTooLarge)
+		assert.ErrorIs(t, err, ErrTooLarge)
 	}
 }
 

@@ -1,7 +1,7 @@
 // Package queuetest is the conformance suite for implementations of
-// [queue.Queue], and the crash test that every durable queue of this
-// module passes. Every queue in this module runs them; a third-party queue
-// should too:
+// [queue.Queue]. Every queue in this repository runs it; a third-party queue
+// should too (and the crash tests of package dedupehttp/durabletest, which
+// put the queue behind the middleware):
 //
 //	func TestQueueConformance(t *testing.T) {
 //		queuetest.Run(t, queuetest.Config{
@@ -167,7 +167,7 @@ func (s *suite) message() queue.Message {
 		Method:   http.MethodPost,
 		Target:   "/hook?n=" + n,
 		Host:     "gateway.example",
-		Header:   http.Header{"Content-Type": {"application/json"}, "X-Multi": {"a", "b"}},
+		Header:   queue.Header{"Content-Type": {"application/json"}, "X-Multi": {"a", "b"}},
 		Body:     []byte(`{"update_id":` + n + `}`),
 		TraceID:  "trace-" + n,
 		Accepted: time.Unix(1_700_000_000, int64(s.seq)*1000),

@@ -1,4 +1,4 @@
-package queuetest
+package durabletest
 
 import (
 	"bufio"
@@ -27,10 +27,10 @@ import (
 
 // Environment of a child process of [Kill].
 const (
-	killPhaseEnv = "QUEUETEST_KILL_PHASE" // "first" or "restart"
-	killNameEnv  = "QUEUETEST_KILL_NAME"
-	killDirEnv   = "QUEUETEST_KILL_DIR"
-	linePrefix   = "queuetest: "
+	killPhaseEnv = "DURABLETEST_KILL_PHASE" // "first" or "restart"
+	killNameEnv  = "DURABLETEST_KILL_NAME"
+	killDirEnv   = "DURABLETEST_KILL_DIR"
+	linePrefix   = "durabletest: "
 )
 
 // KillConfig describes the durable queue that [Kill] crashes.

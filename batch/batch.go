@@ -3,8 +3,13 @@
 // together in the next one; a lone caller is sent at once. The round trip
 // each store makes of a batch is its own (a pipeline, a pgx.Batch): it is the
 // Batcher's Send. The package knows nothing of the stores' errors: the error
-// of a closed Batcher is its caller's (Batcher.Closed), so that any package of
-// the module, the root one included, may batch with it.
+// of a closed Batcher is its caller's (Batcher.Closed).
+//
+// It is exported, not internal, because the stores that use it live in
+// modules of their own (deduperedis, postgres), which must not import the
+// root module's internal packages: a store module released at one version
+// would otherwise depend on an unexported API of another. A third-party
+// store may batch with it too. It imports nothing of this repository.
 package batch
 
 import (

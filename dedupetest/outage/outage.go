@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
-	"github.com/gatewaykit/dedupe/internal/faultproxy"
+	"github.com/gatewaykit/dedupe/dedupetest/faultproxy"
 )
 
 // Open opens a store of the kind under test on the server at addr

@@ -1,4 +1,4 @@
-package queuetest
+package durabletest
 
 import (
 	"crypto/rand"
