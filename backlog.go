@@ -36,7 +36,7 @@ type backlog struct {
 type job struct {
 	mark   Key    // the key of a queued mark
 	isMark bool   // a mark; otherwise a release
-	result []byte // kept with the mark (see ResultStore)
+	result []byte // kept with the mark (see Store.MarkResult)
 	until  time.Time
 	do     func(context.Context) error
 	err    error         // the outcome, set before done is closed

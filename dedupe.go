@@ -27,8 +27,8 @@ type shared struct {
 }
 
 // New returns a Deduper over store, which it does not close; a nil store gets
-// a new [MemoryStore]. If store has a MinLease() time.Duration method (the
-// Redis store on a cluster has) and the lease is shorter, New logs a warning.
+// a new [MemoryStore]. If store is a [MinLeaser] (the Redis store on a
+// cluster is) and the lease is shorter, New logs a warning.
 func New(store Store, opts ...Option) *Deduper {
 	if store == nil {
 		store = NewMemoryStore(MemoryConfig{})
@@ -42,9 +42,9 @@ func New(store Store, opts ...Option) *Deduper {
 }
 
 // checkLease warns when the lease is shorter than the store needs to ride
-// out a failover (a store with a MinLease method, such as a Redis Cluster's).
+// out a failover ([MinLeaser], such as a Redis Cluster's store).
 func (d *Deduper) checkLease() {
-	if m, ok := d.shared.store.(interface{ MinLease() time.Duration }); ok && d.lease < m.MinLease() {
+	if m, ok := d.shared.store.(MinLeaser); ok && d.lease < m.MinLease() {
 		d.logger.Warn("dedupe: the lease is shorter than the store's failover: a claim can run out during one, and another instance run the message",
 			slog.Duration("lease", d.lease), slog.Duration("store_min_lease", m.MinLease()))
 	}
@@ -155,13 +155,29 @@ const abandonTimeout = time.Second
 // is queued are answered with ErrDuplicate. Do waits up to 10 s for such a mark
 // and then returns the store's error; the mark stays queued ([Deduper.Flush]).
 func (d *Deduper) Do(ctx context.Context, key Key, fn func(context.Context) error) error {
-	_, err := d.do(ctx, key, fn, nil)
+	_, err := d.do(ctx, key, func(ctx context.Context) ([]byte, error) { return nil, fn(ctx) }, false)
 	return err
 }
 
-// do is Do for fn, or DoResult for fnr (one of them is nil), and returns a
-// copy's stored result with ErrDuplicate.
-func (d *Deduper) do(ctx context.Context, key Key, fn func(context.Context) error, fnr func(context.Context) ([]byte, error)) ([]byte, error) {
+// DoResult is [Deduper.Do] for a function with a result, which is kept with
+// the key's mark ([Store.MarkResult]) and given to every copy, with
+// [ErrDuplicate]: to copies that arrive later and to copies that waited for
+// the first run ([WithWait]). So a platform that shows a handler's answer,
+// or a client that retries a request, gets the first run's answer again
+// without running fn twice.
+//
+// A copy's result is nil if the first run's result was empty, longer than
+// [MaxResultSize] (the key is marked without it and a warning logged; fn is
+// not run again), gone from the store before its mark, or unreadable (a store
+// error, logged). When fn runs, DoResult returns what fn returned, with Do's
+// error.
+func (d *Deduper) DoResult(ctx context.Context, key Key, fn func(context.Context) ([]byte, error)) ([]byte, error) {
+	return d.do(ctx, key, fn, true)
+}
+
+// do is Do and DoResult: it runs fn once for key, and answers a copy with
+// ErrDuplicate and, if withResult, the result kept with the key's mark.
+func (d *Deduper) do(ctx context.Context, key Key, fn func(context.Context) ([]byte, error), withResult bool) ([]byte, error) {
 	if err := key.Validate(); err != nil {
 		return nil, err
 	}
@@ -186,7 +202,7 @@ func (d *Deduper) do(ctx context.Context, key Key, fn func(context.Context) erro
 	case Duplicate:
 		cs.duplicates.Add(1)
 		var res []byte
-		if fnr != nil {
+		if withResult {
 			res = d.storedResult(ctx, key)
 		}
 		d.decided(ctx, key, resultDuplicate, layer, start)
@@ -201,7 +217,22 @@ func (d *Deduper) do(ctx context.Context, key Key, fn func(context.Context) erro
 		d.decided(ctx, key, resultStoreError, layer, start)
 		return nil, fmt.Errorf("dedupe: %s store returned claim status %d", d.st.Backend(), status)
 	}
-	return d.run(ctx, c, layer, start, claimed, fn, fnr)
+	return d.run(ctx, c, layer, start, claimed, fn)
+}
+
+// storedResult returns the result kept with key's mark on the Deduper's
+// store, or nil.
+func (d *Deduper) storedResult(ctx context.Context, key Key) []byte {
+	var res []byte
+	err := d.timed(ctx, phaseClaim, func(ctx context.Context) (err error) {
+		res, _, err = d.st.Result(ctx, key)
+		return err
+	})
+	if err != nil {
+		d.storeError(ctx, key, d.st, phaseClaim, err)
+		return nil
+	}
+	return res
 }
 
 // claim claims c on the Deduper's store, settling an ambiguous failure.
@@ -295,7 +326,7 @@ const (
 
 // run runs fn under claim c, taken at claimed by a Do that started at
 // start, then marks c's key or releases c.
-func (d *Deduper) run(ctx context.Context, c Claim, layer string, start, claimed time.Time, fn func(context.Context) error, fnr func(context.Context) ([]byte, error)) ([]byte, error) {
+func (d *Deduper) run(ctx context.Context, c Claim, layer string, start, claimed time.Time, fn func(context.Context) ([]byte, error)) ([]byte, error) {
 	cs := &d.shared.counters
 	fctx, h := d.hold(ctx, c, claimed)
 	done := false
@@ -307,13 +338,7 @@ func (d *Deduper) run(ctx context.Context, c Claim, layer string, start, claimed
 			d.decided(ctx, c.Key, resultFailed, layer, start)
 		}
 	}()
-	var res []byte
-	var ferr error
-	if fnr != nil {
-		res, ferr = fnr(fctx)
-	} else {
-		ferr = fn(fctx)
-	}
+	res, ferr := fn(fctx)
 	done = true
 	lost := h.stop()
 
@@ -339,6 +364,20 @@ func (d *Deduper) run(ctx context.Context, c Claim, layer string, start, claimed
 	return res, nil
 }
 
+// keptResult returns the part of fn's result res that the mark keeps: res,
+// or nil if it is empty or longer than MaxResultSize.
+func (d *Deduper) keptResult(ctx context.Context, key Key, res []byte) []byte {
+	if len(res) > MaxResultSize {
+		d.log(ctx, slog.LevelWarn, "dedupe: result not kept: longer than MaxResultSize", key, phaseMark,
+			fmt.Errorf("%w: %d bytes, over %d", ErrTooLarge, len(res), MaxResultSize))
+		return nil
+	}
+	if len(res) == 0 {
+		return nil
+	}
+	return res
+}
+
 // markProcessed marks key after fn succeeded. A mark the store does not take
 // is queued in the backlog, which retries it while copies are answered as
 // duplicates; Do waits for it up to cleanupTimeout.
@@ -361,6 +400,14 @@ func (d *Deduper) markProcessed(ctx context.Context, key Key, res []byte) error 
 		}
 	}
 	return fmt.Errorf("dedupe: %s processed but not marked: %w", key, err)
+}
+
+// markWith marks key on st, keeping res with the mark if there is one.
+func markWith(ctx context.Context, st Store, key Key, res []byte, ttl time.Duration) error {
+	if len(res) > 0 {
+		return st.MarkResult(ctx, key, res, ttl)
+	}
+	return st.Mark(ctx, key, ttl)
 }
 
 // release drops claim c after fn failed. A release the store does not take

@@ -25,7 +25,7 @@ var (
 	// processing right now.
 	ErrInFlight = errors.New("dedupe: message in flight")
 	// ErrTooLarge reports a result longer than [MaxResultSize], which a
-	// [ResultStore] refused, and is an [Observation]'s error for an event
+	// [Store.MarkResult] refused, and is an [Observation]'s error for an event
 	// whose canonical form is longer than 1 MiB: it was not correlated.
 	ErrTooLarge = errors.New("dedupe: too large")
 )

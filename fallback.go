@@ -187,13 +187,13 @@ func (f *fallbackStore) Exists(ctx context.Context, key Key) (bool, error) {
 func (f *fallbackStore) Result(ctx context.Context, key Key) ([]byte, bool, error) {
 	probe, try := f.breaker.usePrimary()
 	if try {
-		res, ok, err := resultOf(ctx, f.primary, key)
+		res, ok, err := f.primary.Result(ctx, key)
 		f.breaker.primaryDone(probe, err == nil, err != nil && isOutage(ctx, err))
 		if err == nil || !isOutage(ctx, err) {
 			return res, ok, err
 		}
 	}
-	return resultOf(ctx, f.local, key)
+	return f.local.Result(ctx, key)
 }
 
 // Backend returns the primary's backend.

@@ -70,6 +70,20 @@ func (s *flakyStore) Mark(ctx context.Context, k dedupe.Key, ttl time.Duration) 
 	return s.after(s.Store.Mark(ctx, k, ttl))
 }
 
+func (s *flakyStore) MarkResult(ctx context.Context, k dedupe.Key, res []byte, ttl time.Duration) error {
+	if s.marksFail.Load() || s.fail() {
+		return errServerGone
+	}
+	return s.after(s.Store.MarkResult(ctx, k, res, ttl))
+}
+
+func (s *flakyStore) Result(ctx context.Context, k dedupe.Key) ([]byte, bool, error) {
+	if s.fail() {
+		return nil, false, errServerGone
+	}
+	return s.Store.Result(ctx, k)
+}
+
 func (s *flakyStore) Extend(ctx context.Context, c dedupe.Claim, lease time.Duration) error {
 	if s.fail() {
 		return errServerGone

@@ -127,7 +127,7 @@ func (l *LayeredStore) MarkResult(ctx context.Context, key Key, res []byte, ttl 
 func (l *LayeredStore) Result(ctx context.Context, key Key) ([]byte, bool, error) {
 	marked := false
 	for i, st := range l.layers {
-		res, ok, err := resultOf(ctx, st, key)
+		res, ok, err := st.Result(ctx, key)
 		if err != nil {
 			if i < len(l.layers)-1 && ambiguous(err) && ctx.Err() == nil {
 				continue

@@ -25,7 +25,7 @@ type MemoryConfig struct {
 	// held. Default MaxSize.
 	MaxClaims int
 	// MaxResultBytes bounds the bytes of results kept with marks
-	// ([ResultStore]): beyond it, keeping one drops others (their marks stay).
+	// ([Store.MarkResult]): beyond it, keeping one drops others (their marks stay).
 	// Default 64 MiB.
 	MaxResultBytes int
 	// Now is the store's clock. Default: the monotonic clock, so that a change

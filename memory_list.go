@@ -20,7 +20,7 @@ import (
 // ("{channel}:{message_id}") follows cursor, in that order, each with its
 // expiry on the wall clock, and returns the cursor of the next page ("" after
 // the last). Expired marks not yet dropped are included; claims never are.
-// Each page reads every shard once. It implements migrate.Lister.
+// Each page reads every shard once. It implements [Lister].
 func (s *MemoryStore) ListMarks(ctx context.Context, cursor string, limit int, yield func(key Key, expires time.Time)) (string, error) {
 	if s.closed.Load() {
 		return "", ErrClosed
@@ -61,7 +61,7 @@ func (s *MemoryStore) ListMarks(ctx context.Context, cursor string, limit int, y
 // MarkUntil marks each keys[i] until expires[i] (wall clock), keeping a live
 // mark's later expiry and result and dropping claims, and returns how many keys had a
 // live mark. A store at [MemoryConfig].MaxSize evicts marks as Mark does:
-// size it for every mark copied. It implements migrate.BulkMarker.
+// size it for every mark copied. It implements [BulkMarker].
 func (s *MemoryStore) MarkUntil(ctx context.Context, keys []Key, expires []time.Time) (int, error) {
 	if len(keys) != len(expires) {
 		return 0, fmt.Errorf("dedupe: memory: mark until: %d keys, %d expiries", len(keys), len(expires))
@@ -94,7 +94,7 @@ func (s *MemoryStore) MarkUntil(ctx context.Context, keys []Key, expires []time.
 
 // CountLive returns the numbers of live marks and claims and the earliest
 // and latest expiry of the marks (wall clock). It implements
-// migrate.Counter.
+// [Counter].
 func (s *MemoryStore) CountLive(ctx context.Context) (marks, claims int64, oldest, newest time.Time, err error) {
 	if s.closed.Load() {
 		return 0, 0, oldest, newest, ErrClosed

@@ -1,7 +1,6 @@
 package dedupe
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -32,8 +31,8 @@ func TestCompareKeysMatchesText(t *testing.T) {
 
 // bulkResultStore is a store that keeps results and takes marks in bulk.
 type bulkResultStore interface {
-	ResultStore
-	MarkUntil(ctx context.Context, keys []Key, expires []time.Time) (int, error)
+	Store
+	BulkMarker
 }
 
 // MarkUntil keeps the result of a live mark it lengthens, and drops that of

@@ -8,7 +8,7 @@ import (
 // defaultMaxResultBytes is the default [MemoryConfig.MaxResultBytes].
 const defaultMaxResultBytes = 64 << 20
 
-// MarkResult is Mark, keeping result with the mark; see [ResultStore]. The
+// MarkResult is Mark, keeping result with the mark; see [Store.MarkResult]. The
 // store keeps a copy. Results are not written to snapshots.
 func (s *MemoryStore) MarkResult(ctx context.Context, key Key, result []byte, ttl time.Duration) error {
 	if err := checkCall(ctx, s.closed.Load(), key); err != nil {
@@ -40,7 +40,7 @@ func (s *MemoryStore) MarkResult(ctx context.Context, key Key, result []byte, tt
 	return nil
 }
 
-// Result returns the result kept with key's mark; see [ResultStore].
+// Result returns the result kept with key's mark; see [Store.Result].
 func (s *MemoryStore) Result(ctx context.Context, key Key) ([]byte, bool, error) {
 	if err := checkCall(ctx, s.closed.Load(), key); err != nil {
 		return nil, false, err

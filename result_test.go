@@ -18,35 +18,18 @@ import (
 	"github.com/gatewaykit/dedupe/dedupetest"
 )
 
-var (
-	_ dedupe.ResultStore = (*dedupe.MemoryStore)(nil)
-	_ dedupe.ResultStore = (*dedupe.SQLiteStore)(nil)
-	_ dedupe.ResultStore = (*dedupe.LayeredStore)(nil)
-)
-
-// flakyResults is a flakyStore over a ResultStore that keeps results.
-type flakyResults struct {
-	*flakyStore
-	rs dedupe.ResultStore
+// newFlakyResults returns a flakyStore over a memory store, which keeps
+// results.
+func newFlakyResults() *flakyStore {
+	return &flakyStore{Store: dedupe.NewMemoryStore(dedupe.MemoryConfig{})}
 }
 
-func newFlakyResults() *flakyResults {
-	m := dedupe.NewMemoryStore(dedupe.MemoryConfig{})
-	return &flakyResults{flakyStore: &flakyStore{Store: m}, rs: m}
-}
+// forgetful is a store that keeps no results, as the contract lets a store
+// drop a result before its mark.
+type forgetful struct{ dedupe.Store }
 
-func (s *flakyResults) MarkResult(ctx context.Context, k dedupe.Key, res []byte, ttl time.Duration) error {
-	if s.marksFail.Load() || s.fail() {
-		return errServerGone
-	}
-	return s.after(s.rs.MarkResult(ctx, k, res, ttl))
-}
-
-func (s *flakyResults) Result(ctx context.Context, k dedupe.Key) ([]byte, bool, error) {
-	if s.fail() {
-		return nil, false, errServerGone
-	}
-	return s.rs.Result(ctx, k)
+func (s forgetful) MarkResult(ctx context.Context, k dedupe.Key, _ []byte, ttl time.Duration) error {
+	return s.Mark(ctx, k, ttl)
 }
 
 func reply(s string) func(context.Context) ([]byte, error) {
@@ -71,7 +54,7 @@ func TestDoResultQueuedMark(t *testing.T) {
 
 		st.marksFail.Store(false)
 		require.NoError(t, d.Flush(ctx))
-		got, marked, err := st.rs.Result(ctx, k)
+		got, marked, err := st.Store.Result(ctx, k)
 		require.NoError(t, err)
 		assert.True(t, marked)
 		assert.Equal(t, "answer", string(got), "the store got the result with the queued mark")
@@ -96,7 +79,7 @@ func TestDoResultTooLarge(t *testing.T) {
 
 // A store that keeps no results marks and answers copies with no result.
 func TestDoResultPlainStore(t *testing.T) {
-	st := struct{ dedupe.Store }{dedupe.NewMemoryStore(dedupe.MemoryConfig{})}
+	st := forgetful{dedupe.NewMemoryStore(dedupe.MemoryConfig{})}
 	d := dedupe.New(st)
 	defer d.Close()
 	_, err := d.DoResult(context.Background(), key(1), reply("answer"))
@@ -140,7 +123,7 @@ func TestDoResultFallback(t *testing.T) {
 
 	primary.down.Store(false)
 	require.NoError(t, d.Flush(ctx))
-	got, _, err := primary.rs.Result(ctx, key(1))
+	got, _, err := primary.Store.Result(ctx, key(1))
 	require.NoError(t, err)
 	assert.Equal(t, "offline answer", string(got))
 }

@@ -20,7 +20,7 @@ import (
 // the next page ("" after the last). Expired rows not yet deleted are
 // included; claims never are. A dedupe_key is split at its first ':'
 // (NekoBot's "web:a:b:c" is channel "web", message id "a:b:c", so that it
-// keeps its text form) and not validated. It implements migrate.Lister.
+// keeps its text form) and not validated. It implements [Lister].
 func (s *SQLiteStore) ListMarks(ctx context.Context, cursor string, limit int, yield func(key Key, expires time.Time)) (string, error) {
 	if s.closed.Load() {
 		return "", ErrClosed
@@ -77,7 +77,7 @@ func (s *SQLiteStore) expiry(exp sql.NullString) time.Time {
 // MarkUntil marks each keys[i] until expires[i], in one transaction, keeping
 // a live mark's later expiry (a mark that never expires stays so) and
 // dropping claims, and returns how many keys had a live mark. It implements
-// migrate.BulkMarker.
+// [BulkMarker].
 func (s *SQLiteStore) MarkUntil(ctx context.Context, keys []Key, expires []time.Time) (int, error) {
 	if len(keys) != len(expires) {
 		return 0, fmt.Errorf("dedupe: sqlite: mark until: %d keys, %d expiries", len(keys), len(expires))
@@ -142,7 +142,7 @@ func (s *SQLiteStore) markOne(ctx context.Context, k Key, until, now time.Time) 
 
 // CountLive returns the numbers of live marks and claims and the earliest
 // and latest expiry of the live marks that expire. It reads every mark, to
-// parse its expiry. It implements migrate.Counter.
+// parse its expiry. It implements [Counter].
 func (s *SQLiteStore) CountLive(ctx context.Context) (marks, claims int64, oldest, newest time.Time, err error) {
 	if s.closed.Load() {
 		return 0, 0, oldest, newest, ErrClosed
@@ -187,7 +187,7 @@ func (s *SQLiteStore) CountLive(ctx context.Context) (marks, claims int64, oldes
 
 // Sizes returns the bytes of the store's two tables and their indexes, by
 // table name, and of the whole database file as "file". It implements
-// migrate.Sizer.
+// [Sizer].
 func (s *SQLiteStore) Sizes(ctx context.Context) (map[string]int64, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed

@@ -8,7 +8,7 @@ import (
 )
 
 // MarkResult is Mark, keeping result with the mark in the table
-// Table+"_results" of the same database; see [ResultStore]. The result
+// Table+"_results" of the same database; see [Store.MarkResult]. The result
 // belongs to the mark it was written with: a later Mark, by this store or by
 // NekoBot, leaves the key marked without it. CleanupExpired deletes expired
 // results with their marks.
@@ -26,7 +26,7 @@ func (s *SQLiteStore) MarkResult(ctx context.Context, key Key, result []byte, tt
 	})
 }
 
-// Result returns the result kept with key's mark; see [ResultStore].
+// Result returns the result kept with key's mark; see [Store.Result].
 func (s *SQLiteStore) Result(ctx context.Context, key Key) ([]byte, bool, error) {
 	if err := checkCall(ctx, s.closed.Load(), key); err != nil {
 		return nil, false, err

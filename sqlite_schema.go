@@ -50,7 +50,7 @@ func (s *SQLiteStore) tables() []sqliteTable {
     expires_at INTEGER NOT NULL
 ) WITHOUT ROWID`,
 	}, {
-		// Results kept with marks (ResultStore): expires_at is the text of
+		// Results kept with marks (Store.MarkResult): expires_at is the text of
 		// the mark's expiry when the result was written.
 		name:  s.table + "_results",
 		shape: []sqliteColumn{{"dedupe_key", "TEXT"}, {"result", "BLOB"}, {"expires_at", "TEXT"}},

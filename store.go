@@ -46,11 +46,120 @@ type Store interface {
 	// claimed again at once, and otherwise returns [ErrNotOwner].
 	Release(ctx context.Context, c Claim) error
 
+	// MarkResult is Mark, also keeping result with the mark, so that
+	// [Deduper.DoResult] hands the first run's result to its copies; an empty
+	// result is kept as none. A result longer than [MaxResultSize] is refused
+	// with [ErrTooLarge] and nothing is written. A later Mark of key drops the
+	// result with the old mark. A result expires with its mark; a store may
+	// keep it for less (the memory store bounds the bytes it holds), after
+	// which Result reports the key marked without one.
+	MarkResult(ctx context.Context, key Key, result []byte, ttl time.Duration) error
+
+	// Result returns the result kept with key's mark. marked is false if key
+	// is not marked (a claim is not a mark); result is nil if it is marked
+	// without one. The caller may keep result: it is not the store's.
+	Result(ctx context.Context, key Key) (result []byte, marked bool, err error)
+
 	// Backend names the kind of store: "memory", "sqlite", "redis", "postgres".
 	Backend() string
 
 	// Close releases the store's resources. It may be called more than once.
 	Close() error
+}
+
+// MaxResultSize is the longest result, in bytes, that a [Store] keeps with a
+// mark ([Store.MarkResult]): 64 KiB, room for a chat reply or a webhook's
+// answer.
+const MaxResultSize = 64 << 10
+
+// checkResult returns the error MarkResult refuses res with, or nil.
+func checkResult(backend string, key Key, res []byte) error {
+	if len(res) > MaxResultSize {
+		return fmt.Errorf("dedupe: %s: mark %s: result of %d bytes, over %d: %w", backend, key, len(res), MaxResultSize, ErrTooLarge)
+	}
+	return nil
+}
+
+// What a store can do beyond [Store] is declared here, each as an interface
+// of its own that a store implements by having the methods; who uses it is
+// said in its first line. Package dedupetest has a group of tests for each,
+// which it runs on every store that implements it. The stores of this
+// repository implement them as follows (a mark means yes):
+//
+//	            Lister BulkMarker Counter Sizer MinLeaser TxStore
+//	memory        x        x        x
+//	sqlite        x        x        x      x                x
+//	redis         x        x        x            x (cluster)
+//	postgres      x        x        x      x                x
+//
+// [LayeredStore], the fallback of [WithFallback] and the stores of package
+// dedupeotel are Stores made of other stores: they implement only [Store].
+
+// Lister is a store that can walk its marks: [migrate.Copy] and the dedupe
+// command's migrate and stats use it.
+type Lister interface {
+	// ListMarks calls yield with up to limit marks of the store that follow
+	// cursor ("" for the first page), each with its expiry: an absolute time on
+	// the local clock, or the zero time for a mark that never expires. It
+	// yields every mark the store holds, expired ones not yet deleted
+	// included, and never a claim. It returns the cursor of the next page, ""
+	// after the last; a page may be shorter than limit, even empty, before the
+	// last. The cursor is the store's own text (the last key, for the stores
+	// that walk in key order): a walk resumed from it yields every mark that
+	// it had not yet yielded and that still exists, and may yield some again.
+	// Keys are split at their first ':' but not validated.
+	ListMarks(ctx context.Context, cursor string, limit int, yield func(key Key, expires time.Time)) (next string, err error)
+}
+
+// BulkMarker is a store that can write a batch of marks at once, each with its
+// own expiry: [migrate.Copy] uses it.
+type BulkMarker interface {
+	// MarkUntil marks keys[i] until expires[i], an absolute time on the local
+	// clock in the future, for every i, and returns how many of the keys had
+	// a live mark already. Such a mark keeps the later of its expiry and
+	// expires[i], and its result; a claim on a key is replaced by the mark.
+	// The keys are valid and distinct, and len(keys) == len(expires). An
+	// error means that some, all or none of the batch was written: writing it
+	// again is harmless.
+	MarkUntil(ctx context.Context, keys []Key, expires []time.Time) (present int, err error)
+}
+
+// Counter is a store that can count what it holds: [migrate.Stats] and the
+// dedupe command's stats use it.
+type Counter interface {
+	// CountLive returns the numbers of live marks and live claims, and the
+	// earliest and latest expiry of the live marks that expire, on the local
+	// clock (zero times when there are none).
+	CountLive(ctx context.Context) (marks, claims int64, oldest, newest time.Time, err error)
+}
+
+// Sizer is a store kept in tables or files: [migrate.Stats] and the dedupe
+// command's stats use it.
+type Sizer interface {
+	// Sizes returns the bytes each of the store's tables, partitions or files
+	// takes, by name.
+	Sizes(ctx context.Context) (map[string]int64, error)
+}
+
+// MinLeaser is a store that needs leases of a least length to keep its
+// promise through its own failures: [New] warns when the lease is shorter.
+type MinLeaser interface {
+	// MinLease returns the shortest lease that outlasts the store's failover
+	// (a Redis Cluster's: its node timeout and the replica's promotion).
+	MinLease() time.Duration
+}
+
+// TxStore is a store kept in a database whose transactions the caller can
+// write in, Tx being the database's transaction type: the caller's handler
+// uses it to commit its effect and the key's mark together.
+type TxStore[Tx any] interface {
+	// DoTx runs fn once in effect for key: in one transaction of the
+	// store's database it writes key's mark and runs fn with the
+	// transaction, then commits, so that fn's writes and the mark commit
+	// together or not at all, even if the process dies at any instant. A
+	// marked or claimed key gets [ErrDuplicate] or [ErrInFlight] without
+	// running fn; fn's error or panic rolls the transaction back.
+	DoTx(ctx context.Context, key Key, fn func(ctx context.Context, tx Tx) error) error
 }
 
 // Status is the outcome of [Store.Claim].

@@ -17,8 +17,8 @@ import (
 // [HeaderVerdict] "replayed": for platforms that show the answer to the
 // user. [New] and [Middleware] replay for a preset whose Replay is set (see
 // [platform.Preset]). A copy gets the [WithDuplicate] answer if the first
-// was an empty 200, over [dedupe.MaxResultSize] ([Stats].ReplayTooLarge) or
-// not kept by the store (not a [dedupe.ResultStore]). [Async] ignores it.
+// was an empty 200, over [dedupe.MaxResultSize] ([Stats].ReplayTooLarge), or
+// gone from the store before its mark. [Async] ignores it.
 func WithReplay(headers ...string) Option {
 	var kept []string // nil: httpreplay.DefaultHeaders
 	if len(headers) > 0 {

@@ -13,7 +13,7 @@ import (
 // Store is a [dedupe.Store] whose every call is a client span, as redisotel
 // makes each Redis command one (github.com/redis/go-redis/extra/redisotel,
 // tracing.go): "dedupe.claim", "dedupe.mark", "dedupe.release",
-// "dedupe.extend" and "dedupe.exists", with the attributes db.system.name
+// "dedupe.extend", "dedupe.exists" and "dedupe.result", with the attributes db.system.name
 // (redis, postgresql, sqlite, or the backend's name), db.operation.name,
 // dedupe.store.backend, messaging.system (the key's channel),
 // messaging.message.id (unless [WithoutMessageID]), dedupe.claim.status for
@@ -106,6 +106,25 @@ func (s *Store) Claim(ctx context.Context, c dedupe.Claim, lease time.Duration) 
 	return status, err
 }
 
+// MarkResult marks key on the wrapped store with result, in a "dedupe.mark"
+// span.
+func (s *Store) MarkResult(ctx context.Context, key dedupe.Key, result []byte, ttl time.Duration) error {
+	ctx, span := s.start(ctx, "mark", key)
+	err := s.st.MarkResult(ctx, key, result, ttl)
+	end(span, err)
+	return err
+}
+
+// Result reads the result kept with key's mark on the wrapped store, in a
+// "dedupe.result" span.
+func (s *Store) Result(ctx context.Context, key dedupe.Key) ([]byte, bool, error) {
+	ctx, span := s.start(ctx, "result", key)
+	res, ok, err := s.st.Result(ctx, key)
+	span.SetAttributes(attribute.Bool("dedupe.exists", ok))
+	end(span, err)
+	return res, ok, err
+}
+
 // Extend extends c's lease on the wrapped store, in a "dedupe.extend" span.
 func (s *Store) Extend(ctx context.Context, c dedupe.Claim, lease time.Duration) error {
 	ctx, span := s.start(ctx, "extend", c.Key)
@@ -132,7 +151,7 @@ func (s *Store) Close() error { return s.st.Close() }
 // that [dedupe.New] still warns of a lease shorter than a Redis Cluster's
 // failover.
 func (s *Store) MinLease() time.Duration {
-	if m, ok := s.st.(interface{ MinLease() time.Duration }); ok {
+	if m, ok := s.st.(dedupe.MinLeaser); ok {
 		return m.MinLease()
 	}
 	return 0

@@ -32,7 +32,7 @@ return 1
 // MarkUntil marks each keys[i] until expires[i] (local clock), in one
 // pipeline of script calls (split by master on a cluster), keeping a live
 // mark's longer TTL and replacing claims, and returns how many keys had a
-// live mark. It implements migrate.BulkMarker.
+// live mark. It implements [dedupe.BulkMarker].
 func (s *Store) MarkUntil(ctx context.Context, keys []dedupe.Key, expires []time.Time) (int, error) {
 	if len(keys) != len(expires) {
 		return 0, fmt.Errorf("dedupe: redis: mark until: %d keys, %d expiries", len(keys), len(expires))
@@ -99,7 +99,7 @@ func (s *Store) loadScript(ctx context.Context, script *redis.Script) error {
 // CountLive walks every key of the store's prefix (SCAN, and one pipeline of
 // GET and PTTL per page) and returns the numbers of live marks and claims
 // and the earliest and latest expiry of the marks, on the local clock. It
-// implements migrate.Counter.
+// implements [dedupe.Counter].
 func (s *Store) CountLive(ctx context.Context) (marks, claims int64, oldest, newest time.Time, err error) {
 	if s.closed.Load() {
 		return 0, 0, oldest, newest, dedupe.ErrClosed

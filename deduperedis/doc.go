@@ -39,7 +39,7 @@
 //
 // # Results
 //
-// [Store] is a [dedupe.ResultStore]: [dedupe.Deduper.DoResult] keeps a
+// [dedupe.Deduper.DoResult] on a [Store] keeps a
 // handler's result, up to [dedupe.MaxResultSize] bytes, with the message's
 // mark, and hands it to every copy of the message, on any instance. The
 // result is in the mark's own Redis string, so it is written by the mark's

@@ -37,7 +37,7 @@ type scanned struct {
 // its expiry on the local clock (the zero time for a key without one), and
 // returns the cursor of the next page ("" after the last). Claims and
 // released keys are left out. A key is the text after the store's prefix,
-// split at its first ':'. It implements migrate.Lister.
+// split at its first ':'. It implements [dedupe.Lister].
 func (s *Store) ListMarks(ctx context.Context, cursor string, limit int, yield func(key dedupe.Key, expires time.Time)) (string, error) {
 	if s.closed.Load() {
 		return "", dedupe.ErrClosed

@@ -15,7 +15,7 @@ import (
 const resultPrefix = markValue + ":"
 
 // MarkResult is [Store.Mark], keeping result with the mark; see
-// [dedupe.ResultStore]. The mark and its result are one Redis string,
+// [dedupe.Store.MarkResult]. The mark and its result are one Redis string,
 // "m:" followed by result, written by one SET with PX: they expire together,
 // and a later Mark drops the result. An empty result is kept as none (the
 // value "m" of Mark). A result longer than [dedupe.MaxResultSize] is refused
@@ -44,7 +44,7 @@ func (s *Store) MarkResult(ctx context.Context, key dedupe.Key, result []byte, t
 	return s.mark(ctx, key, v, ttl)
 }
 
-// Result returns the result kept with key's mark; see [dedupe.ResultStore].
+// Result returns the result kept with key's mark; see [dedupe.Store.Result].
 // marked is false if key is absent, claimed or released; result is nil if
 // key is marked without one, by Mark or by a store of an earlier version. It
 // is one GET, batched as the store's other calls are.

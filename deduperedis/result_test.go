@@ -92,7 +92,7 @@ func checkRoundTrip(t *testing.T, client redis.UniversalClient) {
 
 // checkResult checks that Result of k on st is marked with want (nil: marked
 // without a result).
-func checkResult(t *testing.T, st dedupe.ResultStore, k dedupe.Key, want []byte) {
+func checkResult(t *testing.T, st dedupe.Store, k dedupe.Key, want []byte) {
 	t.Helper()
 	got, marked, err := st.Result(context.Background(), k)
 	switch {

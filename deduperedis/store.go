@@ -59,8 +59,7 @@ type Config struct {
 // same Redis database and [Config.Prefix]. Each key is one Redis string whose
 // expiry is set with PX, so the Redis server's clock decides when marks and
 // claims expire. Each operation is one command touching one Redis key, which
-// makes the store work on Redis Cluster. It is a [dedupe.ResultStore]: a
-// result kept with a mark ([Store.MarkResult]) is in the mark's string, and
+// makes the store work on Redis Cluster. A result kept with a mark ([Store.MarkResult]) is in the mark's string, and
 // expires with it.
 //
 // A Store batches its calls (docs/internals-redis.md, "Batching"): the calls
@@ -88,8 +87,6 @@ type Store struct {
 	replicaTimeout time.Duration // Config.ReplicaTimeout
 	retryFor       time.Duration // Config.ClusterRetry; <= 0: no retry
 }
-
-var _ dedupe.ResultStore = (*Store)(nil)
 
 // New returns a store that keeps its marks and claims in Redis through client,
 // which may be a [*redis.Client], a [*redis.ClusterClient], a

@@ -12,23 +12,16 @@ import (
 	"github.com/gatewaykit/dedupe"
 )
 
-// The tests of results kept with marks ([dedupe.ResultStore]). A store that
-// is not a ResultStore skips them: [dedupe.Deduper.DoResult] then hands its
-// copies no result.
+// The tests of results kept with marks ([dedupe.Store.MarkResult]).
 
-// resultStore opens a store and returns it as a ResultStore, or skips t.
-func (s *suite) resultStore(t *testing.T) dedupe.ResultStore {
+// resultStore opens a store with the default options.
+func (s *suite) resultStore(t *testing.T) dedupe.Store {
 	t.Helper()
-	st := s.open(t, Options{})
-	rs, ok := st.(dedupe.ResultStore)
-	if !ok {
-		t.Skipf("dedupetest: %T is not a dedupe.ResultStore", st)
-	}
-	return rs
+	return s.open(t, Options{})
 }
 
 // wantResult checks Result(k) against the result and the marked flag wanted.
-func wantResult(t *testing.T, rs dedupe.ResultStore, k dedupe.Key, want []byte, wantMarked bool, when string) {
+func wantResult(t *testing.T, rs dedupe.Store, k dedupe.Key, want []byte, wantMarked bool, when string) {
 	t.Helper()
 	got, marked, err := rs.Result(context.Background(), k)
 	if err != nil {
@@ -40,7 +33,7 @@ func wantResult(t *testing.T, rs dedupe.ResultStore, k dedupe.Key, want []byte, 
 	}
 }
 
-func markResult(t *testing.T, rs dedupe.ResultStore, k dedupe.Key, res []byte, ttl time.Duration) {
+func markResult(t *testing.T, rs dedupe.Store, k dedupe.Key, res []byte, ttl time.Duration) {
 	t.Helper()
 	if err := rs.MarkResult(context.Background(), k, res, ttl); err != nil {
 		t.Fatalf("MarkResult(%s, %d bytes): %v", k, len(res), err)

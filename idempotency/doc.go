@@ -36,8 +36,7 @@
 // Link to the documentation (rel="describedby"), as the draft's examples in
 // section 2.7 show. The types are the documentation's URL ([WithDocs],
 // [DefaultDocs]) with a fragment: key-missing, key-malformed, key-in-flight,
-// key-reused, not-replayable, body-too-large, body-unreadable, unavailable,
-// no-results (a store that keeps no results: a misconfiguration).
+// key-reused, not-replayable, body-too-large, body-unreadable, unavailable.
 //
 // # What is stored, and for how long
 //

@@ -18,15 +18,16 @@ import (
 // Middleware returns middleware that makes the covered methods of an HTTP
 // API idempotent with d, by the Idempotency-Key request header: the handler
 // runs once per key, and a retry gets the first response again. See the
-// package overview for what it answers and what it stores. d's store must be
-// a [dedupe.ResultStore], as every store of this module is; its TTL and wait
-// are replaced by [WithTTL]'s and [WithWait]'s. d must not be nil.
+// package overview for what it answers and what it stores. It keeps the
+// bindings and responses with the marks of d's store ([dedupe.Store.MarkResult]);
+// d's TTL and wait are replaced by [WithTTL]'s and [WithWait]'s. d must not
+// be nil.
 //
 // The shape is net/http's middleware convention, as dedupehttp.Middleware's:
 // it wraps any handler or router, for one route or all of them.
 func Middleware(d *dedupe.Deduper, opts ...Option) func(http.Handler) http.Handler {
 	c := newConfig(opts)
-	rs, _ := d.Store().(dedupe.ResultStore)
+	rs := d.Store()
 	d = d.With(dedupe.WithTTL(c.ttl), dedupe.WithWait(c.wait))
 	return func(next http.Handler) http.Handler {
 		return &handler{c: c, d: d, rs: rs, next: next}
@@ -36,7 +37,7 @@ func Middleware(d *dedupe.Deduper, opts ...Option) func(http.Handler) http.Handl
 type handler struct {
 	c    config
 	d    *dedupe.Deduper
-	rs   dedupe.ResultStore // d's primary store, which keeps the bindings
+	rs   dedupe.Store // d's primary store, which keeps the bindings
 	next http.Handler
 }
 
@@ -66,10 +67,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		reason := strings.TrimPrefix(err.Error(), ErrMalformedKey.Error()+": ")
 		h.c.problem(w, keyMalformed, "Malformed Idempotency-Key: "+reason+". "+detailRequired)
-		return
-	}
-	if h.rs == nil {
-		h.c.problem(w, noResults, "The gateway's store keeps no results.")
 		return
 	}
 	body, ok := h.readBody(w, r)

@@ -384,19 +384,6 @@ func TestStoreFailureUnavailable(t *testing.T) {
 	}
 }
 
-// plainStore is a Store that keeps no results.
-type plainStore struct{ dedupe.Store }
-
-// TestStoreWithoutResults: over a store that keeps no results the
-// middleware refuses covered requests with 500 no-results, a
-// misconfiguration, rather than run them without a replay.
-func TestStoreWithoutResults(t *testing.T) {
-	a := &api{}
-	f := newFixture(t, plainStore{dedupe.NewMemoryStore(dedupe.MemoryConfig{})}, a)
-	assertProblem(t, f.do(post(key1, "hello")), noResults)
-	assert.Zero(t, a.runs.Load())
-}
-
 // TestReplayAfterRestart: the response is replayed by a new middleware over the same
 // SQLite file after a restart.
 func TestReplayAfterRestart(t *testing.T) {

@@ -98,7 +98,7 @@ func WithFingerprint(f func(r *http.Request, body []byte) []byte) Option {
 // processed, the expiration policy the draft's section 2.3 asks a resource
 // to publish (default [DefaultTTL]; zero or less keeps it). After it the key
 // is new again. Stores may keep the response for less (see
-// [dedupe.ResultStore]); a retry is then answered that it cannot be replayed.
+// [dedupe.Store.MarkResult]); a retry is then answered that it cannot be replayed.
 func WithTTL(ttl time.Duration) Option {
 	return func(c *config) {
 		if ttl > 0 {

@@ -34,7 +34,6 @@ var (
 	bodyTooLarge   = kind{"body-too-large", http.StatusRequestEntityTooLarge, "Request body is too large"}
 	bodyUnreadable = kind{"body-unreadable", http.StatusBadRequest, "Request body could not be read"}
 	unavailable    = kind{"unavailable", http.StatusServiceUnavailable, "Idempotency keys are unavailable"}
-	noResults      = kind{"no-results", http.StatusInternalServerError, "Idempotency keys are misconfigured"}
 )
 
 // problem is an RFC 9457 problem details object.

@@ -5,12 +5,13 @@
 //
 // # Optional interfaces
 //
-// A store takes part by implementing small interfaces beside
-// [dedupe.Store], structurally, with exported methods on its type: [Lister]
-// (walk the marks, a page at a time, from a cursor), [BulkMarker] (write a
-// batch of marks, each with its own expiry), and for [Stats] [Counter] and
-// [Sizer]. The stores of this repository implement them: [dedupe.MemoryStore],
-// [dedupe.SQLiteStore], deduperedis.Store and postgres.Store.
+// A store takes part by implementing the optional capabilities declared
+// beside [dedupe.Store] (store.go), structurally, with exported methods on
+// its type: [dedupe.Lister] (walk the marks, a page at a time, from a
+// cursor), [dedupe.BulkMarker] (write a batch of marks, each with its own
+// expiry), and for [Stats] [dedupe.Counter] and [dedupe.Sizer]. The stores of
+// this repository implement them: [dedupe.MemoryStore], [dedupe.SQLiteStore],
+// deduperedis.Store and postgres.Store; package dedupetest checks each.
 //
 // Expiries cross between stores as absolute times on the clock of the
 // process that runs the copy. A store whose server keeps its own clock
@@ -40,7 +41,7 @@
 // harmless. A claim at the destination is replaced by the mark, as
 // [dedupe.Store.Mark] does.
 //
-// Results kept with marks ([dedupe.ResultStore]) are not copied: a copied
+// Results kept with marks ([dedupe.Store.MarkResult]) are not copied: a copied
 // mark has none, so [dedupe.Deduper.DoResult] answers a copy of its message
 // as a duplicate without a result.
 //

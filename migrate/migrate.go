@@ -9,50 +9,6 @@ import (
 	"github.com/gatewaykit/dedupe"
 )
 
-// Lister is a store that can walk its marks. The stores of this repository
-// implement it.
-type Lister interface {
-	// ListMarks calls yield with up to limit marks of the store that follow
-	// cursor ("" for the first page), each with its expiry: an absolute time on
-	// the local clock, or the zero time for a mark that never expires. It
-	// yields every mark the store holds, expired ones not yet deleted
-	// included, and never a claim. It returns the cursor of the next page, ""
-	// after the last; a page may be shorter than limit, even empty, before the
-	// last. The cursor is the store's own text (the last key, for the stores
-	// that walk in key order): a walk resumed from it yields every mark that
-	// it had not yet yielded and that still exists, and may yield some again.
-	// Keys are split at their first ':' but not validated.
-	ListMarks(ctx context.Context, cursor string, limit int, yield func(key dedupe.Key, expires time.Time)) (next string, err error)
-}
-
-// BulkMarker is a store that can write a batch of marks at once. The stores of
-// this repository implement it.
-type BulkMarker interface {
-	// MarkUntil marks keys[i] until expires[i], an absolute time on the local
-	// clock in the future, for every i, and returns how many of the keys had
-	// a live mark already. Such a mark keeps the later of its expiry and
-	// expires[i]; a claim on a key is replaced by the mark. The keys are
-	// valid and distinct, and len(keys) == len(expires). An error means that
-	// some, all or none of the batch was written: writing it again is
-	// harmless.
-	MarkUntil(ctx context.Context, keys []dedupe.Key, expires []time.Time) (present int, err error)
-}
-
-// Counter is a store that can count what it holds, for [Stats].
-type Counter interface {
-	// CountLive returns the numbers of live marks and live claims, and the
-	// earliest and latest expiry of the live marks that expire, on the local
-	// clock (zero times when there are none).
-	CountLive(ctx context.Context) (marks, claims int64, oldest, newest time.Time, err error)
-}
-
-// Sizer is a store kept in tables or files, for [Stats].
-type Sizer interface {
-	// Sizes returns the bytes each of the store's tables, partitions or files
-	// takes, by name.
-	Sizes(ctx context.Context) (map[string]int64, error)
-}
-
 // snapshotter is a destination that holds marks in memory until it saves
 // them: [dedupe.MemoryStore].
 type snapshotter interface {
@@ -106,7 +62,7 @@ type Summary struct {
 }
 
 // Checkpoint is where a copy stands after a committed batch: the source's
-// cursor (see [Lister]) and the counts so far. Done is set in the last one.
+// cursor (see [dedupe.Lister]) and the counts so far. Done is set in the last one.
 type Checkpoint struct {
 	Cursor  string  `json:"cursor"`
 	Summary Summary `json:"summary"`
@@ -115,17 +71,17 @@ type Checkpoint struct {
 
 // Copy copies the marks of from to to, a batch at a time, as the package
 // documentation describes, and returns the counts. from must implement
-// [Lister] and to [BulkMarker] (to may be nil for a dry run); otherwise Copy
+// [dedupe.Lister] and to [dedupe.BulkMarker] (to may be nil for a dry run); otherwise Copy
 // fails with [ErrNotSupported]. On an error the counts returned are those of
 // the batches committed.
 func Copy(ctx context.Context, from, to dedupe.Store, opts Options) (Summary, error) {
-	l, ok := from.(Lister)
+	l, ok := from.(dedupe.Lister)
 	if !ok {
 		return Summary{}, fmt.Errorf("%w: %s store cannot list its marks", ErrNotSupported, from.Backend())
 	}
 	c := &copier{from: l, to: to, opts: opts}
 	if !opts.DryRun {
-		if c.bulk, ok = to.(BulkMarker); !ok || to == nil {
+		if c.bulk, ok = to.(dedupe.BulkMarker); !ok || to == nil {
 			return Summary{}, fmt.Errorf("%w: destination cannot write marks in bulk", ErrNotSupported)
 		}
 		c.snap, _ = to.(snapshotter)
@@ -136,9 +92,9 @@ func Copy(ctx context.Context, from, to dedupe.Store, opts Options) (Summary, er
 
 // copier is one run of Copy.
 type copier struct {
-	from Lister
+	from dedupe.Lister
 	to   dedupe.Store
-	bulk BulkMarker
+	bulk dedupe.BulkMarker
 	snap snapshotter
 	opts Options
 
@@ -231,7 +187,7 @@ func (c *copier) write(ctx context.Context) (int, error) {
 }
 
 // dedupeBatch drops repeated keys from the batch (a walk may yield a key
-// twice, see [Lister]), keeping the latest expiry of each, so that a store
+// twice, see [dedupe.Lister]), keeping the latest expiry of each, so that a store
 // sees each key once, and returns how many it dropped: they count as
 // present.
 func (c *copier) dedupeBatch() int {

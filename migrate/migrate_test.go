@@ -45,8 +45,8 @@ func newSQLite(t *testing.T, c *clock) *dedupe.SQLiteStore {
 	return s
 }
 
-// expiries returns every mark of s by key, walking it with its Lister.
-func expiries(t *testing.T, s migrate.Lister) map[dedupe.Key]time.Time {
+// expiries returns every mark of s by key, walking it with its dedupe.Lister.
+func expiries(t *testing.T, s dedupe.Lister) map[dedupe.Key]time.Time {
 	t.Helper()
 	got := map[dedupe.Key]time.Time{}
 	cursor := ""

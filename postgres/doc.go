@@ -42,7 +42,7 @@
 //
 // # Results
 //
-// A [Store] is a [dedupe.ResultStore]: [Store.MarkResult] keeps a result of up
+// [Store.MarkResult] keeps a result of up
 // to [dedupe.MaxResultSize] bytes with the mark, in the row's result column,
 // in the same statement as the mark, and [Store.Result] reads it back, so that
 // [dedupe.Deduper.DoResult] gives the first run's result to the copies of a

@@ -29,7 +29,7 @@ func remainingUs(expr string) string {
 // key order, each with its expiry on the local clock, and returns the cursor
 // of the next page ("" after the last). Expired rows not yet deleted are
 // included; claims and released keys never are. It is one indexed SELECT. It
-// implements migrate.Lister.
+// implements [dedupe.Lister].
 func (s *Store) ListMarks(ctx context.Context, cursor string, limit int, yield func(key dedupe.Key, expires time.Time)) (string, error) {
 	if s.closed.Load() {
 		return "", dedupe.ErrClosed
@@ -71,7 +71,7 @@ const migrateTemp = `dedupe_migrate_in`
 // then into the store's table by one INSERT … ON CONFLICT. On the
 // partitioned layout, whose table has no unique key, each key is written
 // after its lock, as Mark writes it, all in one round trip. It implements
-// migrate.BulkMarker.
+// [dedupe.BulkMarker].
 func (s *Store) MarkUntil(ctx context.Context, keys []dedupe.Key, expires []time.Time) (int, error) {
 	if len(keys) != len(expires) {
 		return 0, fmt.Errorf("dedupe: postgres: mark until: %d keys, %d expiries", len(keys), len(expires))
@@ -199,7 +199,7 @@ SELECT coalesce(sum(CASE WHEN EXISTS (
 
 // CountLive returns the numbers of live marks and claims and the earliest
 // and latest expiry of the live marks, on the local clock, in one aggregate
-// over the table. It implements migrate.Counter.
+// over the table. It implements [dedupe.Counter].
 func (s *Store) CountLive(ctx context.Context) (marks, claims int64, oldest, newest time.Time, err error) {
 	if s.closed.Load() {
 		return 0, 0, oldest, newest, dedupe.ErrClosed
@@ -223,7 +223,7 @@ FROM `+s.table+` WHERE expires_at > now()`).Scan(&marks, &claims, &lo, &hi)
 
 // Sizes returns the bytes of the table with its indexes and TOAST (for a
 // partitioned table, the sum of its partitions), and of each partition, by
-// name. It implements migrate.Sizer.
+// name. It implements [dedupe.Sizer].
 func (s *Store) Sizes(ctx context.Context) (map[string]int64, error) {
 	if s.closed.Load() {
 		return nil, dedupe.ErrClosed

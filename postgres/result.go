@@ -8,10 +8,6 @@ import (
 	"github.com/gatewaykit/dedupe"
 )
 
-// Store is a [dedupe.ResultStore]: [dedupe.Deduper.DoResult] hands the
-// result kept with a mark to the copies of its message.
-var _ dedupe.ResultStore = (*Store)(nil)
-
 // resultSQL reads the result kept with key's live mark: no row if the key
 // is not marked, a NULL result if it is marked without one.
 func resultSQL(t string) string {
@@ -25,7 +21,7 @@ func keepResultSQL(t string) string {
 }
 
 // MarkResult is [Store.Mark], also keeping result with the mark, in the
-// same statement; see [dedupe.ResultStore]. An empty result is kept as none
+// same statement; see [dedupe.Store.MarkResult]. An empty result is kept as none
 // (NULL). A result longer than [dedupe.MaxResultSize] is refused with
 // [dedupe.ErrTooLarge] before any I/O.
 func (s *Store) MarkResult(ctx context.Context, key dedupe.Key, result []byte, ttl time.Duration) error {
@@ -38,7 +34,7 @@ func (s *Store) MarkResult(ctx context.Context, key dedupe.Key, result []byte, t
 	return s.mark(ctx, key, result, ttl)
 }
 
-// Result returns the result kept with key's mark; see [dedupe.ResultStore].
+// Result returns the result kept with key's mark; see [dedupe.Store.Result].
 // marked is false if key is not marked or its mark has expired on the
 // server's clock; result is nil if the mark has none. Result is one
 // statement, batched as Exists is.

@@ -118,7 +118,7 @@ func marks(tb testing.TB, s dedupe.Store) map[dedupe.Key]time.Time {
 	if w, ok := s.(*store); ok {
 		s = w.Store
 	}
-	l := s.(migrate.Lister)
+	l := s.(dedupe.Lister)
 	got := map[dedupe.Key]time.Time{}
 	cursor := ""
 	now := time.Now()

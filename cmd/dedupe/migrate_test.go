@@ -119,7 +119,7 @@ func TestMigratePostgresToRedis(t *testing.T) {
 		keys, exps = append(keys, k), append(exps, exp)
 		want[k] = exp
 	}
-	_, err := src.Store.(migrate.BulkMarker).MarkUntil(ctx, keys, exps)
+	_, err := src.Store.(dedupe.BulkMarker).MarkUntil(ctx, keys, exps)
 	mustf(t, err, "seed")
 	_, err = src.Claim(ctx, dedupe.NewClaim(dedupe.Key{Channel: "discord", MessageID: "claimed"}), time.Hour)
 	mustf(t, err, "claim")

@@ -33,7 +33,7 @@ func newProgress(ctx context.Context, w io.Writer, from dedupe.Store) *progress 
 		return p
 	}
 	p.w = w
-	if c, ok := from.(migrate.Counter); ok {
+	if c, ok := from.(dedupe.Counter); ok {
 		if marks, _, _, _, err := c.CountLive(ctx); err == nil {
 			p.total = marks
 		}

@@ -65,7 +65,7 @@ type demo struct {
 
 // run runs the four steps of the package comment.
 func run(ctx context.Context, cfg config, out io.Writer) error {
-	st, durable, err := openResultStore(ctx, cfg.Store)
+	st, durable, err := openStore(ctx, cfg.Store)
 	if err != nil {
 		return err
 	}
@@ -195,7 +195,7 @@ func (dm *demo) restart(ctx context.Context, first reply) error {
 		return err
 	}
 	dm.store = nil
-	st, _, err := openResultStore(ctx, dm.cfg.Store)
+	st, _, err := openStore(ctx, dm.cfg.Store)
 	if err != nil {
 		return err
 	}

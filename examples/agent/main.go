@@ -24,9 +24,8 @@
 //	go run ./examples/agent [-store STORE] [-llm-delay D]
 //
 // -store is the store of keys and replies: a SQLite file in a temporary
-// directory by default, sqlite:PATH or PATH.db, memory, or, once their
-// stores keep results (dedupe.ResultStore), redis://HOST:PORT/DB or
-// postgres://… URLs. The idempotency keys start with a number taken from the
+// directory by default, sqlite:PATH or PATH.db, memory, redis://HOST:PORT/DB
+// or a postgres://… URL. The idempotency keys start with a number taken from the
 // clock, so that runs on one durable store do not see each other's keys; on
 // a server the program keeps to its own keys (Redis prefix
 // "dedupe:examples-agent:", PostgreSQL table "examples_agent_dedupe").

@@ -53,17 +53,3 @@ func openStore(ctx context.Context, spec string) (st dedupe.Store, durable bool,
 	}
 	return nil, false, fmt.Errorf("-store %q: want sqlite:PATH, PATH.db, memory, redis://HOST:PORT/DB or postgres://…", spec)
 }
-
-// openResultStore is openStore for a store that keeps replies with its keys
-// ([dedupe.ResultStore]), which the idempotency middleware needs.
-func openResultStore(ctx context.Context, spec string) (dedupe.Store, bool, error) {
-	st, durable, err := openStore(ctx, spec)
-	if err != nil {
-		return nil, false, err
-	}
-	if _, ok := st.(dedupe.ResultStore); !ok {
-		_ = st.Close()
-		return nil, false, fmt.Errorf("-store: the %s store of this build keeps no results (dedupe.ResultStore); the middleware needs them", st.Backend())
-	}
-	return st, durable, nil
-}
