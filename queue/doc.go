@@ -18,7 +18,8 @@
 // at a time; [Entry] is what the queue tells of a message by its id. The
 // deduperedis and postgres modules hold the Redis Streams and PostgreSQL
 // queues, which are built on this package; package queue/queuetest holds the
-// conformance suite and the crash tests every durable queue passes.
+// conformance suite every queue passes, and package dedupehttp/durabletest
+// the crash tests every durable queue passes behind the middleware.
 //
 // This package imports no HTTP middleware: a store module builds its queue
 // on it without depending on package dedupehttp.
