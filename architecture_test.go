@@ -53,6 +53,7 @@ const modulePath = "github.com/gatewaykit/dedupe"
 type archPackage struct {
 	module  string   // the path of its module
 	imports []string // the packages of this repository it imports, by short name
+	tests   []string // the packages of this repository its tests import, by short name
 	deps    []string // every package it depends on, by import path
 }
 
@@ -78,7 +79,8 @@ func listWorkspace(t *testing.T) map[string]archPackage {
 	if gowork := strings.TrimSpace(string(out)); err != nil || gowork == "" || gowork == "off" {
 		t.Skip("no go.work workspace: the map covers every module of the workspace")
 	}
-	const format = "{{.ImportPath}}\t{{.Module.Path}}\t{{join .Imports \" \"}}\t{{join .Deps \" \"}}"
+	const format = "{{.ImportPath}}\t{{.Module.Path}}\t{{join .Imports \" \"}}\t{{join .Deps \" \"}}\t" +
+		"{{join .TestImports \" \"}} {{join .XTestImports \" \"}}"
 	out, err = exec.Command(goTool, "list", "-f", format, modulePath+"/...").Output()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
@@ -88,18 +90,27 @@ func listWorkspace(t *testing.T) map[string]archPackage {
 	pkgs := make(map[string]archPackage)
 	for line := range strings.Lines(string(out)) {
 		f := strings.Split(strings.TrimSuffix(line, "\n"), "\t")
-		require.Len(t, f, 4, "go list printed %q", line)
+		require.Len(t, f, 5, "go list printed %q", line)
 		name, _ := shortName(f[0])
 		p := archPackage{module: f[1], deps: strings.Fields(f[3])}
-		for _, imp := range strings.Fields(f[2]) {
-			if short, ok := shortName(imp); ok {
-				p.imports = append(p.imports, short)
-			}
-		}
+		p.imports = ownPackages(strings.Fields(f[2]))
+		p.tests = ownPackages(strings.Fields(f[4]))
 		pkgs[name] = p
 	}
 	require.NotEmpty(t, pkgs, "go list %s/... listed no package", modulePath)
 	return pkgs
+}
+
+// ownPackages returns the packages of this repository among paths, by short
+// name.
+func ownPackages(paths []string) []string {
+	var own []string
+	for _, p := range paths {
+		if short, ok := shortName(p); ok {
+			own = append(own, short)
+		}
+	}
+	return own
 }
 
 // tableCell is the name a cell of the package table gives in backquotes.
@@ -205,16 +216,18 @@ func isInternal(name string) bool {
 }
 
 // internalImports lists the imports against rule (b): an internal package
-// imported from another module.
+// imported from another module, by a package or by its tests.
 func internalImports(pkgs map[string]archPackage) []string {
 	var v []string
-	edges(pkgs, func(from, to string) {
-		if isInternal(to) && pkgs[from].module != pkgs[to].module {
-			v = append(v, fmt.Sprintf("%s (module %s) imports %s of module %s",
-				from, pkgs[from].module, to, pkgs[to].module))
+	for _, from := range slices.Sorted(maps.Keys(pkgs)) {
+		for _, to := range slices.Concat(pkgs[from].imports, pkgs[from].tests) {
+			if isInternal(to) && pkgs[from].module != pkgs[to].module {
+				v = append(v, fmt.Sprintf("%s (module %s) or its tests import %s of module %s",
+					from, pkgs[from].module, to, pkgs[to].module))
+			}
 		}
-	})
-	return v
+	}
+	return slices.Compact(v)
 }
 
 // storeHTTP lists the dependencies against rule (c): net/http among the
