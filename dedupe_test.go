@@ -178,7 +178,7 @@ func TestDoRenewsLease(t *testing.T) {
 				st := dedupe.NewMemoryStore(dedupe.MemoryConfig{})
 				opts := []dedupe.Option{dedupe.WithLease(3 * time.Second)}
 				if !renew {
-					opts = append(opts, dedupe.WithRenewal(0))
+					opts = append(opts, dedupe.WithRenewal(-1))
 				}
 				d := dedupe.New(st, opts...)
 				other := dedupe.New(st, dedupe.WithLease(3*time.Second))

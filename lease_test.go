@@ -101,7 +101,7 @@ func TestDoLeaseSurvivesShortOutage(t *testing.T) {
 // Without renewal a handler's context ends with the lease.
 func TestDoNoRenewalEndsWithLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := dedupe.New(nil, dedupe.WithLease(2*time.Second), dedupe.WithRenewal(0))
+		d := dedupe.New(nil, dedupe.WithLease(2*time.Second), dedupe.WithRenewal(-1))
 		start := time.Now()
 		err := d.Do(context.Background(), key1, func(ctx context.Context) error {
 			<-ctx.Done()

@@ -8,10 +8,10 @@ import (
 
 // settings are what options set.
 type settings struct {
-	ttl          time.Duration // <= 0: the store's default
+	ttl          time.Duration // 0: the store's default
 	lease        time.Duration
 	renew        time.Duration // < 0: no renewal; 0: a third of the lease
-	wait         time.Duration // <= 0: no waiting
+	wait         time.Duration // 0: no waiting
 	local        Store         // the fallback store, or nil
 	retry        time.Duration // how long the fallback serves alone after failures
 	queue        int           // bound of the backlog
@@ -40,11 +40,24 @@ func defaultSettings() settings {
 }
 
 // An Option configures a [Deduper], in [New] or [Deduper.With].
+//
+// The duration options follow one rule, the stores' own: zero keeps the
+// setting as it is (the default, or what an earlier option set, such as a
+// drop-in's wait), so that a duration read from a flag or a config file that
+// defaults to 0 changes nothing; a negative duration turns off what can be
+// turned off (the wait, renewal, the store timeout) and otherwise keeps the
+// setting too.
 type Option func(*settings)
 
-// WithTTL sets how long a processed message stays marked (default 0: the
-// store's default TTL).
-func WithTTL(ttl time.Duration) Option { return func(s *settings) { s.ttl = ttl } }
+// WithTTL sets how long a processed message stays marked (default: the
+// store's default TTL; zero or less keeps the setting).
+func WithTTL(ttl time.Duration) Option {
+	return func(s *settings) {
+		if ttl > 0 {
+			s.ttl = ttl
+		}
+	}
+}
 
 // WithLease sets how long a claim holds a message while it is processed
 // (default [DefaultLease]; zero or less keeps it): if the process dies, another
@@ -59,13 +72,16 @@ func WithLease(lease time.Duration) Option {
 }
 
 // WithRenewal sets how often Do extends a claim's lease while fn runs: by
-// default a third of the lease; zero or less turns renewal off, so fn's
-// context ends with the lease. An interval over half the lease could let it
-// lapse, so it is clamped to a third.
+// default a third of the lease; zero keeps the setting, and a negative
+// interval turns renewal off, so fn's context ends with the lease. An
+// interval over half the lease could let it lapse, so it is clamped to a
+// third.
 func WithRenewal(every time.Duration) Option {
 	return func(s *settings) {
-		s.renew = every
-		if every <= 0 {
+		switch {
+		case every > 0:
+			s.renew = every
+		case every < 0:
 			s.renew = -1
 		}
 	}
@@ -75,16 +91,37 @@ func WithRenewal(every time.Duration) Option {
 // claim, asking the store again with a backoff from 5 ms to 250 ms, until the
 // owner marks it (Do returns [ErrDuplicate]), releases it or its lease runs out
 // (Do runs fn, after the owner, never beside it), or max or ctx ends (Do returns
-// [ErrInFlight]). Zero or less (the default) does not wait. An HTTP gateway uses
-// it to answer a copy with the first copy's outcome.
-func WithWait(max time.Duration) Option { return func(s *settings) { s.wait = max } }
+// [ErrInFlight]). By default Do does not wait; zero keeps the setting (so
+// WithWait(0) does not switch off a drop-in's wait), and a negative max turns
+// waiting off. An HTTP gateway uses it to answer a copy with the first copy's
+// outcome.
+func WithWait(max time.Duration) Option {
+	return func(s *settings) {
+		switch {
+		case max > 0:
+			s.wait = max
+		case max < 0:
+			s.wait = 0
+		}
+	}
+}
 
 // WithStoreTimeout bounds each store call Do makes (the claim with its
 // retry, the mark, the release, each renewal) to d, whatever the caller's
-// context allows (default 0: no bound of its own). Drivers without a read
-// timeout (pgx) otherwise wait on a stalled server as long as the context
-// lets them; a call cut short is handled as any failed call (see [Deduper.Do]).
-func WithStoreTimeout(d time.Duration) Option { return func(s *settings) { s.storeTimeout = d } }
+// context allows (default: no bound of its own; zero keeps the setting, a
+// negative d removes the bound). Drivers without a read timeout (pgx)
+// otherwise wait on a stalled server as long as the context lets them; a
+// call cut short is handled as any failed call (see [Deduper.Do]).
+func WithStoreTimeout(d time.Duration) Option {
+	return func(s *settings) {
+		switch {
+		case d > 0:
+			s.storeTimeout = d
+		case d < 0:
+			s.storeTimeout = 0
+		}
+	}
+}
 
 // WithLogger sets the logger of verdicts (debug) and store errors (warn).
 func WithLogger(l *slog.Logger) Option {

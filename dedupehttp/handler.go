@@ -2,6 +2,7 @@ package dedupehttp
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/platform"
@@ -37,7 +38,7 @@ func New(d *dedupe.Deduper, p platform.Preset, next http.Handler, opts ...Option
 	c := newConfig(append([]Option{WithVerify(p)}, opts...))
 	return &Handler{
 		h: handler{
-			d:       d.With(dedupe.WithTTL(p.TTL), dedupe.WithWait(p.AckBudget)),
+			d:       d.With(dedupe.WithTTL(p.TTL), dedupe.WithWait(waitFor(p.AckBudget))),
 			extract: FromPreset(p),
 			next:    next,
 			c:       c,
@@ -55,3 +56,12 @@ func (h *Handler) Name() string { return h.name }
 // Stats returns a snapshot of the Handler's counters. It is safe to call
 // concurrently with ServeHTTP.
 func (h *Handler) Stats() Stats { return h.h.c.stats.snapshot() }
+
+// waitFor is the wait of a preset's AckBudget: none for a platform that gives
+// no budget (dedupe.WithWait(0) would keep the Deduper's own).
+func waitFor(budget time.Duration) time.Duration {
+	if budget <= 0 {
+		return -1
+	}
+	return budget
+}

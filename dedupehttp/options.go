@@ -240,9 +240,13 @@ func WithFailureStatus(failed func(status int) bool) Option {
 }
 
 // WithRetryAfter sets the Retry-After of the middleware's 503 answers (default
-// [DefaultRetryAfter]), rounded up to whole seconds and at least 1.
+// [DefaultRetryAfter]; zero or less keeps the setting), rounded up to whole
+// seconds.
 func WithRetryAfter(d time.Duration) Option {
 	return func(c *config) {
+		if d <= 0 {
+			return
+		}
 		secs := max(1, int64((d+time.Second-1)/time.Second))
 		c.retryAfter = strconv.FormatInt(secs, 10)
 	}

@@ -110,7 +110,7 @@ func TestDecisionResults(t *testing.T) {
 	})
 	t.Run("abandoned", func(t *testing.T) {
 		var l logs
-		d := dedupe.New(nil, dedupe.WithLease(50*time.Millisecond), dedupe.WithRenewal(0),
+		d := dedupe.New(nil, dedupe.WithLease(50*time.Millisecond), dedupe.WithRenewal(-1),
 			dedupe.WithLogger(slog.New(l.handler(slog.LevelDebug))))
 		err := d.Do(ctx, key, func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
 		require.ErrorIs(t, err, dedupe.ErrNotOwner)
@@ -180,7 +180,7 @@ func TestMask(t *testing.T) {
 	run := func(t *testing.T, mode dedupelog.Mode, key []byte) (decision, warn map[string]any, text string) {
 		t.Helper()
 		var l logs
-		d := dedupe.New(nil, dedupe.WithLease(50*time.Millisecond), dedupe.WithRenewal(0),
+		d := dedupe.New(nil, dedupe.WithLease(50*time.Millisecond), dedupe.WithRenewal(-1),
 			dedupe.WithLogger(slog.New(dedupelog.Mask(l.handler(slog.LevelDebug), mode, key))))
 		err := d.Do(ctx, dedupe.Key{Channel: "telegram", MessageID: "424242"}, func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
 		require.ErrorIs(t, err, dedupe.ErrNotOwner)

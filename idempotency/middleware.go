@@ -28,7 +28,11 @@ import (
 func Middleware(d *dedupe.Deduper, opts ...Option) func(http.Handler) http.Handler {
 	c := newConfig(opts)
 	rs := d.Store()
-	d = d.With(dedupe.WithTTL(c.ttl), dedupe.WithWait(c.wait))
+	wait := c.wait
+	if wait <= 0 {
+		wait = -1 // no wait: dedupe.WithWait(0) would keep d's own
+	}
+	d = d.With(dedupe.WithTTL(c.ttl), dedupe.WithWait(wait))
 	return func(next http.Handler) http.Handler {
 		return &handler{c: c, d: d, rs: rs, next: next}
 	}

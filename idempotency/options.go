@@ -111,9 +111,18 @@ func WithTTL(ttl time.Duration) Option {
 // first request (as [dedupe.WithWait]), and be answered with its response,
 // instead of 409 at once. If the first request fails (5xx, panic), the
 // waiting one runs the handler itself, after it. The default, no wait, is
-// the draft's (section 2.6, "Concurrent Request"). The Deduper's own wait
-// is not used.
-func WithWait(max time.Duration) Option { return func(c *config) { c.wait = max } }
+// the draft's (section 2.6, "Concurrent Request"); zero keeps the setting,
+// a negative max turns waiting off. The Deduper's own wait is not used.
+func WithWait(max time.Duration) Option {
+	return func(c *config) {
+		switch {
+		case max > 0:
+			c.wait = max
+		case max < 0:
+			c.wait = 0
+		}
+	}
+}
 
 // WithChannel sets the dedupe channel of the keys (default [DefaultChannel]),
 // so that two APIs on one store keep their keys apart. A name that is not a

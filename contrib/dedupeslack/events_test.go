@@ -143,7 +143,8 @@ func TestEventsAPIForgedRequest(t *testing.T) {
 // answered within 3 seconds. With the default wait, each retry is answered
 // with the first's outcome, 200 if it succeeded, and if it failed one retry
 // is processed and the others are answered 200: no retry is answered 500.
-// With a wait shorter than the first delivery, the retries are answered 503.
+// With a wait shorter than the first delivery, the retries are answered 503;
+// a wait of 0 keeps the default.
 func TestEventsAPIRetriesInFlight(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -156,6 +157,9 @@ func TestEventsAPIRetriesInFlight(t *testing.T) {
 		{"default wait, first succeeds", nil, 0, 200, 200, 1},
 		{"default wait, first fails", nil, 1, 500, 200, 2},
 		{"wait shorter than the first", []dedupe.Option{dedupe.WithWait(time.Millisecond)}, 0, 200, 503, 1},
+		// A wait of 0 read from a config keeps the default: before issue 34
+		// it switched the wait off, and every retry was answered 500.
+		{"WithWait(0) keeps the default wait", []dedupe.Option{dedupe.WithWait(0)}, 0, 200, 200, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const retries = 20
@@ -175,14 +179,15 @@ func TestEventsAPIRetriesInFlight(t *testing.T) {
 			require.Eventually(t, func() bool { return d.Stats().Waits == retries },
 				10*time.Second, time.Millisecond, "every retry waits")
 			count := map[int]int{}
-			if len(tc.opts) > 0 { // the retries' wait ends while the first runs
+			short := tc.wantRetry == 503
+			if short { // the retries' wait ends while the first runs
 				for range retries {
 					count[<-answers]++
 				}
 			}
 			close(p.hold)
 			assert.Equal(t, tc.wantFirst, <-first)
-			if len(tc.opts) == 0 {
+			if !short {
 				for range retries {
 					count[<-answers]++
 				}
