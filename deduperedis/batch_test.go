@@ -2,7 +2,6 @@ package deduperedis_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/deduperedis"
@@ -22,7 +23,7 @@ func until(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); !cond(); runtime.Gosched() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			require.Failf(t, "timed out", "waiting for %s", what)
 		}
 	}
 }
@@ -35,9 +36,7 @@ func until(t *testing.T, what string, cond func() bool) {
 func stuckStore(t *testing.T, hooks ...redis.Hook) (*deduperedis.Store, *faultproxy.Proxy, <-chan error, string) {
 	t.Helper()
 	p, err := faultproxy.Start(redisAddr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	client := newClient(t, p.Addr(), func(o *redis.Options) {
 		o.MaxRetries = -1
@@ -75,24 +74,21 @@ func TestQueuedCallGivenUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	err := st.Mark(ctx, k, time.Minute)
-	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "not sent") {
-		t.Fatalf("Mark queued past its deadline = %v, want DeadlineExceeded, not sent", err)
-	}
+	require.ErrorIs(t, err, context.DeadlineExceeded, "Mark queued past its deadline")
+	require.ErrorContains(t, err, "not sent", "Mark queued past its deadline")
 	p.DropReplies(false)
 	p.Cut()
 	for range deduperedis.RoundsInFlight {
-		if err := <-stuck; err == nil {
-			t.Error("a call whose connection was cut succeeded")
-		}
+		assert.Error(t, <-stuck, "a call whose connection was cut succeeded")
 	}
 	// The store works again, and the given-up Mark never reached Redis.
-	if ok, err := st.Exists(context.Background(), k); ok || err != nil {
-		t.Fatalf("Exists of the given-up mark = %v, %v", ok, err)
-	}
+	ok, err := st.Exists(context.Background(), k)
+	require.NoError(t, err, "Exists of the given-up mark")
+	require.False(t, ok, "Exists of the given-up mark")
 	direct := newClient(t, redisAddr(t), nil)
-	if n, err := direct.Exists(context.Background(), prefix+k.String()).Result(); n != 0 || err != nil {
-		t.Fatalf("EXISTS %s = %d, %v", k, n, err)
-	}
+	n, err := direct.Exists(context.Background(), prefix+k.String()).Result()
+	require.NoError(t, err, "EXISTS %s", k)
+	require.Zero(t, n, "EXISTS %s", k)
 }
 
 // TestCloseWithCallsQueued checks that Close answers queued calls with
@@ -107,25 +103,20 @@ func TestCloseWithCallsQueued(t *testing.T) {
 	until(t, "a queued call", func() bool { return deduperedis.Queued(st) == 1 })
 	closed := make(chan error, 1)
 	go func() { closed <- st.Close() }()
-	if err := <-queued; !errors.Is(err, dedupe.ErrClosed) {
-		t.Fatalf("queued Mark at Close = %v, want ErrClosed", err)
-	}
+	require.ErrorIs(t, <-queued, dedupe.ErrClosed, "queued Mark at Close")
 	select {
 	case err := <-closed:
-		t.Fatalf("Close returned %v with round trips in flight", err)
+		require.Failf(t, "Close returned with round trips in flight", "Close returned %v", err)
 	default:
 	}
 	p.DropReplies(false)
 	p.Cut()
-	if err := <-closed; err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, <-closed)
 	for range deduperedis.RoundsInFlight {
 		<-stuck
 	}
-	if _, err := st.Exists(context.Background(), dedupe.Key{Channel: "x", MessageID: "1"}); !errors.Is(err, dedupe.ErrClosed) {
-		t.Fatalf("Exists after Close = %v", err)
-	}
+	_, err := st.Exists(context.Background(), dedupe.Key{Channel: "x", MessageID: "1"})
+	require.ErrorIs(t, err, dedupe.ErrClosed, "Exists after Close")
 }
 
 // TestNoScript flushes the server's script cache under concurrent calls:
@@ -138,41 +129,31 @@ func TestNoScript(t *testing.T) {
 	st := newStore(t, client, deduperedis.Config{})
 	ctx := context.Background()
 	for round := range 3 {
-		if err := client.ScriptFlush(ctx).Err(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, client.ScriptFlush(ctx).Err())
 		var wg sync.WaitGroup
 		for i := range 64 {
 			wg.Go(func() {
 				k := dedupe.Key{Channel: "noscript", MessageID: fmt.Sprint(round, "-", i)}
 				c := dedupe.NewClaim(k)
-				if status, err := st.Claim(ctx, c, time.Minute); status != dedupe.Claimed || err != nil {
-					t.Errorf("Claim(%s) = %v, %v", k, status, err)
+				status, err := st.Claim(ctx, c, time.Minute)
+				if !assert.NoError(t, err, "Claim(%s)", k) || !assert.Equal(t, dedupe.Claimed, status, "Claim(%s)", k) {
 					return
 				}
-				if err := st.Extend(ctx, c, time.Minute); err != nil {
-					t.Errorf("Extend(%s): %v", k, err)
-				}
-				if err := st.Release(ctx, c); err != nil {
-					t.Errorf("Release(%s): %v", k, err)
-				}
+				assert.NoError(t, st.Extend(ctx, c, time.Minute), "Extend(%s)", k)
+				assert.NoError(t, st.Release(ctx, c), "Release(%s)", k)
 			})
 		}
 		wg.Wait()
 	}
 	// Each flush made some calls fall back on EVAL.
 	info, err := client.Info(ctx, "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var evals int
 	for _, line := range strings.Split(info, "\n") {
 		if v, ok := strings.CutPrefix(line, "cmdstat_eval:calls="); ok {
 			fmt.Sscan(strings.SplitN(v, ",", 2)[0], &evals)
 		}
 	}
-	if evals < 3 {
-		t.Errorf("%d EVAL calls after 3 flushes of the script cache, want at least 3", evals)
-	}
+	assert.GreaterOrEqual(t, evals, 3, "EVAL calls after 3 flushes of the script cache")
 	t.Logf("%d calls fell back on EVAL", evals)
 }

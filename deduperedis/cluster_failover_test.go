@@ -13,6 +13,8 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/deduperedis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // failoverLoad is pairs of workers on two different stores (two gateway
@@ -135,9 +137,8 @@ func TestClusterKillFailover(t *testing.T) {
 	}
 	t.Logf("kill -9 of master %s: %d failed calls, the last %v after the kill; errors: %v",
 		master.addr, l.errs.Load(), recovery.Round(time.Millisecond), l.sample)
-	if limit := 2*5*time.Second + 2*time.Second; recovery > limit {
-		t.Errorf("calls failed until %v after the kill, want within %v", recovery, limit)
-	}
+	limit := 2*5*time.Second + 2*time.Second
+	assert.LessOrEqual(t, recovery, limit, "calls failed until %v after the kill, want within %v", recovery, limit)
 	l.check(t, pairs)
 }
 
@@ -155,16 +156,12 @@ func (l *failoverLoad) check(t *testing.T, pairs int) {
 				doubles++
 			}
 			marked, err := st.Exists(ctx, k)
-			if err != nil {
-				t.Fatalf("Exists(%s): %v", k, err)
-			}
+			require.NoError(t, err, "Exists(%s)", k)
 			if !marked {
 				lost++
 			}
 		}
 	}
 	t.Logf("%d messages finished: %d processed twice, %d marks lost", total, doubles, lost)
-	if doubles+lost != 0 {
-		t.Errorf("%d processed twice, %d marks lost", doubles, lost)
-	}
+	assert.Zero(t, doubles+lost, "%d processed twice, %d marks lost", doubles, lost)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 )
 
 // clusterEnv names the environment variable holding the comma-separated
@@ -45,9 +46,7 @@ func newClusterClient(t testing.TB, addrs []string) *redis.ClusterClient {
 	t.Cleanup(func() { _ = c.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		t.Fatalf("cluster at %v does not answer: %v", addrs, err)
-	}
+	require.NoError(t, c.Ping(ctx).Err(), "cluster at %v does not answer", addrs)
 	return c
 }
 
@@ -66,9 +65,7 @@ func nodesOf(t testing.TB, addr string) []clusterNode {
 	admin := redis.NewClient(&redis.Options{Addr: addr})
 	defer admin.Close()
 	text, err := admin.ClusterNodes(ctx).Result()
-	if err != nil {
-		t.Fatalf("CLUSTER NODES at %s: %v", addr, err)
-	}
+	require.NoError(t, err, "CLUSTER NODES at %s", addr)
 	var nodes []clusterNode
 	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
 		f := strings.Fields(line)
@@ -91,9 +88,7 @@ func serverProcess(t testing.TB, addr string) (int, string) {
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
 	info, err := c.Info(context.Background(), "server").Result()
-	if err != nil {
-		t.Fatalf("INFO server at %s: %v", addr, err)
-	}
+	require.NoError(t, err, "INFO server at %s", addr)
 	var pid int
 	var conf string
 	for _, line := range strings.Split(info, "\r\n") {
@@ -118,16 +113,14 @@ func masterWithReplica(t testing.TB, addrs []string) (master, replica clusterNod
 			}
 		}
 	}
-	t.Fatalf("no master with a replica among %v", nodes)
+	require.Failf(t, "no master with a replica", "among %v", nodes)
 	return
 }
 
 // signal sends sig to the server n, a process of this machine's test cluster.
 func signal(t testing.TB, n clusterNode, sig syscall.Signal) {
 	t.Helper()
-	if err := syscall.Kill(n.pid, sig); err != nil {
-		t.Fatalf("kill -%d %d (%s): %v", sig, n.pid, n.addr, err)
-	}
+	require.NoError(t, syscall.Kill(n.pid, sig), "kill -%d %d (%s)", sig, n.pid, n.addr)
 }
 
 // restartNode starts the killed server n again from its config file (which
@@ -135,9 +128,8 @@ func signal(t testing.TB, n clusterNode, sig syscall.Signal) {
 // replica if it was failed over. It waits until the cluster is whole again.
 func restartNode(t testing.TB, n clusterNode, addrs []string) {
 	t.Helper()
-	if out, err := exec.Command("redis-server", n.conf).CombinedOutput(); err != nil {
-		t.Fatalf("redis-server %s: %v: %s", n.conf, err, out)
-	}
+	out, err := exec.Command("redis-server", n.conf).CombinedOutput()
+	require.NoError(t, err, "redis-server %s: %s", n.conf, out)
 	waitClusterWhole(t, addrs, 60*time.Second)
 }
 
@@ -152,7 +144,7 @@ func waitClusterWhole(t testing.TB, addrs []string, timeout time.Duration) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("cluster not whole after %v: %v", timeout, err)
+			require.NoError(t, err, "cluster not whole after %v", timeout)
 		}
 		time.Sleep(100 * time.Millisecond) // polling the servers' gossip, not waiting out a TTL
 	}
@@ -197,9 +189,7 @@ func keysOwnedBy(t testing.TB, c *redis.ClusterClient, prefix, channel string, a
 	for i := 0; len(ids) < n; i++ {
 		id := strconv.Itoa(i)
 		node, err := c.MasterForKey(ctx, prefix+channel+":"+id)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if (node.Options().Addr == addr) == owned {
 			ids = append(ids, id)
 		}

@@ -15,6 +15,8 @@ import (
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/deduperedis"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The tests of this file run on the 6-node cluster of .ci/redis-cluster.sh
@@ -52,21 +54,15 @@ func TestClusterURL(t *testing.T) {
 	ctx := context.Background()
 	for url, open := range urls {
 		st, err := open(url, deduperedis.Config{Prefix: "dedupe-test:" + randomID(t) + ":"})
-		if err != nil {
-			t.Fatalf("open %s: %v", url, err)
-		}
+		require.NoError(t, err, "open %s", url)
 		for i := range 30 {
 			k := dedupe.Key{Channel: "url", MessageID: strconv.Itoa(i)}
-			if err := st.Mark(ctx, k, time.Minute); err != nil {
-				t.Errorf("%s: Mark(%s): %v", url, k, err)
-			}
-			if ok, err := st.Exists(ctx, k); !ok || err != nil {
-				t.Errorf("%s: Exists(%s) = %v, %v", url, k, ok, err)
-			}
+			assert.NoError(t, st.Mark(ctx, k, time.Minute), "%s: Mark(%s)", url, k)
+			ok, err := st.Exists(ctx, k)
+			assert.NoError(t, err, "%s: Exists(%s)", url, k)
+			assert.True(t, ok, "%s: Exists(%s)", url, k)
 		}
-		if err := st.Close(); err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, st.Close())
 	}
 }
 
@@ -120,12 +116,8 @@ func TestClusterStall(t *testing.T) {
 	waitClusterWhole(t, addrs, 30*time.Second)
 	t.Logf("master %s stopped for %v: healthy-node keys %d ok, %d failed; stalled-node keys %d failed",
 		stalled.addr, time.Since(stoppedAt).Round(time.Millisecond), healthyOK.Load(), healthyFail.Load(), stalledFail.Load())
-	if n := healthyFail.Load(); n != 0 {
-		t.Errorf("%d calls on keys of healthy masters failed during the stall; first: %v", n, firstHealthyErr.Load())
-	}
-	if healthyOK.Load() == 0 {
-		t.Error("no call on the healthy masters completed during the stall")
-	}
+	assert.Zero(t, healthyFail.Load(), "calls on keys of healthy masters failed during the stall; first: %v", firstHealthyErr.Load())
+	assert.NotZero(t, healthyOK.Load(), "no call on the healthy masters completed during the stall")
 }
 
 // claimAndMark claims key with a new token and marks it if claimed, each call
@@ -160,9 +152,7 @@ func TestClusterReplicaLag(t *testing.T) {
 	// With the replica up, the durable store's marks are confirmed.
 	acked := map[string]bool{}
 	for _, id := range before {
-		if err := durable.Mark(ctx, dedupe.Key{Channel: "lag", MessageID: id}, time.Hour); err != nil {
-			t.Fatalf("durable Mark with the replica up: %v", err)
-		}
+		require.NoError(t, durable.Mark(ctx, dedupe.Key{Channel: "lag", MessageID: id}, time.Hour), "durable Mark with the replica up")
 		acked[id] = true
 	}
 	// Stop the replica and cut its link from the master's side: what the
@@ -171,9 +161,7 @@ func TestClusterReplicaLag(t *testing.T) {
 	signal(t, replica, syscall.SIGSTOP)
 	admin := redis.NewClient(&redis.Options{Addr: master.addr})
 	defer admin.Close()
-	if err := admin.ClientKillByFilter(ctx, "TYPE", "replica").Err(); err != nil {
-		t.Fatalf("CLIENT KILL TYPE replica: %v", err)
-	}
+	require.NoError(t, admin.ClientKillByFilter(ctx, "TYPE", "replica").Err(), "CLIENT KILL TYPE replica")
 	asyncAcked, _ := markAll(t, async, asyncIDs, acked)
 	durableAcked, durableRefused := markAll(t, durable, durableIDs, acked)
 	signal(t, master, syscall.SIGKILL)
@@ -182,9 +170,7 @@ func TestClusterReplicaLag(t *testing.T) {
 	lost := map[string]int{}
 	for id := range acked {
 		ok, err := async.Exists(ctx, dedupe.Key{Channel: "lag", MessageID: id})
-		if err != nil {
-			t.Fatalf("Exists after the failover: %v", err)
-		}
+		require.NoError(t, err, "Exists after the failover")
 		if !ok {
 			lost[group(id, before, asyncIDs)]++
 		}
@@ -192,15 +178,10 @@ func TestClusterReplicaLag(t *testing.T) {
 	restartNode(t, master, addrs)
 	t.Logf("replica stopped: async store acknowledged %d marks, lost %d after the failover; durable store acknowledged %d, refused %d (ErrNotReplicated), lost %d; confirmed before the stop: %d, lost %d",
 		asyncAcked, lost["async"], durableAcked, durableRefused, lost["durable"], len(before), lost["before"])
-	if lost["durable"] != 0 || lost["before"] != 0 {
-		t.Errorf("acknowledged marks of the durable store lost: %d while the replica was stopped, %d before", lost["durable"], lost["before"])
-	}
-	if durableAcked != 0 {
-		t.Errorf("durable store acknowledged %d marks no replica confirmed", durableAcked)
-	}
-	if lost["async"] == 0 {
-		t.Errorf("no acknowledged mark of the async store was lost: the test did not cut the replica off")
-	}
+	assert.Zero(t, lost["durable"], "acknowledged marks of the durable store lost while the replica was stopped")
+	assert.Zero(t, lost["before"], "acknowledged marks of the durable store lost before the replica was stopped")
+	assert.Zero(t, durableAcked, "durable store acknowledged marks no replica confirmed")
+	assert.NotZero(t, lost["async"], "no acknowledged mark of the async store was lost: the test did not cut the replica off")
 }
 
 // markAll marks the messages ids of channel "lag" on st, records those
@@ -217,7 +198,7 @@ func markAll(t *testing.T, st *deduperedis.Store, ids []string, acked map[string
 		case errors.Is(err, deduperedis.ErrNotReplicated):
 			refused++
 		default:
-			t.Errorf("Mark with the replica stopped: %v", err)
+			assert.NoError(t, err, "Mark with the replica stopped")
 		}
 	}
 	return ok, refused
@@ -253,7 +234,7 @@ func waitPromoted(t testing.TB, addr string, timeout time.Duration) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s not promoted after %v", addr, timeout)
+			require.Failf(t, "server not promoted", "%s after %v", addr, timeout)
 		}
 		time.Sleep(100 * time.Millisecond) // polling the servers' state
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/deduperedis"
@@ -37,12 +39,10 @@ func TestDeduperFailover(t *testing.T) {
 	d := dedupe.New(st, dedupe.WithFallback(local), dedupe.WithClock(clock.Now))
 	t.Cleanup(func() { _ = d.Close() })
 	up := dedupe.Key{Channel: "failover", MessageID: "up"}
-	if err := d.Do(ctx, up, func(context.Context) error { return nil }); err != nil {
-		t.Fatalf("Do with the server up: %v", err)
-	}
-	if ok, err := st.Exists(ctx, up); !ok || err != nil {
-		t.Fatalf("mark not in Redis: %v, %v", ok, err)
-	}
+	require.NoError(t, d.Do(ctx, up, func(context.Context) error { return nil }), "Do with the server up")
+	ok, err := st.Exists(ctx, up)
+	require.NoError(t, err, "mark not in Redis")
+	require.True(t, ok, "mark not in Redis")
 
 	srv.kill()
 
@@ -62,16 +62,14 @@ func testFailClosed(t *testing.T, st dedupe.Store) {
 		ran = true
 		return nil
 	})
-	if err == nil || errors.Is(err, dedupe.ErrDuplicate) || errors.Is(err, dedupe.ErrInFlight) {
-		t.Fatalf("Do with the server down = %v, want the store's error", err)
-	}
-	if ran {
-		t.Fatal("fn ran although the store failed")
-	}
+	require.Error(t, err, "Do with the server down, want the store's error")
+	require.NotErrorIs(t, err, dedupe.ErrDuplicate, "Do with the server down, want the store's error")
+	require.NotErrorIs(t, err, dedupe.ErrInFlight, "Do with the server down, want the store's error")
+	require.False(t, ran, "fn ran although the store failed")
 	s := closed.Stats()
-	if s.StoreErrors == 0 || s.Processed != 0 || s.Fallbacks != 0 {
-		t.Errorf("stats %+v", s)
-	}
+	assert.NotZero(t, s.StoreErrors, "stats %+v", s)
+	assert.Zero(t, s.Processed, "stats %+v", s)
+	assert.Zero(t, s.Fallbacks, "stats %+v", s)
 	t.Logf("fail closed: %v", err)
 }
 
@@ -102,36 +100,25 @@ func testFallback(t *testing.T, d *dedupe.Deduper) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		t.Errorf("Do during the outage: %v", err)
+		assert.NoError(t, err, "Do during the outage")
 	}
 	// A redelivery after processing is a duplicate, caught by the local store.
 	for i := range keys {
 		k := dedupe.Key{Channel: "failover", MessageID: fmt.Sprint(i)}
-		if err := d.Do(ctx, k, func(context.Context) error { runs[i].Add(1); return nil }); !errors.Is(err, dedupe.ErrDuplicate) {
-			t.Errorf("redelivery of %s during the outage = %v, want ErrDuplicate", k, err)
-		}
-		if n := runs[i].Load(); n != 1 {
-			t.Errorf("%s processed %d times during the outage, want once", k, n)
-		}
+		err := d.Do(ctx, k, func(context.Context) error { runs[i].Add(1); return nil })
+		assert.ErrorIs(t, err, dedupe.ErrDuplicate, "redelivery of %s during the outage", k)
+		assert.Equal(t, int32(1), runs[i].Load(), "times %s was processed during the outage", k)
 	}
 	s := d.Stats()
 	t.Logf("stats during the outage: processed %d, duplicates %d, in flight %d, store errors %d, fallbacks %d",
 		s.Processed, s.Duplicates, s.InFlight, s.StoreErrors, s.Fallbacks)
-	if s.Processed != 1+keys {
-		t.Errorf("Processed = %d, want %d", s.Processed, 1+keys)
-	}
+	assert.Equal(t, uint64(1+keys), s.Processed, "Processed")
 	// Copies and redeliveries are answered by the local store's claims and
 	// marks, before the primary is asked: only the first copy of each key is
 	// served by the fallback alone.
-	if s.Fallbacks != keys {
-		t.Errorf("Fallbacks = %d, want %d (each message processed during the outage)", s.Fallbacks, keys)
-	}
-	if s.StoreErrors == 0 {
-		t.Error("StoreErrors = 0 during an outage")
-	}
-	if s.Duplicates+s.InFlight != keys*copies {
-		t.Errorf("Duplicates+InFlight = %d, want %d", s.Duplicates+s.InFlight, keys*copies)
-	}
+	assert.Equal(t, uint64(keys), s.Fallbacks, "Fallbacks (each message processed during the outage)")
+	assert.NotZero(t, s.StoreErrors, "StoreErrors = 0 during an outage")
+	assert.Equal(t, uint64(keys*copies), s.Duplicates+s.InFlight, "Duplicates+InFlight")
 }
 
 // testRecovery restarts the server and checks that the Deduper returns to it
@@ -148,18 +135,16 @@ func testRecovery(t *testing.T, srv *server, clock *dedupetest.Clock, d *dedupe.
 	waitFor(t, "Do on Redis after the restart", 20*time.Second, func() bool {
 		n++
 		back = dedupe.Key{Channel: "failover", MessageID: fmt.Sprint("back-", n)}
-		if err := d.Do(ctx, back, func(context.Context) error { return nil }); err != nil {
-			t.Fatalf("Do after the restart: %v", err)
-		}
+		require.NoError(t, d.Do(ctx, back, func(context.Context) error { return nil }), "Do after the restart")
 		if ok, _ := st.Exists(ctx, back); ok {
 			return true
 		}
 		clock.Advance(2 * time.Minute)
 		return false
 	})
-	if ok, err := local.Exists(ctx, back); !ok || err != nil {
-		t.Errorf("a message processed on Redis is not in the local store too: %v, %v", ok, err)
-	}
+	ok, err := local.Exists(ctx, back)
+	assert.NoError(t, err, "a message processed on Redis is not in the local store too")
+	assert.True(t, ok, "a message processed on Redis is not in the local store too")
 	t.Logf("fallbacks after the restart: %d more", d.Stats().Fallbacks-before)
 	// The marks made during the outage reach Redis from the backlog, so a
 	// copy that reaches another gateway instance now is a duplicate there.
@@ -173,14 +158,11 @@ func testRecovery(t *testing.T, srv *server, clock *dedupetest.Clock, d *dedupe.
 	})
 	s := d.Stats()
 	t.Logf("backlog: deferred %d, replayed %d, dropped %d", s.Deferred, s.Replayed, s.Dropped)
-	if s.Dropped != 0 {
-		t.Errorf("Dropped = %d", s.Dropped)
-	}
+	assert.Zero(t, s.Dropped, "Dropped")
 	other := dedupe.New(st)
 	for i := range 16 {
 		k := dedupe.Key{Channel: "failover", MessageID: fmt.Sprint(i)}
-		if err := other.Do(ctx, k, func(context.Context) error { return nil }); !errors.Is(err, dedupe.ErrDuplicate) {
-			t.Errorf("another instance's Do(%s) after recovery = %v, want ErrDuplicate", k, err)
-		}
+		err := other.Do(ctx, k, func(context.Context) error { return nil })
+		assert.ErrorIs(t, err, dedupe.ErrDuplicate, "another instance's Do(%s) after recovery", k)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/deduperedis"
@@ -124,7 +126,7 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+			require.Failf(t, "timed out", "after %v waiting for %s", timeout, what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -139,25 +141,21 @@ func (w *workload) check(t *testing.T) {
 	w.halt()
 	t.Logf("%d keys processed, %d errors (first: %v), %d marks to check, %d unmarked keys",
 		w.ok.Load(), w.errors.Load(), w.firstErr, len(w.marked), len(w.unmarked))
-	if n := w.falseDup.Load(); n > 0 {
-		t.Errorf("%d claims of fresh keys were answered Duplicate", n)
-	}
-	if n := w.inFlight.Load(); n > 0 {
-		t.Errorf("%d claims of fresh keys were answered InFlight", n)
-	}
+	assert.Zero(t, w.falseDup.Load(), "claims of fresh keys were answered Duplicate")
+	assert.Zero(t, w.inFlight.Load(), "claims of fresh keys were answered InFlight")
 	ctx := context.Background()
 	for _, k := range w.marked {
-		if ok, err := w.st.Exists(ctx, k); !ok || err != nil {
-			t.Errorf("acknowledged mark of %s lost: Exists = %v, %v", k, ok, err)
-		}
+		ok, err := w.st.Exists(ctx, k)
+		assert.NoError(t, err, "acknowledged mark of %s: Exists", k)
+		assert.True(t, ok, "acknowledged mark of %s lost", k)
 	}
 	for _, k := range w.unmarked {
-		if ok, err := w.st.Exists(ctx, k); ok || err != nil {
-			t.Errorf("%s was never marked but Exists = %v, %v", k, ok, err)
-		}
-		if _, cSt, err := claimNew(ctx, w.st, k, time.Minute); cSt == dedupe.Duplicate || err != nil {
-			t.Errorf("%s was never marked but Claim = %v, %v", k, cSt, err)
-		}
+		ok, err := w.st.Exists(ctx, k)
+		assert.NoError(t, err, "%s was never marked: Exists", k)
+		assert.False(t, ok, "%s was never marked but Exists", k)
+		_, cSt, err := claimNew(ctx, w.st, k, time.Minute)
+		assert.NoError(t, err, "%s was never marked: Claim", k)
+		assert.NotEqual(t, dedupe.Duplicate, cSt, "%s was never marked but Claim", k)
 	}
 }
 
@@ -192,11 +190,9 @@ func TestConnectionKill(t *testing.T) {
 			waitFor(t, "progress after the last kill", 20*time.Second, func() bool { return w.ok.Load() >= before+100 })
 			w.check(t)
 			t.Logf("%d connections killed", kills)
-			if kills == 0 {
-				t.Error("no connection was killed")
-			}
-			if tc.maxRetries < 0 && w.errors.Load() == 0 {
-				t.Error("no caller saw an error although the client does not retry")
+			assert.NotZero(t, kills, "no connection was killed")
+			if tc.maxRetries < 0 {
+				assert.NotZero(t, w.errors.Load(), "no caller saw an error although the client does not retry")
 			}
 		})
 	}
@@ -208,9 +204,7 @@ func killClients(t *testing.T, admin *redis.Client, name string) int {
 	t.Helper()
 	ctx := context.Background()
 	list, err := admin.ClientList(ctx).Result()
-	if err != nil {
-		t.Fatalf("CLIENT LIST: %v", err)
-	}
+	require.NoError(t, err, "CLIENT LIST")
 	n := 0
 	for _, line := range strings.Split(list, "\n") {
 		var id, cname string
@@ -262,9 +256,7 @@ func TestServerRestart(t *testing.T) {
 // stranded by the claim of a call that failed.
 func TestDeduperStorm(t *testing.T) {
 	p, err := faultproxy.Start(redisAddr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	client := newClient(t, p.Addr(), nil)
 	st := newStore(t, client, deduperedis.Config{})

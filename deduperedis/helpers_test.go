@@ -18,6 +18,7 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe/deduperedis"
 )
@@ -64,9 +65,7 @@ func newClient(t testing.TB, addr string, mod func(*redis.Options)) *redis.Clien
 	t.Cleanup(func() { _ = c.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		t.Fatalf("Redis at %s does not answer: %v", addr, err)
-	}
+	require.NoError(t, c.Ping(ctx).Err(), "Redis at %s does not answer", addr)
 	return c
 }
 
@@ -77,18 +76,15 @@ func newStore(t testing.TB, client redis.UniversalClient, cfg deduperedis.Config
 		cfg.Prefix = "dedupe-test:" + randomID(t) + ":"
 	}
 	s, err := deduperedis.New(client, cfg)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	require.NoError(t, err, "New")
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
 
 func randomID(t testing.TB) string {
 	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
+	_, err := rand.Read(b[:])
+	require.NoError(t, err)
 	return hex.EncodeToString(b[:])
 }
 
@@ -128,7 +124,7 @@ func startServer(t testing.TB, extra ...string) *server {
 			return s
 		}
 		if attempt == 2 {
-			t.Fatal(err)
+			require.NoError(t, err)
 		}
 		t.Logf("retrying on another port: %v", err)
 	}
@@ -138,9 +134,7 @@ func startServer(t testing.TB, extra ...string) *server {
 func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
@@ -196,9 +190,7 @@ func (s *server) start() error {
 // restart starts the server again after kill, on the same port and directory.
 func (s *server) restart() {
 	s.t.Helper()
-	if err := s.start(); err != nil {
-		s.t.Fatal(err)
-	}
+	require.NoError(s.t, s.start())
 }
 
 // kill stops the server with SIGKILL and waits for it to exit. It does nothing
@@ -227,14 +219,10 @@ func startCluster(t testing.TB, n int) []*server {
 		clients[i] = redis.NewClient(&redis.Options{Addr: nodes[i].Addr()})
 		defer clients[i].Close()
 		first, last := i*16384/n, (i+1)*16384/n-1
-		if err := clients[i].Do(ctx, "CLUSTER", "ADDSLOTSRANGE", first, last).Err(); err != nil {
-			t.Fatalf("CLUSTER ADDSLOTSRANGE %d %d: %v", first, last, err)
-		}
+		require.NoError(t, clients[i].Do(ctx, "CLUSTER", "ADDSLOTSRANGE", first, last).Err(), "CLUSTER ADDSLOTSRANGE %d %d", first, last)
 	}
 	for _, node := range nodes[1:] {
-		if err := clients[0].ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(node.port)).Err(); err != nil {
-			t.Fatalf("CLUSTER MEET: %v", err)
-		}
+		require.NoError(t, clients[0].ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(node.port)).Err(), "CLUSTER MEET")
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for _, c := range clients {
@@ -245,7 +233,7 @@ func startCluster(t testing.TB, n int) []*server {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("cluster state not ok: %v %s", err, info)
+				require.Failf(t, "cluster state not ok", "%v %s", err, info)
 			}
 			time.Sleep(50 * time.Millisecond) // polling the servers' gossip, not waiting out a TTL
 		}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestMs(t *testing.T) {
@@ -27,9 +29,7 @@ func TestMs(t *testing.T) {
 		{24 * time.Hour, 86_400_000},
 		{time.Duration(1<<63 - 1), (1<<63-1)/1_000_000 + 1},
 	} {
-		if got := ms(tc.d); got != tc.want {
-			t.Errorf("ms(%v) = %d, want %d", tc.d, got, tc.want)
-		}
+		assert.Equal(t, tc.want, ms(tc.d), "ms(%v)", tc.d)
 	}
 }
 
@@ -68,9 +68,7 @@ func TestRetryable(t *testing.T) {
 		{live, reply(t, "ERR wrong number of arguments"), false},
 		{live, redis.Nil, false},
 	} {
-		if got := retryable(tc.ctx, tc.err); got != tc.want {
-			t.Errorf("retryable(ctx ended %v, %v) = %v, want %v", tc.ctx.Err() != nil, tc.err, got, tc.want)
-		}
+		assert.Equal(t, tc.want, retryable(tc.ctx, tc.err), "retryable(ctx ended %v, %v)", tc.ctx.Err() != nil, tc.err)
 	}
 }
 
@@ -80,9 +78,7 @@ func TestRetryable(t *testing.T) {
 func reply(t *testing.T, line string) error {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer l.Close()
 	go func() {
 		conn, err := l.Accept()
@@ -113,8 +109,6 @@ func reply(t *testing.T, line string) error {
 	c := redis.NewClient(&redis.Options{Addr: l.Addr().String(), Protocol: 2, DisableIdentity: true, MaxRetries: -1})
 	defer c.Close()
 	err = c.Get(context.Background(), "k").Err()
-	if err == nil || err.Error() != line {
-		t.Fatalf("reply %q read as %v", line, err)
-	}
+	require.EqualError(t, err, line, "reply %q", line)
 	return err
 }

@@ -3,11 +3,11 @@ package deduperedis_test
 import (
 	"context"
 	"fmt"
-	"math"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/deduperedis"
@@ -21,9 +21,7 @@ func walk(t *testing.T, s *deduperedis.Store, cursor string, limit int) (map[ded
 	var cursors []string
 	for {
 		next, err := s.ListMarks(context.Background(), cursor, limit, func(k dedupe.Key, exp time.Time) { got[k] = exp })
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if next == "" {
 			return got, cursors
 		}
@@ -47,79 +45,63 @@ func checkListing(t *testing.T, client redis.UniversalClient, n int) {
 		exps[i] = time.Now().Add(time.Hour + time.Duration(i)*time.Second)
 	}
 	present, err := s.MarkUntil(ctx, keys, exps)
-	if err != nil || present != 0 {
-		t.Fatalf("MarkUntil: %d present, %v", present, err)
-	}
+	require.NoError(t, err, "MarkUntil")
+	require.Zero(t, present, "MarkUntil: present")
 	c := dedupe.NewClaim(dedupe.Key{Channel: "web", MessageID: "claimed"})
-	if _, err := s.Claim(ctx, c, time.Hour); err != nil {
-		t.Fatal(err)
-	}
+	_, err = s.Claim(ctx, c, time.Hour)
+	require.NoError(t, err)
 	r := dedupe.NewClaim(dedupe.Key{Channel: "web", MessageID: "released"})
-	if _, err := s.Claim(ctx, r, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Release(ctx, r); err != nil {
-		t.Fatal(err)
-	}
+	_, err = s.Claim(ctx, r, time.Hour)
+	require.NoError(t, err)
+	require.NoError(t, s.Release(ctx, r))
 	got, cursors := walk(t, s, "", 100)
-	if len(got) != n {
-		t.Fatalf("walk found %d marks, want %d", len(got), n)
-	}
+	require.Len(t, got, n, "walk found marks")
 	for i, k := range keys {
-		if d := got[k].Sub(exps[i]); math.Abs(d.Seconds()) > 0.5 {
-			t.Fatalf("%s: expiry off by %v", k, d)
-		}
+		require.WithinDuration(t, exps[i], got[k], 500*time.Millisecond, "%s: expiry", k)
 	}
 	// Resumed half way: the rest, which with the first half makes them all.
 	first := map[dedupe.Key]time.Time{}
 	cursor := ""
 	for range len(cursors) / 2 {
 		cursor, err = s.ListMarks(ctx, cursor, 100, func(k dedupe.Key, exp time.Time) { first[k] = exp })
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	}
 	rest, _ := walk(t, s, cursor, 100)
 	for k := range rest {
 		first[k] = rest[k]
 	}
-	if len(first) != n {
-		t.Fatalf("a walk resumed from %q found %d marks in all, want %d", cursor, len(first), n)
-	}
+	require.Len(t, first, n, "a walk resumed from %q found marks in all", cursor)
 	// Again, with the first key shorter: all present, none shortened.
 	short := append([]time.Time(nil), exps...)
 	short[0] = time.Now().Add(time.Minute)
-	if present, err := s.MarkUntil(ctx, keys, short); err != nil || present != n {
-		t.Fatalf("MarkUntil again: %d present, %v", present, err)
-	}
+	present, err = s.MarkUntil(ctx, keys, short)
+	require.NoError(t, err, "MarkUntil again")
+	require.Equal(t, n, present, "MarkUntil again: present")
 	marks, claims, oldest, newest, err := s.CountLive(ctx)
-	if err != nil || marks != int64(n) || claims != 1 {
-		t.Fatalf("CountLive: %d marks, %d claims, %v", marks, claims, err)
-	}
-	if math.Abs(oldest.Sub(exps[0]).Seconds()) > 0.5 || math.Abs(newest.Sub(exps[n-1]).Seconds()) > 0.5 {
-		t.Fatalf("CountLive: oldest %v newest %v, want %v and %v", oldest, newest, exps[0], exps[n-1])
-	}
+	require.NoError(t, err, "CountLive")
+	require.Equal(t, int64(n), marks, "CountLive: marks")
+	require.Equal(t, int64(1), claims, "CountLive: claims")
+	require.WithinDuration(t, exps[0], oldest, 500*time.Millisecond, "CountLive: oldest")
+	require.WithinDuration(t, exps[n-1], newest, 500*time.Millisecond, "CountLive: newest")
 	// A mark kept with a result is listed, counted present and keeps its result.
 	rk := dedupe.Key{Channel: "web", MessageID: "with-result"}
-	if err := s.MarkResult(ctx, rk, []byte("reply"), time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if present, err := s.MarkUntil(ctx, []dedupe.Key{rk}, []time.Time{time.Now().Add(time.Hour)}); err != nil || present != 1 {
-		t.Fatalf("MarkUntil over a mark with a result: %d present, %v", present, err)
-	}
-	if res, ok, err := s.Result(ctx, rk); err != nil || !ok || string(res) != "reply" {
-		t.Fatalf("Result after MarkUntil: %q %v %v", res, ok, err)
-	}
-	if got, _ := walk(t, s, "", 1000); got[rk].Before(time.Now().Add(59 * time.Minute)) {
-		t.Fatalf("the mark with a result is listed with expiry %v", got[rk])
-	}
+	require.NoError(t, s.MarkResult(ctx, rk, []byte("reply"), time.Minute))
+	present, err = s.MarkUntil(ctx, []dedupe.Key{rk}, []time.Time{time.Now().Add(time.Hour)})
+	require.NoError(t, err, "MarkUntil over a mark with a result")
+	require.Equal(t, 1, present, "MarkUntil over a mark with a result: present")
+	res, ok, err := s.Result(ctx, rk)
+	require.NoError(t, err, "Result after MarkUntil")
+	require.True(t, ok, "Result after MarkUntil")
+	require.Equal(t, "reply", string(res), "Result after MarkUntil")
+	got, _ = walk(t, s, "", 1000)
+	require.False(t, got[rk].Before(time.Now().Add(59*time.Minute)), "the mark with a result is listed with expiry %v", got[rk])
 	// MarkUntil replaces a claim.
-	if present, err := s.MarkUntil(ctx, []dedupe.Key{c.Key}, []time.Time{time.Now().Add(time.Hour)}); err != nil || present != 0 {
-		t.Fatalf("MarkUntil over a claim: %d present, %v", present, err)
-	}
-	if ok, err := s.Exists(ctx, c.Key); err != nil || !ok {
-		t.Fatalf("the claim was not replaced by a mark: %v %v", ok, err)
-	}
+	present, err = s.MarkUntil(ctx, []dedupe.Key{c.Key}, []time.Time{time.Now().Add(time.Hour)})
+	require.NoError(t, err, "MarkUntil over a claim")
+	require.Zero(t, present, "MarkUntil over a claim: present")
+	ok, err = s.Exists(ctx, c.Key)
+	require.NoError(t, err, "the claim was not replaced by a mark")
+	require.True(t, ok, "the claim was not replaced by a mark")
 }
 
 // The walk and the bulk writes of package migrate on one server.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/deduperedis"
+	"github.com/stretchr/testify/assert"
 )
 
 // TestMultiInstance races four stores, each with its own client as four
@@ -74,15 +75,11 @@ func raceStores(t *testing.T, stores []*deduperedis.Store, racers, keys int, cha
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		t.Error(err)
+		assert.NoError(t, err)
 	}
 	for k := range ks {
-		if n := claimed[k].Load(); n != 1 {
-			t.Errorf("%s claimed %d times across %d instances, want exactly once", ks[k], n, instances)
-		}
-		if n := marked[k].Load(); n != 1 {
-			t.Errorf("%s marked %d times, want once", ks[k], n)
-		}
+		assert.Equal(t, int32(1), claimed[k].Load(), "times %s was claimed across %d instances, want exactly once", ks[k], instances)
+		assert.Equal(t, int32(1), marked[k].Load(), "times %s was marked, want once", ks[k])
 	}
 	t.Logf("claims: %d claimed, %d duplicate, %d in flight", statuses[dedupe.Claimed].Load(),
 		statuses[dedupe.Duplicate].Load(), statuses[dedupe.InFlight].Load())
@@ -95,12 +92,12 @@ func checkMarkedEverywhere(t *testing.T, stores []*deduperedis.Store, ks []dedup
 	ctx := context.Background()
 	for i, st := range stores {
 		for _, k := range ks {
-			if ok, err := st.Exists(ctx, k); !ok || err != nil {
-				t.Errorf("store %d: Exists(%s) = %v, %v after the race", i, k, ok, err)
-			}
-			if _, cSt, err := claimNew(ctx, st, k, 0); cSt != dedupe.Duplicate || err != nil {
-				t.Errorf("store %d: Claim(%s) = %v, %v after the race, want duplicate", i, k, cSt, err)
-			}
+			ok, err := st.Exists(ctx, k)
+			assert.NoError(t, err, "store %d: Exists(%s) after the race", i, k)
+			assert.True(t, ok, "store %d: Exists(%s) after the race", i, k)
+			_, cSt, err := claimNew(ctx, st, k, 0)
+			assert.NoError(t, err, "store %d: Claim(%s) after the race", i, k)
+			assert.Equal(t, dedupe.Duplicate, cSt, "store %d: Claim(%s) after the race", i, k)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/gatewaykit/dedupe/dedupehttp/durabletest"
 	"github.com/gatewaykit/dedupe/queue/queuetest"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe/deduperedis"
 )
@@ -20,9 +21,7 @@ import (
 func newQueue(t *testing.T, client *redis.Client, cfg deduperedis.QueueConfig) *deduperedis.Queue {
 	t.Helper()
 	q, err := deduperedis.NewQueue(client, cfg)
-	if err != nil {
-		t.Fatalf("NewQueue: %v", err)
-	}
+	require.NoError(t, err, "NewQueue")
 	t.Cleanup(func() { dropQueueKeys(client, cfg.Name) })
 	return q
 }
@@ -75,13 +74,9 @@ func redisKillConfig(addr string) durabletest.KillConfig {
 			q, err := deduperedis.NewQueue(client, deduperedis.QueueConfig{
 				Name: "dedupe-test:" + name, Visibility: time.Second, PollInterval: 100 * time.Millisecond,
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			s, err := deduperedis.New(client, deduperedis.Config{Prefix: "dedupe-test:" + name + ":"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			return q, s
 		},
 		Drop: func(t *testing.T, name string) {
@@ -102,30 +97,23 @@ func TestQueueLostKeys(t *testing.T) {
 	defer q.Close()
 	ctx := t.Context()
 	m := queue.Message{ID: "m1", Key: dedupe.Key{Channel: "t", MessageID: randomID(t)}, Method: "POST", Target: "/"}
-	if _, _, err := q.Push(ctx, m); err != nil {
-		t.Fatal(err)
-	}
+	_, _, err := q.Push(ctx, m)
+	require.NoError(t, err)
 	d, err := q.Take(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := client.Del(ctx, "{"+name+"}:s:m1").Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Update(ctx, d, queue.Change{State: queue.StateDone}); err != nil {
-		t.Fatalf("done without a state: %v", err)
-	}
-	if c, err := q.Count(ctx); err != nil || c.Live != 0 {
-		t.Fatalf("Count = %+v, %v; want the entry acknowledged and deleted", c, err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, client.Del(ctx, "{"+name+"}:s:m1").Err())
+	require.NoError(t, q.Update(ctx, d, queue.Change{State: queue.StateDone}), "done without a state")
+	c, err := q.Count(ctx)
+	require.NoError(t, err, "Count")
+	require.Zero(t, c.Live, "Count = %+v; want the entry acknowledged and deleted", c)
 	dropQueueKeys(client, name) // the stream and its group are gone
 	m.ID = "m2"
-	if _, added, err := q.Push(ctx, m); err != nil || !added {
-		t.Fatalf("Push after the flush: %v, %v", added, err)
-	}
+	_, added, err := q.Push(ctx, m)
+	require.NoError(t, err, "Push after the flush")
+	require.True(t, added, "Push after the flush")
 	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if d, err = q.Take(tctx); err != nil || d.ID != "m2" {
-		t.Fatalf("Take after the flush: %v, %v", d.ID, err)
-	}
+	d, err = q.Take(tctx)
+	require.NoError(t, err, "Take after the flush")
+	require.Equal(t, "m2", d.ID, "Take after the flush")
 }

@@ -2,12 +2,13 @@ package deduperedis_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/deduperedis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestReplicasUnconfirmed runs a store with Replicas 1 on the shared server,
@@ -25,39 +26,29 @@ func TestReplicasUnconfirmed(t *testing.T) {
 	k := dedupe.Key{Channel: "replicas", MessageID: "1"}
 
 	start := time.Now()
-	if err := st.Mark(ctx, k, time.Minute); !errors.Is(err, deduperedis.ErrNotReplicated) {
-		t.Fatalf("Mark = %v, want ErrNotReplicated", err)
-	}
-	if d := time.Since(start); d < timeout {
-		t.Errorf("Mark returned after %v, before the WAIT's %v", d, timeout)
-	}
-	if ok, err := st.Exists(ctx, k); !ok || err != nil {
-		t.Fatalf("Exists of the unconfirmed mark = %v, %v; the master applied it", ok, err)
-	}
-	if _, status, err := claimNew(ctx, st, k, 0); status != dedupe.Duplicate || err != nil {
-		t.Fatalf("Claim of a marked key = %v, %v, want Duplicate without waiting", status, err)
-	}
+	require.ErrorIs(t, st.Mark(ctx, k, time.Minute), deduperedis.ErrNotReplicated, "Mark")
+	assert.GreaterOrEqual(t, time.Since(start), timeout, "Mark returned before the WAIT's timeout")
+	ok, err := st.Exists(ctx, k)
+	require.NoError(t, err, "Exists of the unconfirmed mark")
+	require.True(t, ok, "Exists of the unconfirmed mark; the master applied it")
+	_, status, err := claimNew(ctx, st, k, 0)
+	require.NoError(t, err, "Claim of a marked key")
+	require.Equal(t, dedupe.Duplicate, status, "Claim of a marked key, want Duplicate without waiting")
 
 	k2 := dedupe.Key{Channel: "replicas", MessageID: "2"}
 	c := dedupe.NewClaim(k2)
-	if _, err := st.Claim(ctx, c, time.Minute); !errors.Is(err, deduperedis.ErrNotReplicated) {
-		t.Fatalf("Claim = %v, want ErrNotReplicated", err)
-	}
-	if err := st.Extend(ctx, c, time.Minute); err != nil {
-		t.Fatalf("Extend of the unconfirmed claim: %v", err)
-	}
-	if err := st.Release(ctx, c); err != nil {
-		t.Fatalf("Release of the unconfirmed claim: %v", err)
-	}
+	_, err = st.Claim(ctx, c, time.Minute)
+	require.ErrorIs(t, err, deduperedis.ErrNotReplicated, "Claim")
+	require.NoError(t, st.Extend(ctx, c, time.Minute), "Extend of the unconfirmed claim")
+	require.NoError(t, st.Release(ctx, c), "Release of the unconfirmed claim")
 
 	d := dedupe.New(st)
 	k3 := dedupe.Key{Channel: "replicas", MessageID: "3"}
 	ran := false
-	err := d.Do(ctx, k3, func(context.Context) error { ran = true; return nil })
-	if !errors.Is(err, deduperedis.ErrNotReplicated) || ran {
-		t.Fatalf("Do = %v, handler ran %v; want ErrNotReplicated before the handler", err, ran)
-	}
-	if _, status, err := claimNew(ctx, plain, k3, 0); status != dedupe.Claimed || err != nil {
-		t.Fatalf("Claim after the Deduper gave up = %v, %v; want the key released", status, err)
-	}
+	err = d.Do(ctx, k3, func(context.Context) error { ran = true; return nil })
+	require.ErrorIs(t, err, deduperedis.ErrNotReplicated, "Do, want ErrNotReplicated before the handler")
+	require.False(t, ran, "handler ran; want ErrNotReplicated before the handler")
+	_, status, err = claimNew(ctx, plain, k3, 0)
+	require.NoError(t, err, "Claim after the Deduper gave up")
+	require.Equal(t, dedupe.Claimed, status, "Claim after the Deduper gave up; want the key released")
 }

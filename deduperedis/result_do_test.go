@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/deduperedis"
@@ -90,25 +92,20 @@ func raceDoResult(t *testing.T, stores [2]*deduperedis.Store) {
 		wg.Wait()
 		ran := 0
 		for c := range copiesAtOnce {
-			switch {
-			case errs[c] == nil:
+			if errs[c] == nil {
 				ran++
-			case !errors.Is(errs[c], dedupe.ErrDuplicate):
-				t.Errorf("%s: copy %d: DoResult = %v, want nil or ErrDuplicate", p.name, c, errs[c])
+			} else {
+				assert.ErrorIs(t, errs[c], dedupe.ErrDuplicate, "%s: copy %d: DoResult, want nil or ErrDuplicate", p.name, c)
 			}
-			if !bytes.Equal(results[c], p.data) {
-				t.Errorf("%s: copy %d got %d bytes %.12q, want %d bytes %.12q", p.name, c, len(results[c]), results[c], len(p.data), p.data)
-			}
+			assert.Equal(t, p.data, results[c], "%s: copy %d", p.name, c)
 		}
 		for i, d := range ds {
 			res, err := d.DoResult(ctx, k, fn)
-			if !errors.Is(err, dedupe.ErrDuplicate) || !bytes.Equal(res, p.data) {
-				t.Errorf("%s: later copy on instance %d = %d bytes, %v; want fn's %d bytes, ErrDuplicate", p.name, i, len(res), err, len(p.data))
-			}
+			assert.ErrorIs(t, err, dedupe.ErrDuplicate, "%s: later copy on instance %d", p.name, i)
+			assert.Equal(t, p.data, res, "%s: later copy on instance %d: want fn's bytes", p.name, i)
 		}
-		if n := runs.Load(); n != 1 || ran != 1 {
-			t.Errorf("%s: fn ran %d times, %d copies returned nil; want once", p.name, n, ran)
-		}
+		assert.Equal(t, int32(1), runs.Load(), "%s: times fn ran", p.name)
+		assert.Equal(t, 1, ran, "%s: copies that returned nil", p.name)
 	}
 	s := [2]dedupe.Stats{ds[0].Stats(), ds[1].Stats()}
 	t.Logf("waits ended by the mark: %d; store errors: %d", s[0].WaitsDuplicate+s[1].WaitsDuplicate, s[0].StoreErrors+s[1].StoreErrors)
@@ -167,9 +164,7 @@ func TestResultBatched(t *testing.T) {
 		return dedupe.Key{Channel: "batched", MessageID: fmt.Sprint(kind, i)}
 	}
 	for i := range n {
-		if err := other.MarkResult(ctx, key("read", i), []byte(fmt.Sprint("kept ", i)), time.Minute); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, other.MarkResult(ctx, key("read", i), []byte(fmt.Sprint("kept ", i)), time.Minute))
 	}
 	errs := make(chan error, 3*n)
 	for i := range n {
@@ -193,9 +188,7 @@ func TestResultBatched(t *testing.T) {
 		<-stuck
 	}
 	for range 3 * n {
-		if err := <-errs; err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, <-errs)
 	}
 	for i := range n {
 		checkResult(t, other, key("write", i), []byte(fmt.Sprint("new ", i)))
@@ -203,14 +196,12 @@ func TestResultBatched(t *testing.T) {
 	}
 	hook.mu.Lock()
 	defer hook.mu.Unlock()
-	if len(hook.sent) != 1 {
-		t.Fatalf("%d pipelines sent for %d queued calls, want 1: %v", len(hook.sent), 3*n, hook.sent)
-	}
+	require.Len(t, hook.sent, 1, "pipelines sent for %d queued calls", 3*n)
 	count := map[string]int{}
 	for _, name := range hook.sent[0] {
 		count[name]++
 	}
-	if count["set"] != 2*n || count["get"] != n || len(hook.sent[0]) != 3*n {
-		t.Errorf("pipeline of %d commands: %v; want %d SET and %d GET", len(hook.sent[0]), count, 2*n, n)
-	}
+	assert.Equal(t, 2*n, count["set"], "pipeline of %d commands: %v; SET", len(hook.sent[0]), count)
+	assert.Equal(t, n, count["get"], "pipeline of %d commands: %v; GET", len(hook.sent[0]), count)
+	assert.Len(t, hook.sent[0], 3*n, "pipeline of %d commands: %v", len(hook.sent[0]), count)
 }

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"errors"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/deduperedis"
@@ -27,9 +28,8 @@ func resultPayloads(t testing.TB) []struct {
 		every[i] = byte(i)
 	}
 	longest := make([]byte, dedupe.MaxResultSize)
-	if _, err := rand.Read(longest); err != nil {
-		t.Fatal(err)
-	}
+	_, err := rand.Read(longest)
+	require.NoError(t, err)
 	longest[0] = 'c' // a claim's first byte, the result's own
 	return []struct {
 		name string
@@ -61,31 +61,24 @@ func checkRoundTrip(t *testing.T, client redis.UniversalClient) {
 			k := dedupe.Key{Channel: "result", MessageID: string(rune('a' + i))}
 			raw := deduperedis.Prefix(st) + k.String()
 			sent := bytes.Clone(p.data)
-			if err := st.MarkResult(ctx, k, sent, time.Hour); err != nil {
-				t.Fatalf("MarkResult: %v", err)
-			}
+			require.NoError(t, st.MarkResult(ctx, k, sent, time.Hour), "MarkResult")
 			clear(sent) // the store kept a copy
 			checkResult(t, st, k, p.data)
-			if v, err := client.Get(ctx, raw).Result(); err != nil || v != "m:"+string(p.data) {
-				t.Fatalf("GET %s = %.20q (%d bytes), %v; want \"m:\" and the result", raw, v, len(v), err)
-			}
-			if ok, err := st.Exists(ctx, k); !ok || err != nil {
-				t.Errorf("Exists = %v, %v", ok, err)
-			}
+			v, err := client.Get(ctx, raw).Result()
+			require.NoError(t, err, "GET %s", raw)
+			require.Equal(t, "m:"+string(p.data), v, "GET %s: want \"m:\" and the result", raw)
+			ok, err := st.Exists(ctx, k)
+			assert.NoError(t, err, "Exists")
+			assert.True(t, ok, "Exists")
 			c, status, err := claimNew(ctx, st, k, time.Minute)
-			if status != dedupe.Duplicate || err != nil {
-				t.Errorf("Claim = %v, %v; want Duplicate", status, err)
-			}
-			if err := st.Extend(ctx, c, time.Second); !errors.Is(err, dedupe.ErrNotOwner) {
-				t.Errorf("Extend of a marked key = %v, want ErrNotOwner", err)
-			}
-			if err := st.Release(ctx, c); !errors.Is(err, dedupe.ErrNotOwner) {
-				t.Errorf("Release of a marked key = %v, want ErrNotOwner", err)
-			}
+			assert.NoError(t, err, "Claim")
+			assert.Equal(t, dedupe.Duplicate, status, "Claim")
+			assert.ErrorIs(t, st.Extend(ctx, c, time.Second), dedupe.ErrNotOwner, "Extend of a marked key")
+			assert.ErrorIs(t, st.Release(ctx, c), dedupe.ErrNotOwner, "Release of a marked key")
 			checkResult(t, st, k, p.data)
-			if ttl, err := client.PTTL(ctx, raw).Result(); err != nil || ttl < 59*time.Minute {
-				t.Errorf("PTTL after Extend and Release = %v, %v; want the mark's hour", ttl, err)
-			}
+			ttl, err := client.PTTL(ctx, raw).Result()
+			assert.NoError(t, err, "PTTL after Extend and Release")
+			assert.GreaterOrEqual(t, ttl, 59*time.Minute, "PTTL after Extend and Release; want the mark's hour")
 		})
 	}
 }
@@ -95,14 +88,9 @@ func checkRoundTrip(t *testing.T, client redis.UniversalClient) {
 func checkResult(t *testing.T, st dedupe.Store, k dedupe.Key, want []byte) {
 	t.Helper()
 	got, marked, err := st.Result(context.Background(), k)
-	switch {
-	case err != nil || !marked:
-		t.Fatalf("Result(%s) = %v, %v; want marked", k, marked, err)
-	case want == nil && got != nil:
-		t.Fatalf("Result(%s) = %q, want none", k, got)
-	case !bytes.Equal(got, want):
-		t.Fatalf("Result(%s) = %d bytes %.20q, want %d bytes %.20q", k, len(got), got, len(want), want)
-	}
+	require.NoError(t, err, "Result(%s)", k)
+	require.True(t, marked, "Result(%s): want marked", k)
+	require.Equal(t, want, got, "Result(%s)", k)
 }
 
 // TestResultStates checks what Result reports for each state of a key:
@@ -118,27 +106,19 @@ func checkStates(t *testing.T, client redis.UniversalClient) {
 	raw := func(k dedupe.Key) string { return deduperedis.Prefix(st) + k.String() }
 
 	claimed := key("claimed")
-	if _, status, err := claimNew(ctx, st, claimed, time.Minute); status != dedupe.Claimed || err != nil {
-		t.Fatalf("Claim = %v, %v", status, err)
-	}
+	_, status, err := claimNew(ctx, st, claimed, time.Minute)
+	require.NoError(t, err, "Claim")
+	require.Equal(t, dedupe.Claimed, status, "Claim")
 	released := key("released")
 	c, _, _ := claimNew(ctx, st, released, time.Minute)
-	if err := st.Release(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.Release(ctx, c))
 	for _, set := range []struct{ key, value string }{
 		{raw(key("old")), "m"}, {raw(key("foreign")), "maybe"}, {raw(key("colon only")), "m:"},
 	} {
-		if err := client.Set(ctx, set.key, set.value, time.Minute).Err(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, client.Set(ctx, set.key, set.value, time.Minute).Err())
 	}
-	if err := st.Mark(ctx, key("mark"), time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.MarkResult(ctx, key("empty"), []byte{}, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.Mark(ctx, key("mark"), time.Minute))
+	require.NoError(t, st.MarkResult(ctx, key("empty"), []byte{}, time.Minute))
 	for _, tc := range []struct {
 		id     string
 		marked bool
@@ -148,26 +128,25 @@ func checkStates(t *testing.T, client redis.UniversalClient) {
 	} {
 		k := key(tc.id)
 		res, marked, err := st.Result(ctx, k)
-		if marked != tc.marked || res != nil || err != nil {
-			t.Errorf("Result(%s) = %q, %v, %v; want nil, %v", tc.id, res, marked, err, tc.marked)
-		}
-		if ok, err := st.Exists(ctx, k); ok != tc.marked || err != nil {
-			t.Errorf("Exists(%s) = %v, %v; want %v", tc.id, ok, err, tc.marked)
-		}
+		assert.NoError(t, err, "Result(%s)", tc.id)
+		assert.Equal(t, tc.marked, marked, "Result(%s): marked", tc.id)
+		assert.Nil(t, res, "Result(%s)", tc.id)
+		ok, err := st.Exists(ctx, k)
+		assert.NoError(t, err, "Exists(%s)", tc.id)
+		assert.Equal(t, tc.marked, ok, "Exists(%s)", tc.id)
 	}
-	if v, err := client.Get(ctx, raw(key("empty"))).Result(); v != "m" || err != nil {
-		t.Errorf("GET of a mark with an empty result = %q, %v; want \"m\"", v, err)
-	}
+	v, err := client.Get(ctx, raw(key("empty"))).Result()
+	assert.NoError(t, err, "GET of a mark with an empty result")
+	assert.Equal(t, "m", v, "GET of a mark with an empty result")
 	// The previous release's mark is a duplicate, whose copies get no result.
 	d := dedupe.New(st)
 	defer d.Close()
 	res, err := d.DoResult(ctx, key("old"), func(context.Context) ([]byte, error) {
-		t.Error("fn ran for a key marked by the previous release")
+		assert.Fail(t, "fn ran for a key marked by the previous release")
 		return nil, nil
 	})
-	if !errors.Is(err, dedupe.ErrDuplicate) || res != nil {
-		t.Errorf("DoResult of an old mark = %q, %v; want nil, ErrDuplicate", res, err)
-	}
+	assert.ErrorIs(t, err, dedupe.ErrDuplicate, "DoResult of an old mark")
+	assert.Nil(t, res, "DoResult of an old mark")
 }
 
 // TestResultTooLarge checks that a result one byte over MaxResultSize is
@@ -181,26 +160,20 @@ func checkTooLarge(t *testing.T, client redis.UniversalClient) {
 	big := make([]byte, dedupe.MaxResultSize+1)
 	free := dedupe.Key{Channel: "large", MessageID: "free"}
 	err := st.MarkResult(ctx, free, big, time.Minute)
-	if !errors.Is(err, dedupe.ErrTooLarge) || !strings.HasPrefix(err.Error(), "dedupe: redis: mark large:free: ") {
-		t.Fatalf("MarkResult of %d bytes = %v, want ErrTooLarge, wrapped", len(big), err)
-	}
-	if n, err := client.Exists(ctx, deduperedis.Prefix(st)+free.String()).Result(); n != 0 || err != nil {
-		t.Fatalf("EXISTS after a refused MarkResult = %d, %v", n, err)
-	}
+	require.ErrorIs(t, err, dedupe.ErrTooLarge, "MarkResult of %d bytes", len(big))
+	require.True(t, strings.HasPrefix(err.Error(), "dedupe: redis: mark large:free: "), "MarkResult of %d bytes = %v, want ErrTooLarge, wrapped", len(big), err)
+	n, err := client.Exists(ctx, deduperedis.Prefix(st)+free.String()).Result()
+	require.NoError(t, err, "EXISTS after a refused MarkResult")
+	require.Zero(t, n, "EXISTS after a refused MarkResult")
 	held := dedupe.Key{Channel: "large", MessageID: "held"}
 	c, status, err := claimNew(ctx, st, held, time.Minute)
-	if status != dedupe.Claimed || err != nil {
-		t.Fatalf("Claim = %v, %v", status, err)
-	}
-	if err := st.MarkResult(ctx, held, big, time.Hour); !errors.Is(err, dedupe.ErrTooLarge) {
-		t.Fatalf("MarkResult over a claim = %v, want ErrTooLarge", err)
-	}
-	if v, err := client.Get(ctx, deduperedis.Prefix(st)+held.String()).Result(); v != "c:"+c.Token || err != nil {
-		t.Fatalf("claim after a refused MarkResult = %q, %v", v, err)
-	}
-	if err := st.Extend(ctx, c, time.Minute); err != nil {
-		t.Fatalf("Extend of the claim after a refused MarkResult: %v", err)
-	}
+	require.NoError(t, err, "Claim")
+	require.Equal(t, dedupe.Claimed, status, "Claim")
+	require.ErrorIs(t, st.MarkResult(ctx, held, big, time.Hour), dedupe.ErrTooLarge, "MarkResult over a claim")
+	v, err := client.Get(ctx, deduperedis.Prefix(st)+held.String()).Result()
+	require.NoError(t, err, "claim after a refused MarkResult")
+	require.Equal(t, "c:"+c.Token, v, "claim after a refused MarkResult")
+	require.NoError(t, st.Extend(ctx, c, time.Minute), "Extend of the claim after a refused MarkResult")
 }
 
 // TestMarkDropsResult checks that a later Mark drops the result kept with
@@ -229,9 +202,7 @@ func checkMarkDrops(t *testing.T, client redis.UniversalClient) {
 		} else {
 			err = st.MarkResult(ctx, k, s.result, time.Minute)
 		}
-		if err != nil {
-			t.Fatalf("%s: %v", s.name, err)
-		}
+		require.NoError(t, err, s.name)
 		t.Run(s.name, func(t *testing.T) { checkResult(t, st, k, s.want) })
 	}
 }
@@ -251,34 +222,29 @@ func checkExpiry(t *testing.T, client redis.UniversalClient) {
 		ttl, want time.Duration
 	}{{"hour", time.Hour, time.Hour}, {"default", 0, 2 * time.Hour}} {
 		k := dedupe.Key{Channel: "expiry", MessageID: tc.id}
-		if err := st.MarkResult(ctx, k, []byte("answer"), tc.ttl); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, st.MarkResult(ctx, k, []byte("answer"), tc.ttl))
 		ttl, err := client.PTTL(ctx, prefix+k.String()).Result()
-		if err != nil || ttl > tc.want || ttl < tc.want-time.Minute {
-			t.Errorf("PTTL of MarkResult(ttl %v) = %v, %v; want about %v", tc.ttl, ttl, err, tc.want)
-		}
+		assert.NoError(t, err, "PTTL of MarkResult(ttl %v)", tc.ttl)
+		assert.LessOrEqual(t, ttl, tc.want, "PTTL of MarkResult(ttl %v): want about %v", tc.ttl, tc.want)
+		assert.GreaterOrEqual(t, ttl, tc.want-time.Minute, "PTTL of MarkResult(ttl %v): want about %v", tc.ttl, tc.want)
 	}
-	if keys := keysUnder(t, client, prefix); len(keys) != 2 {
-		t.Errorf("keys under the prefix = %q; want one per message", keys)
-	}
+	assert.Len(t, keysUnder(t, client, prefix), 2, "keys under the prefix; want one per message")
 
 	// Redis decides expiry by its own clock: a 1 ms mark is gone at once, or
 	// nearly, so the test polls for it rather than sleeping for a TTL.
 	k := dedupe.Key{Channel: "expiry", MessageID: "short"}
-	if err := st.MarkResult(ctx, k, []byte("answer"), time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.MarkResult(ctx, k, []byte("answer"), time.Millisecond))
 	until(t, "the mark and its result to expire", func() bool {
 		res, marked, err := st.Result(ctx, k)
-		if err != nil || res != nil && !marked {
-			t.Fatalf("Result = %q, %v, %v", res, marked, err)
+		require.NoError(t, err, "Result")
+		if !marked {
+			require.Nil(t, res, "Result of a key not marked")
 		}
 		return !marked
 	})
-	if _, status, err := claimNew(ctx, st, k, time.Minute); status != dedupe.Claimed || err != nil {
-		t.Fatalf("Claim after expiry = %v, %v", status, err)
-	}
+	_, status, err := claimNew(ctx, st, k, time.Minute)
+	require.NoError(t, err, "Claim after expiry")
+	require.Equal(t, dedupe.Claimed, status, "Claim after expiry")
 }
 
 // TestResultNoIO checks the errors that MarkResult and Result return before
@@ -288,42 +254,32 @@ func TestResultNoIO(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { _ = client.Close() })
 	st, err := deduperedis.New(client, deduperedis.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx := context.Background()
 	bad := dedupe.Key{Channel: "a:b", MessageID: "1"}
-	if err := st.MarkResult(ctx, bad, []byte("x"), 0); !errors.Is(err, dedupe.ErrInvalidKey) {
-		t.Errorf("MarkResult(invalid) = %v, want ErrInvalidKey", err)
-	}
-	if _, _, err := st.Result(ctx, bad); !errors.Is(err, dedupe.ErrInvalidKey) {
-		t.Errorf("Result(invalid) = %v, want ErrInvalidKey", err)
-	}
+	assert.ErrorIs(t, st.MarkResult(ctx, bad, []byte("x"), 0), dedupe.ErrInvalidKey, "MarkResult(invalid)")
+	_, _, err = st.Result(ctx, bad)
+	assert.ErrorIs(t, err, dedupe.ErrInvalidKey, "Result(invalid)")
 	good := dedupe.Key{Channel: "telegram", MessageID: "1"}
-	if err := st.MarkResult(ctx, good, make([]byte, dedupe.MaxResultSize+1), 0); !errors.Is(err, dedupe.ErrTooLarge) {
-		t.Errorf("MarkResult(too large) = %v, want ErrTooLarge", err)
-	}
-	if err := st.MarkResult(ctx, good, []byte("x"), 0); err == nil || !strings.HasPrefix(err.Error(), "dedupe: redis: mark telegram:1: ") {
-		t.Errorf("MarkResult with no server = %v, want a wrapped error", err)
+	assert.ErrorIs(t, st.MarkResult(ctx, good, make([]byte, dedupe.MaxResultSize+1), 0), dedupe.ErrTooLarge, "MarkResult(too large)")
+	err = st.MarkResult(ctx, good, []byte("x"), 0)
+	if assert.Error(t, err, "MarkResult with no server") {
+		assert.True(t, strings.HasPrefix(err.Error(), "dedupe: redis: mark telegram:1: "), "MarkResult with no server = %v, want a wrapped error", err)
 	}
 	res, marked, err := st.Result(ctx, good)
-	if err == nil || !strings.HasPrefix(err.Error(), "dedupe: redis: result telegram:1: ") || res != nil || marked {
-		t.Errorf("Result with no server = %q, %v, %v; want a wrapped error", res, marked, err)
+	if assert.Error(t, err, "Result with no server") {
+		assert.True(t, strings.HasPrefix(err.Error(), "dedupe: redis: result telegram:1: "), "Result with no server = %v, want a wrapped error", err)
 	}
+	assert.Nil(t, res, "Result with no server")
+	assert.False(t, marked, "Result with no server")
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, _, err := st.Result(cancelled, good); !errors.Is(err, context.Canceled) {
-		t.Errorf("Result(cancelled) = %v, want context.Canceled", err)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.MarkResult(ctx, good, []byte("x"), 0); !errors.Is(err, dedupe.ErrClosed) {
-		t.Errorf("MarkResult after Close = %v, want ErrClosed", err)
-	}
-	if _, _, err := st.Result(ctx, good); !errors.Is(err, dedupe.ErrClosed) {
-		t.Errorf("Result after Close = %v, want ErrClosed", err)
-	}
+	_, _, err = st.Result(cancelled, good)
+	assert.ErrorIs(t, err, context.Canceled, "Result(cancelled)")
+	require.NoError(t, st.Close())
+	assert.ErrorIs(t, st.MarkResult(ctx, good, []byte("x"), 0), dedupe.ErrClosed, "MarkResult after Close")
+	_, _, err = st.Result(ctx, good)
+	assert.ErrorIs(t, err, dedupe.ErrClosed, "Result after Close")
 }
 
 // TestMarkResultReplicas runs MarkResult on a store with Replicas 1 on the
@@ -337,12 +293,8 @@ func TestMarkResultReplicas(t *testing.T) {
 	ctx := context.Background()
 	k := dedupe.Key{Channel: "replicas", MessageID: "result"}
 	start := time.Now()
-	if err := st.MarkResult(ctx, k, []byte("answer"), time.Minute); !errors.Is(err, deduperedis.ErrNotReplicated) {
-		t.Fatalf("MarkResult = %v, want ErrNotReplicated", err)
-	}
-	if d := time.Since(start); d < timeout {
-		t.Errorf("MarkResult returned after %v, before the WAIT's %v", d, timeout)
-	}
+	require.ErrorIs(t, st.MarkResult(ctx, k, []byte("answer"), time.Minute), deduperedis.ErrNotReplicated, "MarkResult")
+	assert.GreaterOrEqual(t, time.Since(start), timeout, "MarkResult returned before the WAIT's timeout")
 	checkResult(t, st, k, []byte("answer"))
 }
 
@@ -354,9 +306,7 @@ func keysUnder(t *testing.T, client redis.UniversalClient, prefix string) []stri
 	cluster, ok := client.(*redis.ClusterClient)
 	if !ok {
 		keys, err := client.Keys(ctx, prefix+"*").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return keys
 	}
 	var mu sync.Mutex
@@ -368,8 +318,6 @@ func keysUnder(t *testing.T, client redis.UniversalClient, prefix string) []stri
 		mu.Unlock()
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return keys
 }

@@ -2,13 +2,14 @@ package deduperedis_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/deduperedis"
@@ -51,18 +52,14 @@ func TestClusterConformance(t *testing.T) {
 		}
 		return err
 	})
-	if err != nil {
-		t.Error(err)
-	}
+	assert.NoError(t, err)
 }
 
 func runConformance(t *testing.T, client redis.UniversalClient) {
 	dedupetest.Run(t, dedupetest.Config{
 		New: func(t *testing.T, o dedupetest.Options) dedupe.Store {
 			s, err := deduperedis.New(client, deduperedis.Config{Prefix: "dedupe-test:" + randomID(t) + ":", TTL: o.TTL, Lease: o.Lease})
-			if err != nil {
-				t.Fatalf("New: %v", err)
-			}
+			require.NoError(t, err, "New")
 			return s
 		},
 		RealTime: true,
@@ -87,21 +84,14 @@ func TestNewValidates(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := deduperedis.New(tc.client, tc.cfg)
-			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "dedupe: ") {
-				t.Fatalf("New = %v, %v; want an error about %q", s, err, tc.want)
-			}
-			if s != nil {
-				t.Fatalf("New returned a store with an error")
-			}
+			require.ErrorContains(t, err, tc.want, "New = %v", s)
+			require.True(t, strings.HasPrefix(err.Error(), "dedupe: "), "New error %q", err)
+			require.Nil(t, s, "New returned a store with an error")
 		})
 	}
 	s, err := deduperedis.New(client, deduperedis.Config{})
-	if err != nil {
-		t.Fatalf("New with defaults: %v", err)
-	}
-	if s.Backend() != "redis" {
-		t.Errorf("Backend() = %q", s.Backend())
-	}
+	require.NoError(t, err, "New with defaults")
+	assert.Equal(t, "redis", s.Backend())
 }
 
 // TestInvalidInputNoIO checks that invalid keys and foreign claims are refused
@@ -110,35 +100,27 @@ func TestInvalidInputNoIO(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { _ = client.Close() })
 	s, err := deduperedis.New(client, deduperedis.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx := context.Background()
 	bad := dedupe.Key{Channel: "a:b", MessageID: "1"}
-	if _, _, err := claimNew(ctx, s, bad, 0); !errors.Is(err, dedupe.ErrInvalidKey) {
-		t.Errorf("Claim(invalid) = %v, want ErrInvalidKey", err)
-	}
+	_, _, err = claimNew(ctx, s, bad, 0)
+	assert.ErrorIs(t, err, dedupe.ErrInvalidKey, "Claim(invalid)")
 	good := dedupe.Key{Channel: "telegram", MessageID: "1"}
 	for _, c := range []dedupe.Claim{
 		{Key: good, Token: ""},
 		{Key: good, Token: "with space"},
 		{Key: good, Token: strings.Repeat("A", 65)},
 	} {
-		if err := s.Release(ctx, c); !errors.Is(err, dedupe.ErrNotOwner) {
-			t.Errorf("Release(%+v) = %v, want ErrNotOwner", c, err)
-		}
-		if err := s.Extend(ctx, c, 0); !errors.Is(err, dedupe.ErrNotOwner) {
-			t.Errorf("Extend(%+v) = %v, want ErrNotOwner", c, err)
-		}
+		assert.ErrorIs(t, s.Release(ctx, c), dedupe.ErrNotOwner, "Release(%+v)", c)
+		assert.ErrorIs(t, s.Extend(ctx, c, 0), dedupe.ErrNotOwner, "Extend(%+v)", c)
 	}
 	// A real call fails with a wrapped connection error, not a status.
 	c, cSt, err := claimNew(ctx, s, good, 0)
-	if err == nil || !strings.HasPrefix(err.Error(), "dedupe: redis: claim telegram:1: ") || cSt != 0 {
-		t.Errorf("Claim with no server = %+v, %v; want a wrapped error", c, err)
+	if assert.Error(t, err, "Claim with no server = %+v", c) {
+		assert.True(t, strings.HasPrefix(err.Error(), "dedupe: redis: claim telegram:1: "), "Claim with no server = %v; want a wrapped error", err)
 	}
-	if err := s.Ping(ctx); err == nil {
-		t.Error("Ping with no server succeeded")
-	}
+	assert.Zero(t, cSt, "Claim with no server")
+	assert.Error(t, s.Ping(ctx), "Ping with no server succeeded")
 }
 
 // TestLayout checks the default prefix, TTL and lease, and the values stored,
@@ -146,9 +128,7 @@ func TestInvalidInputNoIO(t *testing.T) {
 func TestLayout(t *testing.T) {
 	client := newClient(t, redisAddr(t), nil)
 	s, err := deduperedis.New(client, deduperedis.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer s.Close()
 	ctx := context.Background()
 	id := randomID(t)
@@ -156,13 +136,10 @@ func TestLayout(t *testing.T) {
 	claimed := dedupe.Key{Channel: "layout", MessageID: id + "-c"}
 	t.Cleanup(func() { client.Del(ctx, "dedupe:"+marked.String(), "dedupe:"+claimed.String()) })
 
-	if err := s.Mark(ctx, marked, 0); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Mark(ctx, marked, 0))
 	c, cSt, err := claimNew(ctx, s, claimed, 0)
-	if err != nil || cSt != dedupe.Claimed {
-		t.Fatalf("Claim = %+v, %v", c, err)
-	}
+	require.NoError(t, err, "Claim = %+v", c)
+	require.Equal(t, dedupe.Claimed, cSt, "Claim = %+v", c)
 	for _, tc := range []struct {
 		key      string
 		value    string
@@ -172,28 +149,25 @@ func TestLayout(t *testing.T) {
 		{"dedupe:layout:" + id + "-c", "c:" + c.Token, dedupe.DefaultLease, time.Minute},
 	} {
 		v, err := client.Get(ctx, tc.key).Result()
-		if err != nil || v != tc.value {
-			t.Errorf("GET %s = %q, %v; want %q", tc.key, v, err, tc.value)
-		}
+		assert.NoError(t, err, "GET %s", tc.key)
+		assert.Equal(t, tc.value, v, "GET %s", tc.key)
 		ttl, err := client.PTTL(ctx, tc.key).Result()
-		if err != nil || ttl > tc.ttl || ttl < tc.ttl-tc.tol {
-			t.Errorf("PTTL %s = %v, %v; want about %v", tc.key, ttl, err, tc.ttl)
-		}
+		assert.NoError(t, err, "PTTL %s", tc.key)
+		assert.LessOrEqual(t, ttl, tc.ttl, "PTTL %s: want about %v", tc.key, tc.ttl)
+		assert.GreaterOrEqual(t, ttl, tc.ttl-tc.tol, "PTTL %s: want about %v", tc.key, tc.ttl)
 	}
-	if err := s.Extend(ctx, c, 0); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Extend(ctx, c, 0))
 
 	// A value the store did not write counts as a claim held by someone else.
 	foreign := dedupe.Key{Channel: "layout", MessageID: id + "-f"}
 	client.Set(ctx, "dedupe:"+foreign.String(), "something else", time.Minute)
 	t.Cleanup(func() { client.Del(ctx, "dedupe:"+foreign.String()) })
-	if ok, err := s.Exists(ctx, foreign); ok || err != nil {
-		t.Errorf("Exists(foreign) = %v, %v", ok, err)
-	}
-	if c, cSt, err := claimNew(ctx, s, foreign, 0); cSt != dedupe.InFlight || err != nil {
-		t.Errorf("Claim(foreign) = %+v, %v; want in flight", c, err)
-	}
+	ok, err := s.Exists(ctx, foreign)
+	assert.NoError(t, err, "Exists(foreign)")
+	assert.False(t, ok, "Exists(foreign)")
+	c, cSt, err = claimNew(ctx, s, foreign, 0)
+	assert.NoError(t, err, "Claim(foreign) = %+v", c)
+	assert.Equal(t, dedupe.InFlight, cSt, "Claim(foreign) = %+v; want in flight", c)
 }
 
 // TestPrefix checks that stores share keys exactly when they share a prefix.
@@ -205,18 +179,13 @@ func TestPrefix(t *testing.T) {
 	b := newStore(t, client, deduperedis.Config{Prefix: p + "b:"})
 	ctx := context.Background()
 	k := dedupe.Key{Channel: "telegram", MessageID: "42"}
-	if err := a.Mark(ctx, k, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if ok, _ := a2.Exists(ctx, k); !ok {
-		t.Error("a store with the same prefix does not see the mark")
-	}
-	if ok, _ := b.Exists(ctx, k); ok {
-		t.Error("a store with another prefix sees the mark")
-	}
-	if _, cSt, _ := claimNew(ctx, b, k, time.Minute); cSt != dedupe.Claimed {
-		t.Errorf("Claim under another prefix = %v", cSt)
-	}
+	require.NoError(t, a.Mark(ctx, k, time.Minute))
+	ok, _ := a2.Exists(ctx, k)
+	assert.True(t, ok, "a store with the same prefix does not see the mark")
+	ok, _ = b.Exists(ctx, k)
+	assert.False(t, ok, "a store with another prefix sees the mark")
+	_, cSt, _ := claimNew(ctx, b, k, time.Minute)
+	assert.Equal(t, dedupe.Claimed, cSt, "Claim under another prefix")
 }
 
 // TestClientOwnership checks that Close leaves a client given to New open, and
@@ -225,61 +194,40 @@ func TestClientOwnership(t *testing.T) {
 	addr := redisAddr(t)
 	client := newClient(t, addr, nil)
 	s := newStore(t, client, deduperedis.Config{})
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := client.Ping(context.Background()).Err(); err != nil {
-		t.Fatalf("client closed with the store: %v", err)
-	}
-	if err := s.Ping(context.Background()); !errors.Is(err, dedupe.ErrClosed) {
-		t.Errorf("Ping after Close = %v, want ErrClosed", err)
-	}
+	require.NoError(t, s.Close())
+	require.NoError(t, client.Ping(context.Background()).Err(), "client closed with the store")
+	assert.ErrorIs(t, s.Ping(context.Background()), dedupe.ErrClosed, "Ping after Close")
 
 	u, err := deduperedis.OpenURL("redis://"+addr+"/0", deduperedis.Config{Prefix: "dedupe-test:" + randomID(t) + ":"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx := context.Background()
-	if err := u.Ping(ctx); err != nil {
-		t.Fatalf("Ping: %v", err)
-	}
+	require.NoError(t, u.Ping(ctx), "Ping")
 	k := dedupe.Key{Channel: "url", MessageID: "1"}
-	if err := u.Mark(ctx, k, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := u.Exists(ctx, k); !ok || err != nil {
-		t.Fatalf("Exists = %v, %v", ok, err)
-	}
-	if err := u.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := u.Close(); err != nil {
-		t.Fatalf("second Close: %v", err)
-	}
-	if _, err := u.Exists(ctx, k); !errors.Is(err, dedupe.ErrClosed) {
-		t.Errorf("Exists after Close = %v, want ErrClosed", err)
-	}
+	require.NoError(t, u.Mark(ctx, k, time.Minute))
+	ok, err := u.Exists(ctx, k)
+	require.NoError(t, err, "Exists")
+	require.True(t, ok, "Exists")
+	require.NoError(t, u.Close())
+	require.NoError(t, u.Close(), "second Close")
+	_, err = u.Exists(ctx, k)
+	assert.ErrorIs(t, err, dedupe.ErrClosed, "Exists after Close")
 }
 
 func TestOpenURLErrors(t *testing.T) {
 	for _, url := range []string{"http://127.0.0.1:6379", "redis://user:s3cret@127.0.0.1:6379/notadb", "redis://127.0.0.1:6379?bogus=1",
 		"redis://user:s3cret@127.0.0.1:7000?addr=127.0.0.1:7001&bogus=1", "http://user:s3cret@127.0.0.1:7000?addr=127.0.0.1:7001"} {
 		s, err := deduperedis.OpenURL(url, deduperedis.Config{})
-		if err == nil {
+		if !assert.Error(t, err, "OpenURL(%q) succeeded", url) {
 			s.Close()
-			t.Errorf("OpenURL(%q) succeeded", url)
 			continue
 		}
-		if !strings.HasPrefix(err.Error(), "dedupe: redis: ") || strings.Contains(err.Error(), "s3cret") {
-			t.Errorf("OpenURL(%q) error %q", url, err)
-		}
+		assert.True(t, strings.HasPrefix(err.Error(), "dedupe: redis: "), "OpenURL(%q) error %q", url, err)
+		assert.NotContains(t, err.Error(), "s3cret", "OpenURL(%q) error", url)
 	}
-	if _, err := deduperedis.OpenURL("redis://127.0.0.1:6379/0", deduperedis.Config{TTL: -1}); err == nil {
-		t.Error("OpenURL with a negative TTL succeeded")
-	}
-	if _, err := deduperedis.OpenClusterURL("redis://127.0.0.1:7000", deduperedis.Config{Replicas: -1}); err == nil {
-		t.Error("OpenClusterURL with negative Replicas succeeded")
-	}
+	_, err := deduperedis.OpenURL("redis://127.0.0.1:6379/0", deduperedis.Config{TTL: -1})
+	assert.Error(t, err, "OpenURL with a negative TTL succeeded")
+	_, err = deduperedis.OpenClusterURL("redis://127.0.0.1:7000", deduperedis.Config{Replicas: -1})
+	assert.Error(t, err, "OpenClusterURL with negative Replicas succeeded")
 }
 
 // TestNewValidatesReplicas checks the options of Config.Replicas.
@@ -296,14 +244,13 @@ func TestNewValidatesReplicas(t *testing.T) {
 		{client, deduperedis.Config{Replicas: 1, ReplicaTimeout: -time.Second}},
 		{ring, deduperedis.Config{Replicas: 1}},
 	} {
-		if s, err := deduperedis.New(tc.client, tc.cfg); err == nil {
+		s, err := deduperedis.New(tc.client, tc.cfg)
+		if !assert.Error(t, err, "New(%T, %+v) succeeded", tc.client, tc.cfg) {
 			s.Close()
-			t.Errorf("New(%T, %+v) succeeded", tc.client, tc.cfg)
 		}
 	}
-	if s, err := deduperedis.New(ring, deduperedis.Config{}); err != nil {
-		t.Errorf("New(Ring) without Replicas: %v", err)
-	} else {
+	s, err := deduperedis.New(ring, deduperedis.Config{})
+	if assert.NoError(t, err, "New(Ring) without Replicas") {
 		s.Close()
 	}
 }
@@ -323,15 +270,13 @@ func checkLateClaimFenced(t *testing.T, st dedupe.Store) {
 	k := dedupe.Key{Channel: "fence", MessageID: randomID(t)}
 	want := func(c dedupe.Claim, status dedupe.Status) {
 		t.Helper()
-		if got, err := st.Claim(ctx, c, time.Minute); got != status || err != nil {
-			t.Fatalf("Claim(%.6s) = %v, %v; want %v", c.Token, got, err, status)
-		}
+		got, err := st.Claim(ctx, c, time.Minute)
+		require.NoError(t, err, "Claim(%.6s)", c.Token)
+		require.Equal(t, status, got, "Claim(%.6s)", c.Token)
 	}
 	release := func(c dedupe.Claim, want error) {
 		t.Helper()
-		if err := st.Release(ctx, c); !errors.Is(err, want) {
-			t.Fatalf("Release(%.6s) = %v, want %v", c.Token, err, want)
-		}
+		require.ErrorIs(t, st.Release(ctx, c), want, "Release(%.6s)", c.Token)
 	}
 	// Two copies: a's claim lands, b's is late; both callers give up and release.
 	a, b := dedupe.NewClaim(k), dedupe.NewClaim(k)
@@ -344,9 +289,7 @@ func checkLateClaimFenced(t *testing.T, st dedupe.Store) {
 	c := dedupe.NewClaim(k)
 	want(c, dedupe.Claimed)
 	want(c, dedupe.Claimed) // idempotent
-	if err := st.Extend(ctx, c, time.Minute); err != nil {
-		t.Fatalf("Extend: %v", err)
-	}
+	require.NoError(t, st.Extend(ctx, c, time.Minute), "Extend")
 	want(b, dedupe.InFlight)
 	release(c, nil)
 	want(a, dedupe.InFlight)
@@ -355,14 +298,12 @@ func checkLateClaimFenced(t *testing.T, st dedupe.Store) {
 	d := dedupe.NewClaim(k2)
 	release(d, dedupe.ErrNotOwner)
 	want(d, dedupe.InFlight)
-	if ok, err := st.Exists(ctx, k2); ok || err != nil {
-		t.Fatalf("Exists of a fenced key = %v, %v", ok, err)
-	}
+	ok, err := st.Exists(ctx, k2)
+	require.NoError(t, err, "Exists of a fenced key")
+	require.False(t, ok, "Exists of a fenced key")
 	e := dedupe.NewClaim(k2)
 	want(e, dedupe.Claimed)
-	if err := st.Mark(ctx, k2, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.Mark(ctx, k2, time.Minute))
 	want(d, dedupe.Duplicate)
 	// The eight latest fences hold, however many tokens were released.
 	k3 := dedupe.Key{Channel: "fence", MessageID: randomID(t)}
