@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -10,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupetest/faultproxy"
@@ -20,7 +21,7 @@ func until(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); !cond(); runtime.Gosched() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			require.Failf(t, "timed out", "waiting for %s", what)
 		}
 	}
 }
@@ -81,9 +82,7 @@ WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&n)
 		got[r.name] = r.batchResult
 	}
 	for range roundsInFlight {
-		if err := <-blocked; err != nil {
-			t.Errorf("blocked claim: %v", err)
-		}
+		assert.NoError(t, <-blocked, "blocked claim")
 	}
 	return got
 }
@@ -97,10 +96,9 @@ func TestBatchIsolation(t *testing.T) {
 	ctx := context.Background()
 	table := testTable(t)
 	// A table a migration made, with a check that fails the marks of poison keys.
-	if _, err := adminConn(t).Exec(ctx, `CREATE TABLE `+table+` (key text COLLATE "C" PRIMARY KEY, token text,
-	expires_at timestamptz NOT NULL, CHECK (token IS NOT NULL OR key NOT LIKE 'poison:%'))`); err != nil {
-		t.Fatal(err)
-	}
+	_, err := adminConn(t).Exec(ctx, `CREATE TABLE `+table+` (key text COLLATE "C" PRIMARY KEY, token text,
+	expires_at timestamptz NOT NULL, CHECK (token IS NOT NULL OR key NOT LIKE 'poison:%'))`)
+	require.NoError(t, err)
 	rec := newRecorder()
 	s := newTestStore(t, pool, Config{Table: table, Logger: rec.logger()})
 	claim := func(k dedupe.Key) func() (dedupe.Status, error) {
@@ -122,28 +120,25 @@ func TestBatchIsolation(t *testing.T) {
 			before := rec.count(msgOneByOne)
 			got := inOneBatch(t, s, app, calls)
 			for _, name := range []string{"claim 1", "claim 2", "mark other"} {
-				if err := got[name].err; err != nil {
-					t.Errorf("%s: %v", name, err)
-				}
+				assert.NoError(t, got[name].err, name)
 			}
-			if a, b := got["claim 1"].status, got["claim 2"].status; a != dedupe.Claimed || b != dedupe.InFlight {
-				t.Errorf("two claims of one key in one batch = %v, %v; want claimed, in flight", a, b)
-			}
-			if ok, err := s.Exists(ctx, other); !ok || err != nil {
-				t.Errorf("Exists of the other mark = %v, %v", ok, err)
-			}
+			assert.Equal(t, dedupe.Claimed, got["claim 1"].status, "the first of two claims of one key in one batch")
+			assert.Equal(t, dedupe.InFlight, got["claim 2"].status, "the second of two claims of one key in one batch")
+			ok, err := s.Exists(ctx, other)
+			assert.NoError(t, err, "Exists of the other mark")
+			assert.True(t, ok, "Exists of the other mark")
 			wantOneByOne := 0
 			if poison {
 				wantOneByOne = 1
 				var pgErr *pgconn.PgError
-				if err := got["mark poison"].err; !errors.As(err, &pgErr) || pgErr.Code != "23514" ||
-					!strings.HasPrefix(err.Error(), "dedupe: postgres: mark "+bad.String()+": ") {
-					t.Errorf("Mark of a poison key = %v, want the check violation", err)
+				err := got["mark poison"].err
+				if assert.ErrorAs(t, err, &pgErr, "Mark of a poison key: want the check violation") {
+					assert.Equal(t, "23514", pgErr.Code, "Mark of a poison key: %v", err)
+					assert.True(t, strings.HasPrefix(err.Error(), "dedupe: postgres: mark "+bad.String()+": "),
+						"Mark of a poison key = %v", err)
 				}
 			}
-			if n := rec.count(msgOneByOne) - before; n != wantOneByOne {
-				t.Errorf("%d batches sent again one by one, want %d", n, wantOneByOne)
-			}
+			assert.Equal(t, wantOneByOne, rec.count(msgOneByOne)-before, "batches sent again one by one")
 		})
 	}
 }
@@ -157,9 +152,8 @@ func stuckStore(t *testing.T) (*Store, *faultproxy.Proxy, <-chan error) {
 	pool, p := proxyPool(t, 2*roundsInFlight)
 	s := newTestStore(t, pool, Config{})
 	ctx := context.Background()
-	if _, err := s.Exists(ctx, dedupe.Key{Channel: "warm", MessageID: "1"}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := s.Exists(ctx, dedupe.Key{Channel: "warm", MessageID: "1"})
+	require.NoError(t, err)
 	p.DropReplies(true)
 	stuck := make(chan error, roundsInFlight)
 	// One call at a time, each in a round trip of its own that went silent
@@ -186,21 +180,17 @@ func TestQueuedCallGivenUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	err := s.Mark(ctx, k, time.Hour)
-	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "not sent") {
-		t.Fatalf("Mark queued past its deadline = %v, want DeadlineExceeded, not sent", err)
-	}
+	require.ErrorIs(t, err, context.DeadlineExceeded, "Mark queued past its deadline")
+	require.ErrorContains(t, err, "not sent", "Mark queued past its deadline")
 	p.DropReplies(false)
 	p.Cut()
 	for range roundsInFlight {
-		if err := <-stuck; err == nil {
-			t.Error("a call whose connection was cut succeeded")
-		}
+		assert.Error(t, <-stuck, "a call whose connection was cut succeeded")
 	}
 	admin := adminConn(t)
 	var n int
-	if err := admin.QueryRow(context.Background(), `SELECT count(*) FROM `+s.table+` WHERE key = $1`, k.String()).Scan(&n); err != nil || n != 0 {
-		t.Fatalf("rows of the given-up mark: %d, %v", n, err)
-	}
+	require.NoError(t, admin.QueryRow(context.Background(), `SELECT count(*) FROM `+s.table+` WHERE key = $1`, k.String()).Scan(&n))
+	require.Equal(t, 0, n, "rows of the given-up mark")
 }
 
 // TestCloseWithCallsQueued checks that Close answers queued calls with
@@ -213,19 +203,15 @@ func TestCloseWithCallsQueued(t *testing.T) {
 	until(t, "a queued call", func() bool { return queued(s) == 1 })
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
-	if err := <-q; !errors.Is(err, dedupe.ErrClosed) {
-		t.Fatalf("queued Mark at Close = %v, want ErrClosed", err)
-	}
+	require.ErrorIs(t, <-q, dedupe.ErrClosed, "queued Mark at Close")
 	select {
 	case err := <-closed:
-		t.Fatalf("Close returned %v with round trips in flight", err)
+		require.Failf(t, "Close returned early", "Close returned %v with round trips in flight", err)
 	default:
 	}
 	p.DropReplies(false)
 	p.Cut()
-	if err := <-closed; err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, <-closed)
 	for range roundsInFlight {
 		<-stuck
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe"
 )
@@ -75,8 +77,7 @@ func callers(b *testing.B, n int, op func(ctx context.Context, lat *[]time.Durat
 			mine := make([]time.Duration, 0, b.N/n+1)
 			defer func() { lat.add(mine) }()
 			for next.Add(1) <= int64(b.N) {
-				if err := op(ctx, &mine); err != nil {
-					b.Error(err)
+				if !assert.NoError(b, op(ctx, &mine)) {
 					return
 				}
 			}
@@ -97,8 +98,7 @@ func warmUp(b *testing.B, op func(ctx context.Context, lat *[]time.Duration) err
 		wg.Go(func() {
 			var lat []time.Duration
 			for range 32 {
-				if err := op(context.Background(), &lat); err != nil {
-					b.Error(err)
+				if !assert.NoError(b, op(context.Background(), &lat)) {
 					return
 				}
 			}
@@ -215,8 +215,7 @@ func (w *claimMark) ceiling(b *testing.B) {
 		wg.Go(func() {
 			for {
 				end := next.Add(ceilingKeys)
-				if err := w.round(ctx, min(ceilingKeys, int64(b.N)-(end-ceilingKeys))); err != nil {
-					b.Error(err)
+				if !assert.NoError(b, w.round(ctx, min(ceilingKeys, int64(b.N)-(end-ceilingKeys)))) {
 					return
 				}
 				if end >= int64(b.N) {
@@ -273,9 +272,7 @@ func BenchmarkExists(b *testing.B) {
 	ctx := context.Background()
 	for i := range keys {
 		keys[i] = kb.next()
-		if err := s.Mark(ctx, keys[i], time.Hour); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, s.Mark(ctx, keys[i], time.Hour))
 	}
 	var n atomic.Int64
 	compare64(b, []contender{
@@ -313,9 +310,7 @@ func BenchmarkClaimDuplicate(b *testing.B) {
 	kb := &benchKeys{prefix: randomHex(b, 4) + "-"}
 	for i := range keys {
 		keys[i] = kb.next()
-		if err := s.Mark(context.Background(), keys[i], time.Hour); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, s.Mark(context.Background(), keys[i], time.Hour))
 	}
 	var n atomic.Int64
 	compare64(b, []contender{

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"runtime"
 	"runtime/pprof"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe"
 )
@@ -29,17 +30,13 @@ func seed(t *testing.T, pool *pgxpool.Pool, s *Store, prefix string, n int, offs
 	_, err := pool.Exec(context.Background(), `INSERT INTO `+s.table+` (key, token, expires_at)
 SELECT 'seed:' || $1::text || '-' || i, $2::text, now() + $3::bigint * interval '1 microsecond'
 FROM generate_series(0, $4::int - 1) AS i`, prefix, token, micros(offset), n)
-	if err != nil {
-		t.Fatalf("seed: %v", err)
-	}
+	require.NoError(t, err, "seed")
 }
 
 func countRows(t *testing.T, pool *pgxpool.Pool, s *Store, where string) int {
 	t.Helper()
 	var n int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM `+s.table+` WHERE `+where).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM `+s.table+` WHERE `+where).Scan(&n))
 	return n
 }
 
@@ -55,49 +52,37 @@ func TestCleanupExpired(t *testing.T) {
 
 	// One statement deletes at most a batch, the earliest expiries first.
 	tag, err := pool.Exec(ctx, s.sql.cleanup, batch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tag.RowsAffected() != batch {
-		t.Fatalf("one cleanup statement deleted %d rows, want a batch of %d", tag.RowsAffected(), batch)
-	}
-	if n := countRows(t, pool, s, `key LIKE 'seed:old-mark-%'`); n != 7 {
-		t.Fatalf("%d hour-old marks left after the first batch, want 7 (oldest first)", n)
-	}
+	require.NoError(t, err)
+	require.Equal(t, int64(batch), tag.RowsAffected(), "rows one cleanup statement deleted: want a batch")
+	require.Equal(t, 7, countRows(t, pool, s, `key LIKE 'seed:old-mark-%'`),
+		"hour-old marks left after the first batch (oldest first)")
 
 	// CleanupExpired loops over batches until one is not full.
 	n, err := s.CleanupExpired(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n != 15 {
-		t.Fatalf("CleanupExpired = %d, want the 15 expired rows left", n)
-	}
-	if left := countRows(t, pool, s, `true`); left != 8 {
-		t.Fatalf("%d rows left, want the 8 live ones", left)
-	}
+	require.NoError(t, err)
+	require.Equal(t, int64(15), n, "CleanupExpired: want the 15 expired rows left")
+	require.Equal(t, 8, countRows(t, pool, s, `true`), "rows left: want the 8 live ones")
 	for i := range 5 {
 		k := dedupe.Key{Channel: "seed", MessageID: fmt.Sprintf("live-mark-%d", i)}
-		if ok, err := s.Exists(ctx, k); err != nil || !ok {
-			t.Fatalf("Exists(%s) after cleanup = %v, %v", k, ok, err)
-		}
+		ok, err := s.Exists(ctx, k)
+		require.NoError(t, err, "Exists(%s) after cleanup", k)
+		require.True(t, ok, "Exists(%s) after cleanup", k)
 	}
-	if n, err := s.CleanupExpired(ctx); err != nil || n != 0 {
-		t.Fatalf("second CleanupExpired = %d, %v; want 0", n, err)
-	}
+	n, err = s.CleanupExpired(ctx)
+	require.NoError(t, err, "second CleanupExpired")
+	require.Equal(t, int64(0), n, "second CleanupExpired")
 
 	// A batch of exactly the number of expired rows needs a second, empty
 	// statement to see that it is done.
 	seed(t, pool, s, "exact", 2*batch, -time.Minute, false)
-	if n, err := s.CleanupExpired(ctx); err != nil || n != 2*batch {
-		t.Fatalf("CleanupExpired of %d rows = %d, %v", 2*batch, n, err)
-	}
+	n, err = s.CleanupExpired(ctx)
+	require.NoError(t, err, "CleanupExpired of %d rows", 2*batch)
+	require.Equal(t, int64(2*batch), n, "CleanupExpired of %d rows", 2*batch)
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := s.CleanupExpired(cancelled); !errors.Is(err, context.Canceled) {
-		t.Fatalf("CleanupExpired with a cancelled context = %v", err)
-	}
+	_, err = s.CleanupExpired(cancelled)
+	require.ErrorIs(t, err, context.Canceled, "CleanupExpired with a cancelled context")
 }
 
 // sweepers counts the goroutines running the sweeper of any store.
@@ -117,9 +102,7 @@ func TestSweeper(t *testing.T) {
 	rec := newRecorder()
 	rec.sweeps = swept
 	s, err := New(context.Background(), pool, Config{Table: table, CleanupInterval: 10 * time.Millisecond, Logger: rec.logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer s.Close()
 	seed(t, pool, s, "swept", 30, -time.Minute, false)
 	seed(t, pool, s, "kept", 3, time.Hour, false)
@@ -129,41 +112,29 @@ func TestSweeper(t *testing.T) {
 		case n := <-swept:
 			total += n
 		case <-time.After(30 * time.Second):
-			t.Fatalf("the sweeper deleted %d of 30 expired rows in 30 s", total)
+			require.Failf(t, "sweeper too slow", "the sweeper deleted %d of 30 expired rows in 30 s", total)
 		}
 	}
-	if total != 30 {
-		t.Fatalf("the sweeper deleted %d rows, want 30", total)
-	}
-	if left := countRows(t, pool, s, `true`); left != 3 {
-		t.Fatalf("%d rows left, want the 3 live ones", left)
-	}
+	require.Equal(t, int64(30), total, "rows the sweeper deleted")
+	require.Equal(t, 3, countRows(t, pool, s, `true`), "rows left: want the 3 live ones")
 	// The sweeper has run, so its goroutine is in the dump.
-	if got := sweepers(); got != before+1 {
-		t.Fatalf("%d sweeper goroutines with the store open, want %d", got, before+1)
-	}
+	require.Equal(t, before+1, sweepers(), "sweeper goroutines with the store open")
 
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Close())
 	select {
 	case <-s.done:
 	default:
-		t.Fatal("Close returned before the sweeper did")
+		require.Fail(t, "Close returned before the sweeper did")
 	}
-	if n := rec.count("dedupe: postgres: background cleanup failed"); n > 0 {
-		t.Errorf("%d sweeps failed", n)
-	}
+	assert.Zero(t, rec.count("dedupe: postgres: background cleanup failed"), "sweeps failed")
 	// The goroutine signals done in its last deferred call, and then it can only
 	// exit: it must leave the dump without any wait for time to pass.
 	for deadline := time.Now().Add(10 * time.Second); sweepers() != before; runtime.Gosched() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d sweeper goroutines 10 s after Close, want %d", sweepers(), before)
+			require.Failf(t, "sweeper goroutine left", "%d sweeper goroutines 10 s after Close, want %d", sweepers(), before)
 		}
 	}
-	if err := s.Close(); err != nil {
-		t.Fatalf("second Close: %v", err)
-	}
+	require.NoError(t, s.Close(), "second Close")
 }
 
 // TestCloseStopsBlockedSweep checks that Close cancels a sweep blocked in the
@@ -174,27 +145,20 @@ func TestCloseStopsBlockedSweep(t *testing.T) {
 	table := testTable(t)
 	ctx := context.Background()
 	s, err := New(ctx, pool, Config{Table: table, CleanupInterval: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer s.Close()
 	blocker := adminConn(t)
 	tx, err := blocker.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `LOCK TABLE `+table+` IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	_, err = tx.Exec(ctx, `LOCK TABLE `+table+` IN ACCESS EXCLUSIVE MODE`)
+	require.NoError(t, err)
 	// Wait until a sweep is waiting on the lock.
 	admin := adminConn(t)
 	for waiting := false; !waiting; {
 		err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
 WHERE wait_event_type = 'Lock' AND query LIKE 'DELETE FROM "`+table+`"%')`).Scan(&waiting)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		time.Sleep(5 * time.Millisecond) // polling the server, not waiting out a TTL
 	}
 	closed := make(chan struct{})
@@ -202,12 +166,12 @@ WHERE wait_event_type = 'Lock' AND query LIKE 'DELETE FROM "`+table+`"%')`).Scan
 	select {
 	case <-closed:
 	case <-time.After(10 * time.Second):
-		t.Fatal("Close did not return within 10 s while a sweep was blocked")
+		require.Fail(t, "Close did not return within 10 s while a sweep was blocked")
 	}
 	select {
 	case <-s.done:
 	default:
-		t.Fatal("Close returned before the sweeper did")
+		require.Fail(t, "Close returned before the sweeper did")
 	}
 }
 
@@ -221,29 +185,20 @@ func TestCleanupPlan(t *testing.T) {
 	const expired, live, batch = 20000, 5000, 100
 	seed(t, pool, s, "old", expired, -time.Hour, false)
 	seed(t, pool, s, "live", live, time.Hour, false)
-	if _, err := pool.Exec(ctx, `ANALYZE `+s.table); err != nil {
-		t.Fatal(err)
-	}
+	_, err := pool.Exec(ctx, `ANALYZE `+s.table)
+	require.NoError(t, err)
 	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer tx.Rollback(ctx) // EXPLAIN ANALYZE runs the DELETE
 	var plan []struct {
 		Plan planNode `json:"Plan"`
 	}
-	if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+s.sql.cleanup, batch).Scan(&plan); err != nil {
-		t.Fatal(err)
-	}
-	if len(plan) != 1 {
-		t.Fatalf("EXPLAIN returned %d plans", len(plan))
-	}
+	require.NoError(t, tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+s.sql.cleanup, batch).Scan(&plan))
+	require.Len(t, plan, 1, "plans EXPLAIN returned")
 	usesExpiryIndex := false
 	var walk func(n planNode)
 	walk = func(n planNode) {
-		if n.Rows > batch {
-			t.Errorf("plan node %s (%s) handles %v rows, more than a batch of %d", n.Type, n.Index, n.Rows, batch)
-		}
+		assert.LessOrEqual(t, n.Rows, float64(batch), "rows plan node %s (%s) handles: more than a batch", n.Type, n.Index)
 		if strings.HasSuffix(n.Index, indexSuffix) {
 			usesExpiryIndex = true
 		}
@@ -252,9 +207,7 @@ func TestCleanupPlan(t *testing.T) {
 		}
 	}
 	walk(plan[0].Plan)
-	if !usesExpiryIndex {
-		t.Errorf("the cleanup statement does not use the expiry index")
-	}
+	assert.True(t, usesExpiryIndex, "the cleanup statement does not use the expiry index")
 	if t.Failed() {
 		b, _ := json.MarshalIndent(plan, "", "  ")
 		t.Logf("plan: %s", b)

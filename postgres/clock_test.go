@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe"
 )
@@ -27,25 +29,22 @@ func newServerClock(tb testing.TB) *serverClock {
 	tb.Helper()
 	ctx := context.Background()
 	c := &serverClock{schema: "dedupe_clock_" + randomHex(tb, 6), admin: adminConn(tb)}
-	if _, err := c.admin.Exec(ctx, `CREATE SCHEMA `+c.schema+`;
+	_, err := c.admin.Exec(ctx, `CREATE SCHEMA `+c.schema+`;
 CREATE TABLE `+c.schema+`.clock_offset (d interval NOT NULL);
 INSERT INTO `+c.schema+`.clock_offset VALUES ('0');
 CREATE FUNCTION `+c.schema+`.now() RETURNS timestamptz LANGUAGE sql STABLE
-	AS 'SELECT pg_catalog.now() + (SELECT d FROM `+c.schema+`.clock_offset)'`); err != nil {
-		tb.Fatal(err)
-	}
+	AS 'SELECT pg_catalog.now() + (SELECT d FROM `+c.schema+`.clock_offset)'`)
+	require.NoError(tb, err)
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		conn, err := pgx.Connect(ctx, testDSN(tb))
-		if err != nil {
-			tb.Errorf("drop schema %s: %v", c.schema, err)
+		if !assert.NoError(tb, err, "drop schema %s", c.schema) {
 			return
 		}
 		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA `+c.schema+` CASCADE`); err != nil {
-			tb.Errorf("drop schema %s: %v", c.schema, err)
-		}
+		_, err = conn.Exec(ctx, `DROP SCHEMA `+c.schema+` CASCADE`)
+		assert.NoError(tb, err, "drop schema %s", c.schema)
 	})
 	return c
 }
@@ -54,17 +53,13 @@ CREATE FUNCTION `+c.schema+`.now() RETURNS timestamptz LANGUAGE sql STABLE
 func (c *serverClock) pool(tb testing.TB, maxConns int32) *pgxpool.Pool {
 	tb.Helper()
 	cfg, err := pgxpool.ParseConfig(testDSN(tb))
-	if err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, err)
 	cfg.ConnConfig.RuntimeParams["search_path"] = c.schema + ", pg_catalog, public"
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, err)
 	tb.Cleanup(pool.Close)
 	return pool
 }
@@ -77,19 +72,16 @@ func (c *serverClock) table(tb testing.TB) string {
 // advance moves the clock d forward.
 func (c *serverClock) advance(tb testing.TB, d time.Duration) {
 	tb.Helper()
-	if _, err := c.admin.Exec(context.Background(), `UPDATE `+c.schema+`.clock_offset SET d = d + $1::bigint * interval '1 microsecond'`,
-		micros(d)); err != nil {
-		tb.Fatal(err)
-	}
+	_, err := c.admin.Exec(context.Background(), `UPDATE `+c.schema+`.clock_offset SET d = d + $1::bigint * interval '1 microsecond'`,
+		micros(d))
+	require.NoError(tb, err)
 }
 
 // now returns the clock's time.
 func (c *serverClock) now(tb testing.TB) time.Time {
 	tb.Helper()
 	var t time.Time
-	if err := c.admin.QueryRow(context.Background(), `SELECT `+c.schema+`.now()`).Scan(&t); err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, c.admin.QueryRow(context.Background(), `SELECT `+c.schema+`.now()`).Scan(&t))
 	return t
 }
 
@@ -101,16 +93,14 @@ func TestServerClock(t *testing.T) {
 	for _, part := range []bool{false, true} {
 		s := newTestStore(t, pool, Config{Table: c.table(t), Partitioned: part})
 		k := testKey(t, "clock")
-		if err := s.Mark(context.Background(), k, time.Hour); err != nil {
-			t.Fatal(err)
-		}
-		if ok, err := s.Exists(context.Background(), k); err != nil || !ok {
-			t.Fatalf("partitioned %v: Exists = %v, %v; want true", part, ok, err)
-		}
+		require.NoError(t, s.Mark(context.Background(), k, time.Hour))
+		ok, err := s.Exists(context.Background(), k)
+		require.NoError(t, err, "partitioned %v: Exists", part)
+		require.True(t, ok, "partitioned %v: Exists", part)
 		c.advance(t, time.Hour)
-		if ok, err := s.Exists(context.Background(), k); err != nil || ok {
-			t.Fatalf("partitioned %v: Exists an hour later = %v, %v; want false", part, ok, err)
-		}
+		ok, err = s.Exists(context.Background(), k)
+		require.NoError(t, err, "partitioned %v: Exists an hour later", part)
+		require.False(t, ok, "partitioned %v: Exists an hour later", part)
 	}
 }
 

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupetest/faultproxy"
@@ -72,9 +73,7 @@ func TestTerminateBackends(t *testing.T) {
 				}
 				switch cSt {
 				case dedupe.Duplicate:
-					if !state[i].markTried.Load() {
-						t.Errorf("Claim(%s) = duplicate, but no Mark of it was ever called", ks[i])
-					}
+					assert.True(t, state[i].markTried.Load(), "Claim(%s) = duplicate, but no Mark of it was ever called", ks[i])
 				case dedupe.Claimed:
 					state[i].markTried.Store(true)
 					if count(s.Mark(ctx, ks[i], time.Hour)) {
@@ -112,17 +111,14 @@ func killWhileWorking(t *testing.T, admin *pgx.Conn, app string, workersDone <-c
 	killed, rounds := 0, 0
 	for progressed(okCount.Load() + 150) {
 		n, err := terminate(ctx, admin, app)
-		if err != nil {
-			t.Fatalf("pg_terminate_backend: %v", err)
-		}
+		require.NoError(t, err, "pg_terminate_backend")
 		killed += n
 		rounds++
 	}
 	t.Logf("%d calls succeeded, %d failed; %d backends terminated in %d rounds",
 		okCount.Load(), errCount.Load(), killed, rounds)
-	if killed == 0 || errCount.Load() == 0 {
-		t.Fatalf("the faults did not happen: %d backends terminated, %d errors", killed, errCount.Load())
-	}
+	require.NotZero(t, killed, "the faults did not happen: %d backends terminated, %d errors", killed, errCount.Load())
+	require.NotZero(t, errCount.Load(), "the faults did not happen: %d backends terminated, %d errors", killed, errCount.Load())
 
 }
 
@@ -135,34 +131,26 @@ func checkAfterKills(t *testing.T, s *Store, ks []dedupe.Key, state []keyState, 
 	// replaces it.
 	recovered := 0
 	for attempt := 0; recovered < 50; attempt++ {
-		if attempt > 50+maxConns {
-			t.Fatalf("the store did not recover: %d successes in %d calls", recovered, attempt)
-		}
+		require.LessOrEqual(t, attempt, 50+maxConns, "the store did not recover: %d successes in %d calls", recovered, attempt)
 		if _, err := s.Exists(ctx, ks[0]); err != nil {
-			if recovered > 0 {
-				t.Fatalf("Exists failed after %d successes: %v", recovered, err)
-			}
+			require.Zero(t, recovered, "Exists failed after %d successes: %v", recovered, err)
 			continue
 		}
 		recovered++
 	}
 	for i, k := range ks {
 		ok, err := s.Exists(ctx, k)
-		if err != nil {
-			t.Fatalf("Exists(%s) after the faults: %v", k, err)
+		require.NoError(t, err, "Exists(%s) after the faults", k)
+		if state[i].markOK.Load() {
+			assert.True(t, ok, "%s: Mark returned nil, but the mark is lost", k)
 		}
-		switch {
-		case state[i].markOK.Load() && !ok:
-			t.Errorf("%s: Mark returned nil, but the mark is lost", k)
-		case !state[i].markTried.Load() && ok:
-			t.Errorf("%s exists, but no Mark of it was ever called", k)
+		if !state[i].markTried.Load() {
+			assert.False(t, ok, "%s exists, but no Mark of it was ever called", k)
 		}
 		_, cSt, err := claimNew(ctx, s, k, time.Minute)
-		if err != nil {
-			t.Fatalf("Claim(%s) after the faults: %v", k, err)
-		}
-		if cSt == dedupe.Duplicate && !state[i].markTried.Load() {
-			t.Errorf("Claim(%s) after the faults = duplicate, but no Mark of it was ever called", k)
+		require.NoError(t, err, "Claim(%s) after the faults", k)
+		if !state[i].markTried.Load() {
+			assert.NotEqual(t, dedupe.Duplicate, cSt, "Claim(%s) after the faults = duplicate, but no Mark of it was ever called", k)
 		}
 	}
 }
@@ -204,12 +192,10 @@ func TestCancelMidQuery(t *testing.T) {
 	for waiting := false; !waiting; {
 		err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
 WHERE application_name = $1 AND wait_event_type = 'Lock')`, app).Scan(&waiting)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		select {
 		case r := <-res:
-			t.Fatalf("Claim returned before it was cancelled: %v, %v", r.c, r.err)
+			require.Failf(t, "Claim returned early", "Claim returned before it was cancelled: %v, %v", r.c, r.err)
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -218,28 +204,23 @@ WHERE application_name = $1 AND wait_event_type = 'Lock')`, app).Scan(&waiting)
 	select {
 	case r = <-res:
 	case <-time.After(10 * time.Second):
-		t.Fatal("Claim did not return within 10 s of its context being cancelled")
+		require.Fail(t, "Claim did not return within 10 s of its context being cancelled")
 	}
-	if !errors.Is(r.err, context.Canceled) {
-		t.Fatalf("cancelled Claim = %v, %v; want an error wrapping context.Canceled", r.c, r.err)
-	}
-	if r.status == dedupe.Claimed {
-		t.Fatalf("cancelled Claim returned a claim: %+v", r.c)
-	}
+	require.ErrorIs(t, r.err, context.Canceled, "cancelled Claim = %v", r.c)
+	require.NotEqual(t, dedupe.Claimed, r.status, "cancelled Claim returned a claim: %+v", r.c)
 	rollback()
 
 	// The store works on, on the pool's remaining or replacement connections.
 	other := dedupe.Key{Channel: "cancel", MessageID: randomHex(t, 4)}
-	if _, cSt, err := claimNew(ctx, s, other, time.Hour); err != nil || cSt != dedupe.Claimed {
-		t.Fatalf("Claim after a cancelled one = %v, %v", cSt, err)
-	}
+	_, cSt, err := claimNew(ctx, s, other, time.Hour)
+	require.NoError(t, err, "Claim after a cancelled one")
+	require.Equal(t, dedupe.Claimed, cSt, "Claim after a cancelled one")
 	// The server may still finish a statement whose client went away: the
 	// cancelled claim is then held until its lease runs out, which is InFlight,
 	// never Duplicate.
-	_, cSt, err := claimNew(ctx, s, k, time.Hour)
-	if err != nil || cSt == dedupe.Duplicate {
-		t.Fatalf("Claim of the key of the cancelled claim = %v, %v; want claimed or in flight", cSt, err)
-	}
+	_, cSt, err = claimNew(ctx, s, k, time.Hour)
+	require.NoError(t, err, "Claim of the key of the cancelled claim")
+	require.NotEqual(t, dedupe.Duplicate, cSt, "Claim of the key of the cancelled claim: want claimed or in flight")
 	t.Logf("after the cancelled claim, the key is %v", cSt)
 }
 
@@ -248,13 +229,9 @@ WHERE application_name = $1 AND wait_event_type = 'Lock')`, app).Scan(&waiting)
 func proxyPool(tb testing.TB, maxConns int32) (*pgxpool.Pool, *faultproxy.Proxy) {
 	tb.Helper()
 	cfg, err := pgxpool.ParseConfig(testDSN(tb))
-	if err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, err)
 	p, err := faultproxy.Start(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
-	if err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = p.Close() })
 	host, port, _ := net.SplitHostPort(p.Addr())
 	n, _ := strconv.Atoi(port)
@@ -264,9 +241,7 @@ func proxyPool(tb testing.TB, maxConns int32) (*pgxpool.Pool, *faultproxy.Proxy)
 		cfg.MaxConns = maxConns
 	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, err)
 	tb.Cleanup(pool.Close)
 	return pool, p
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe"
 )
@@ -79,16 +81,13 @@ func fillMarks(b testing.TB, pool *pgxpool.Pool, ident pgx.Identifier, prefix st
 		i++
 		return row, nil
 	}))
-	if err != nil {
-		b.Fatalf("COPY %d rows: %v", n, err)
-	}
+	require.NoError(b, err, "COPY %d rows", n)
 	// A table that grew over days has been vacuumed (its rows' hint bits set,
 	// its pages all visible) and checkpointed. Without this the first reads
 	// of the rows COPY wrote dirty their pages, and the checkpoint COPY's
 	// gigabyte of WAL set off runs while the store is measured.
-	if _, err := pool.Exec(ctx, `VACUUM (ANALYZE) `+ident.Sanitize()); err != nil {
-		b.Fatal(err)
-	}
+	_, err = pool.Exec(ctx, `VACUUM (ANALYZE) `+ident.Sanitize())
+	require.NoError(b, err)
 	if _, err := pool.Exec(ctx, `CHECKPOINT`); err != nil {
 		b.Logf("CHECKPOINT (needs pg_checkpoint or a superuser): %v", err)
 	}
@@ -104,9 +103,7 @@ func expiredDay(tb testing.TB, c *serverClock, pool *pgxpool.Pool, s *Store, tab
 	fillMarks(tb, pool, ident, "old", n, c.now(tb).Truncate(24*time.Hour).Add(time.Minute), 23*time.Hour)
 	c.advance(tb, 2*24*time.Hour)
 	if s.part != nil {
-		if err := s.part.add(context.Background(), pool, s.part.ahead); err != nil {
-			tb.Fatal(err)
-		}
+		require.NoError(tb, s.part.add(context.Background(), pool, s.part.ahead))
 	}
 	return ident
 }
@@ -125,9 +122,7 @@ func BenchmarkGrowth(b *testing.B) {
 			cfg.Table = testTable(b)
 			s := newTestStore(b, pool, cfg)
 			var now time.Time
-			if err := pool.QueryRow(context.Background(), `SELECT now()`).Scan(&now); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, pool.QueryRow(context.Background(), `SELECT now()`).Scan(&now))
 			fillMarks(b, pool, pgx.Identifier{cfg.Table}, "", size, now.Add(time.Minute), 23*time.Hour)
 			w := &claimMark{pool: pool, s: s, keys: &benchKeys{prefix: randomHex(b, 4) + "-"}}
 			exists := func(ctx context.Context, lat *[]time.Duration) error {
@@ -210,9 +205,9 @@ func cleanupUnderLoad(b *testing.B, cfg Config, expired, live int) {
 	wg.Wait()
 	// A large partition's rows are the statistics' estimate (exact after the
 	// VACUUM of fillMarks, within a few rows of it).
-	if err != nil || n < int64(expired)*99/100 || n > int64(expired)*101/100 {
-		b.Fatalf("CleanupExpired = %d, %v; want the %d expired rows", n, err, expired)
-	}
+	require.NoError(b, err, "CleanupExpired")
+	require.GreaterOrEqual(b, n, int64(expired)*99/100, "CleanupExpired: want the %d expired rows", expired)
+	require.LessOrEqual(b, n, int64(expired)*101/100, "CleanupExpired: want the %d expired rows", expired)
 	b.ReportMetric(float64(window.done[0].Load())/beforeWindow.Seconds(), "before-keys/s")
 	b.ReportMetric(float64(window.done[1].Load())/during.Seconds(), "during-keys/s")
 	b.ReportMetric(float64(window.lat[0].p99().Microseconds()), "before-p99-µs")
@@ -238,8 +233,7 @@ func (l *loadWindow) next() { l.phase.Add(1) }
 func (l *loadWindow) write(b *testing.B, w *claimMark) {
 	for l.phase.Load() < 2 {
 		var d []time.Duration
-		if err := w.store(context.Background(), &d); err != nil {
-			b.Error(err)
+		if !assert.NoError(b, w.store(context.Background(), &d)) {
 			return
 		}
 		if p := l.phase.Load(); p < 2 {

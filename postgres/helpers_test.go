@@ -16,6 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // dsnEnv names the environment variable holding the test server's DSN.
@@ -35,7 +37,7 @@ func testDSN(tb testing.TB) string {
 		msg := dsnEnv + " is not set: skipping the tests against a PostgreSQL server " +
 			"(for example " + dsnEnv + "=postgres://postgres@127.0.0.1:5432/test?sslmode=disable)"
 		if os.Getenv(requireEnv) == "1" {
-			tb.Fatal(msg + " (" + requireEnv + "=1: failing instead of skipping)")
+			require.Fail(tb, msg+" ("+requireEnv+"=1: failing instead of skipping)")
 		}
 		tb.Skip(msg)
 	}
@@ -45,9 +47,8 @@ func testDSN(tb testing.TB) string {
 func randomHex(tb testing.TB, n int) string {
 	tb.Helper()
 	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		tb.Fatal(err)
-	}
+	_, err := rand.Read(b)
+	require.NoError(tb, err)
 	return hex.EncodeToString(b)
 }
 
@@ -57,9 +58,7 @@ func randomHex(tb testing.TB, n int) string {
 func newPool(tb testing.TB, app string, maxConns int32) *pgxpool.Pool {
 	tb.Helper()
 	cfg, err := pgxpool.ParseConfig(testDSN(tb))
-	if err != nil {
-		tb.Fatalf("parse %s: %v", dsnEnv, err)
-	}
+	require.NoError(tb, err, "parse %s", dsnEnv)
 	if app != "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = app
 	}
@@ -67,9 +66,7 @@ func newPool(tb testing.TB, app string, maxConns int32) *pgxpool.Pool {
 		cfg.MaxConns = maxConns
 	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		tb.Fatalf("pool: %v", err)
-	}
+	require.NoError(tb, err, "pool")
 	tb.Cleanup(pool.Close)
 	return pool
 }
@@ -79,9 +76,7 @@ func newPool(tb testing.TB, app string, maxConns int32) *pgxpool.Pool {
 func adminConn(tb testing.TB) *pgx.Conn {
 	tb.Helper()
 	conn, err := pgx.Connect(context.Background(), testDSN(tb))
-	if err != nil {
-		tb.Fatalf("connect: %v", err)
-	}
+	require.NoError(tb, err, "connect")
 	tb.Cleanup(func() { _ = conn.Close(context.Background()) })
 	return conn
 }
@@ -96,14 +91,12 @@ func testTable(tb testing.TB) string {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			tb.Errorf("drop %s: %v", name, err)
+		if !assert.NoError(tb, err, "drop %s", name) {
 			return
 		}
 		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+name+"; DROP FUNCTION IF EXISTS "+name+addFnSuffix+"(timestamptz)"); err != nil {
-			tb.Errorf("drop %s: %v", name, err)
-		}
+		_, err = conn.Exec(ctx, "DROP TABLE IF EXISTS "+name+"; DROP FUNCTION IF EXISTS "+name+addFnSuffix+"(timestamptz)")
+		assert.NoError(tb, err, "drop %s", name)
 	})
 	return name
 }
@@ -115,9 +108,7 @@ func newTestStore(tb testing.TB, pool *pgxpool.Pool, cfg Config) *Store {
 		cfg.Table = testTable(tb)
 	}
 	s, err := New(context.Background(), pool, cfg)
-	if err != nil {
-		tb.Fatalf("New: %v", err)
-	}
+	require.NoError(tb, err, "New")
 	tb.Cleanup(func() { _ = s.Close() })
 	return s
 }
@@ -127,15 +118,9 @@ func newTestStore(tb testing.TB, pool *pgxpool.Pool, cfg Config) *Store {
 // the release succeeded.
 func holdExclusively(t *testing.T, s dedupe.Store, c dedupe.Claim, holders, claims *atomic.Int64) bool {
 	claims.Add(1)
-	if n := holders.Add(1); n != 1 {
-		t.Errorf("%d callers hold %s at once", n, c.Key)
-	}
+	assert.Equal(t, int64(1), holders.Add(1), "callers holding %s at once", c.Key)
 	holders.Add(-1)
-	if err := s.Release(context.Background(), c); err != nil {
-		t.Errorf("Release: %v", err)
-		return false
-	}
-	return true
+	return assert.NoError(t, s.Release(context.Background(), c), "Release")
 }
 
 // claimNew claims key on st with a new token: the claim, its status and the
@@ -197,17 +182,14 @@ func lockRow(tb testing.TB, table string, key dedupe.Key) (rollback func()) {
 	tb.Helper()
 	ctx := context.Background()
 	tx, err := adminConn(tb).Begin(ctx)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, err)
 	rollback = func() {
-		if err := tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
-			tb.Error(err)
+		if err := tx.Rollback(ctx); !errors.Is(err, pgx.ErrTxClosed) {
+			assert.NoError(tb, err)
 		}
 	}
 	tb.Cleanup(rollback)
-	if _, err := tx.Exec(ctx, `INSERT INTO `+table+` (key, token, expires_at) VALUES ($1, NULL, now() - interval '1 hour')`, key.String()); err != nil {
-		tb.Fatal(err)
-	}
+	_, err = tx.Exec(ctx, `INSERT INTO `+table+` (key, token, expires_at) VALUES ($1, NULL, now() - interval '1 hour')`, key.String())
+	require.NoError(tb, err)
 	return rollback
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/stretchr/testify/require"
 )
 
 // dupShare is the share of deliveries in BenchmarkLayered that are copies of
@@ -28,9 +29,7 @@ func BenchmarkLayered(b *testing.B) {
 	pg := newTestStore(b, pool, Config{})
 	front := dedupe.NewMemoryStore(dedupe.MemoryConfig{TTL: 5 * time.Minute})
 	layered, err := dedupe.NewLayered(front, pg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	// Not closed: closing the layered store would close pg, which the test
 	// table's cleanup closes.
 	contenders := []contender{
@@ -116,9 +115,7 @@ func BenchmarkLayeredExistsNew(b *testing.B) {
 	pg := newTestStore(b, pool, Config{})
 	front := dedupe.NewMemoryStore(dedupe.MemoryConfig{TTL: 5 * time.Minute})
 	layered, err := dedupe.NewLayered(front, pg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	exists := func(s dedupe.Store) func(ctx context.Context, lat *[]time.Duration) error {
 		keys := &benchKeys{prefix: randomHex(b, 4) + "-"}
 		return func(ctx context.Context, lat *[]time.Duration) error {

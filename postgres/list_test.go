@@ -3,12 +3,13 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"math"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The walk and the bulk writes of package migrate: MarkUntil writes marks
@@ -21,9 +22,8 @@ func TestListMarksAndMarkUntil(t *testing.T) {
 	t.Parallel()
 	table := testTable(t)
 	conn := adminConn(t)
-	if _, err := conn.Exec(context.Background(), `CREATE TABLE `+table+` (note text DEFAULT 'x', key text COLLATE "C" PRIMARY KEY, token text, expires_at timestamptz NOT NULL, result bytea)`); err != nil {
-		t.Fatal(err)
-	}
+	_, err := conn.Exec(context.Background(), `CREATE TABLE `+table+` (note text DEFAULT 'x', key text COLLATE "C" PRIMARY KEY, token text, expires_at timestamptz NOT NULL, result bytea)`)
+	require.NoError(t, err)
 	checkListMarks(t, newTestStore(t, newPool(t, "", 0), Config{Table: table}), table, 1)
 }
 
@@ -49,74 +49,59 @@ func checkListMarks(t *testing.T, s *Store, table string, minSizes int) {
 		exps[i] = time.Now().Add(time.Hour + time.Duration(i)*time.Second)
 	}
 	claim := dedupe.NewClaim(keys[0])
-	if _, err := s.Claim(ctx, claim, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	if present, err := s.MarkUntil(ctx, keys[1:], exps[1:]); err != nil || present != 0 {
-		t.Fatalf("MarkUntil: %d present, %v", present, err)
-	}
-	if err := s.Mark(ctx, dedupe.Key{Channel: "aa", MessageID: "expired"}, time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
+	_, err := s.Claim(ctx, claim, time.Hour)
+	require.NoError(t, err)
+	present, err := s.MarkUntil(ctx, keys[1:], exps[1:])
+	require.NoError(t, err, "MarkUntil")
+	require.Equal(t, 0, present, "MarkUntil: present")
+	require.NoError(t, s.Mark(ctx, dedupe.Key{Channel: "aa", MessageID: "expired"}, time.Millisecond))
 	// The claim is listed by neither; CountLive sees it.
 	marks, claims, oldest, newest, err := s.CountLive(ctx)
-	if err != nil || marks < n-2 || marks > n-1 || claims != 1 {
-		t.Fatalf("CountLive: %d marks, %d claims, %v", marks, claims, err)
-	}
-	if math.Abs(oldest.Sub(exps[1]).Seconds()) > 0.5 || math.Abs(newest.Sub(exps[n-1]).Seconds()) > 0.5 {
-		t.Fatalf("CountLive: oldest %v newest %v, want %v and %v", oldest, newest, exps[1], exps[n-1])
-	}
+	require.NoError(t, err, "CountLive")
+	require.GreaterOrEqual(t, marks, int64(n-2), "CountLive: marks")
+	require.LessOrEqual(t, marks, int64(n-1), "CountLive: marks")
+	require.Equal(t, int64(1), claims, "CountLive: claims")
+	require.WithinDuration(t, exps[1], oldest, 500*time.Millisecond, "CountLive: oldest")
+	require.WithinDuration(t, exps[n-1], newest, 500*time.Millisecond, "CountLive: newest")
 	// Over the claim and every mark again, one shorter: all present but the claimed key.
 	short := append([]time.Time(nil), exps...)
 	short[1] = time.Now().Add(time.Minute)
-	if present, err := s.MarkUntil(ctx, keys, short); err != nil || present != n-1 {
-		t.Fatalf("MarkUntil again: %d present, %v", present, err)
-	}
+	present, err = s.MarkUntil(ctx, keys, short)
+	require.NoError(t, err, "MarkUntil again")
+	require.Equal(t, n-1, present, "MarkUntil again: present")
 	var last string
 	listed := 0
 	cursor := ""
 	for {
 		next, err := s.ListMarks(ctx, cursor, 97, func(k dedupe.Key, exp time.Time) {
 			listed++
-			if k.String() <= last {
-				t.Fatalf("%s after %s: not in key order", k, last)
-			}
+			require.Greater(t, k.String(), last, "%s after %s: not in key order", k, last)
 			last = k.String()
 			if k.Channel == "aa" {
-				if exp.After(time.Now()) {
-					t.Errorf("the expired mark is listed with expiry %v", exp)
-				}
+				assert.False(t, exp.After(time.Now()), "the expired mark is listed with expiry %v", exp)
 				return
 			}
 			i, _ := strconv.Atoi(k.MessageID)
-			if d := exp.Sub(exps[i]); math.Abs(d.Seconds()) > 0.5 {
-				t.Errorf("%s: expiry off by %v", k, d)
-			}
+			assert.WithinDuration(t, exps[i], exp, 500*time.Millisecond, "%s: expiry", k)
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if next == "" {
 			break
 		}
 		cursor = next
 	}
-	if listed != n+1 {
-		t.Fatalf("listed %d marks, want %d", listed, n+1)
-	}
+	require.Equal(t, n+1, listed, "marks listed")
 	// A live mark keeps its result when a copy lengthens it.
 	rk := dedupe.Key{Channel: "qq", MessageID: "with-result"}
-	if err := s.MarkResult(ctx, rk, []byte("reply"), time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if present, err := s.MarkUntil(ctx, []dedupe.Key{rk}, []time.Time{time.Now().Add(time.Hour)}); err != nil || present != 1 {
-		t.Fatalf("MarkUntil over a mark with a result: %d present, %v", present, err)
-	}
-	if res, ok, err := s.Result(ctx, rk); err != nil || !ok || string(res) != "reply" {
-		t.Fatalf("Result after MarkUntil: %q %v %v", res, ok, err)
-	}
+	require.NoError(t, s.MarkResult(ctx, rk, []byte("reply"), time.Minute))
+	present, err = s.MarkUntil(ctx, []dedupe.Key{rk}, []time.Time{time.Now().Add(time.Hour)})
+	require.NoError(t, err, "MarkUntil over a mark with a result")
+	require.Equal(t, 1, present, "MarkUntil over a mark with a result: present")
+	res, ok, err := s.Result(ctx, rk)
+	require.NoError(t, err, "Result after MarkUntil")
+	require.True(t, ok, "Result after MarkUntil")
+	require.Equal(t, "reply", string(res), "Result after MarkUntil")
 	sizes, err := s.Sizes(ctx)
-	if err != nil || len(sizes) < minSizes {
-		t.Fatalf("Sizes: %v, %v", sizes, err)
-	}
+	require.NoError(t, err, "Sizes")
+	require.GreaterOrEqual(t, len(sizes), minSizes, "Sizes: %v", sizes)
 }

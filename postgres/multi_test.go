@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe"
 )
@@ -51,15 +53,13 @@ func raceInstances(t *testing.T, cfg Config) {
 				for i := range keys {
 					i := (i + g + inst*racers) % keys // racers take the keys in different orders
 					_, cSt, err := claimNew(ctx, s, ks[i], time.Minute)
-					if err != nil {
-						t.Errorf("instance %d: Claim(%s): %v", inst, ks[i], err)
+					if !assert.NoError(t, err, "instance %d: Claim(%s)", inst, ks[i]) {
 						return
 					}
 					switch cSt {
 					case dedupe.Claimed:
 						claimed[i].Add(1)
-						if err := s.Mark(ctx, ks[i], time.Hour); err != nil {
-							t.Errorf("instance %d: Mark(%s): %v", inst, ks[i], err)
+						if !assert.NoError(t, s.Mark(ctx, ks[i], time.Hour), "instance %d: Mark(%s)", inst, ks[i]) {
 							return
 						}
 						marked[i].Add(1)
@@ -76,12 +76,8 @@ func raceInstances(t *testing.T, cfg Config) {
 	wg.Wait()
 	var dups, held int64
 	for i, k := range ks {
-		if n := claimed[i].Load(); n != 1 {
-			t.Errorf("%s claimed %d times by %d racers on %d instances, want exactly once", k, n, racers, instances)
-		}
-		if n := marked[i].Load(); n != 1 {
-			t.Errorf("%s marked %d times, want once", k, n)
-		}
+		assert.Equal(t, int64(1), claimed[i].Load(), "times %s was claimed by %d racers on %d instances: want exactly once", k, racers, instances)
+		assert.Equal(t, int64(1), marked[i].Load(), "times %s was marked: want once", k)
 		dups += duplicate[i].Load()
 		held += inFlight[i].Load()
 	}
@@ -98,12 +94,12 @@ func checkProcessedEverywhere(t *testing.T, stores []*Store, ks []dedupe.Key) {
 	ctx := context.Background()
 	for inst, s := range stores {
 		for _, k := range ks {
-			if ok, err := s.Exists(ctx, k); err != nil || !ok {
-				t.Fatalf("instance %d: Exists(%s) = %v, %v; want true", inst, k, ok, err)
-			}
-			if _, cSt, err := claimNew(ctx, s, k, time.Minute); err != nil || cSt != dedupe.Duplicate {
-				t.Fatalf("instance %d: Claim(%s) after the run = %v, %v; want duplicate", inst, k, cSt, err)
-			}
+			ok, err := s.Exists(ctx, k)
+			require.NoError(t, err, "instance %d: Exists(%s)", inst, k)
+			require.True(t, ok, "instance %d: Exists(%s)", inst, k)
+			_, cSt, err := claimNew(ctx, s, k, time.Minute)
+			require.NoError(t, err, "instance %d: Claim(%s) after the run", inst, k)
+			require.Equal(t, dedupe.Duplicate, cSt, "instance %d: Claim(%s) after the run", inst, k)
 		}
 	}
 }
@@ -121,8 +117,7 @@ func startInstances(t *testing.T, n int, table string, cfg Config, rec *recorder
 			cfg := cfg
 			cfg.Table, cfg.Logger = table, rec.logger()
 			s, err := New(ctx, pool, cfg)
-			if err != nil {
-				t.Errorf("New of instance %d: %v", i, err)
+			if !assert.NoError(t, err, "New of instance %d", i) {
 				return
 			}
 			stores[i] = s
@@ -144,16 +139,12 @@ func startInstances(t *testing.T, n int, table string, cfg Config, rec *recorder
 // wrong outcome: at no moment do two callers hold the key.
 func TestRepeatableRead(t *testing.T) {
 	cfg, err := pgxpool.ParseConfig(testDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "repeatable read"
 	cfg.MaxConns = 8
 	ctx := context.Background()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	s := newTestStore(t, pool, Config{})
 	k := dedupe.Key{Channel: "rr", MessageID: randomHex(t, 4)}
@@ -168,13 +159,11 @@ func TestRepeatableRead(t *testing.T) {
 				case errors.As(err, &pgErr) && pgErr.Code == "40001":
 					serialization.Add(1)
 					continue
-				case err != nil:
-					t.Errorf("Claim: %v", err)
+				case !assert.NoError(t, err, "Claim"):
 					return
 				case cSt == dedupe.InFlight:
 					continue
-				case cSt != dedupe.Claimed:
-					t.Errorf("Claim = %v", cSt)
+				case !assert.Equal(t, dedupe.Claimed, cSt, "Claim"):
 					return
 				}
 				if !holdExclusively(t, s, c, &holders, &claims) {
@@ -185,7 +174,5 @@ func TestRepeatableRead(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("%d claims, %d serialization failures", claims.Load(), serialization.Load())
-	if claims.Load() == 0 {
-		t.Fatal("no claim succeeded")
-	}
+	require.NotZero(t, claims.Load(), "no claim succeeded")
 }

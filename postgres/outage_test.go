@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupetest/outage"
@@ -17,20 +19,14 @@ import (
 // at the end of the test.
 func openOutage(t *testing.T, addr, prefix string) dedupe.Store {
 	cfg, err := pgxpool.ParseConfig(testDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p, _ := strconv.Atoi(port)
 	cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(p)
 	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	table := "dedupe_test_" + prefix
 	t.Cleanup(func() { dropTable(t, table) })
@@ -42,9 +38,8 @@ func dropTable(t *testing.T, table string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn := adminConn(t)
-	if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+table); err != nil {
-		t.Errorf("drop %s: %v", table, err)
-	}
+	_, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+table)
+	assert.NoError(t, err, "drop %s", table)
 }
 
 // Releases that fail while PostgreSQL is unreachable land once it answers:
@@ -65,8 +60,6 @@ func TestLeaseEndOnCutOffInstance(t *testing.T) {
 // serverAddr returns host:port of the test server.
 func serverAddr(t *testing.T) string {
 	cfg, err := pgxpool.ParseConfig(testDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
 }

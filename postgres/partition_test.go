@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupetest"
@@ -26,9 +28,7 @@ func TestConformancePartitioned(t *testing.T) {
 		New: func(t *testing.T, o dedupetest.Options) dedupe.Store {
 			s, err := New(context.Background(), pool, Config{Table: table, TTL: o.TTL, Lease: o.Lease,
 				Partitioned: true, PartitionSpan: time.Hour})
-			if err != nil {
-				t.Fatalf("New: %v", err)
-			}
+			require.NoError(t, err, "New")
 			return s
 		},
 	})
@@ -39,13 +39,9 @@ func TestConformancePartitioned(t *testing.T) {
 func checkOneRowPerKey(t *testing.T, table string) {
 	t.Helper()
 	var keys, dups int
-	if err := adminConn(t).QueryRow(context.Background(), `SELECT count(*), count(*) FILTER (WHERE n > 1)
-FROM (SELECT count(*) AS n FROM `+table+` GROUP BY key) k`).Scan(&keys, &dups); err != nil {
-		t.Fatal(err)
-	}
-	if dups != 0 {
-		t.Fatalf("%d of %d keys have more than one row", dups, keys)
-	}
+	require.NoError(t, adminConn(t).QueryRow(context.Background(), `SELECT count(*), count(*) FILTER (WHERE n > 1)
+FROM (SELECT count(*) AS n FROM `+table+` GROUP BY key) k`).Scan(&keys, &dups))
+	require.Zero(t, dups, "keys of %d that have more than one row", keys)
 }
 
 // partState is where a key's row is: its count of rows, its partition
@@ -62,8 +58,8 @@ func readPart(t *testing.T, c *serverClock, table string, k dedupe.Key) partStat
 	var p partState
 	err := c.admin.QueryRow(context.Background(), `SELECT count(*) OVER (), tableoid::regclass::text, expires_at, token
 FROM `+table+` WHERE key = $1`, k.String()).Scan(&p.rows, &p.partition, &p.expires, &p.token)
-	if err != nil && !isNoRows(err) {
-		t.Fatal(err)
+	if !isNoRows(err) {
+		require.NoError(t, err)
 	}
 	return p
 }
@@ -100,16 +96,13 @@ func TestPartitionBoundaries(t *testing.T) {
 	var entries []*entry
 	for _, ttl := range []time.Duration{40 * time.Minute, 95 * time.Minute, 160 * time.Minute, 215 * time.Minute, 310 * time.Minute} {
 		e := &entry{key: testKey(t, "mark"), expires: c.now(t).Add(ttl)}
-		if err := s.MarkResult(ctx, e.key, []byte(ttl.String()), ttl); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, s.MarkResult(ctx, e.key, []byte(ttl.String()), ttl))
 		entries = append(entries, e)
 	}
 	for _, lease := range []time.Duration{15 * time.Minute, 70 * time.Minute} {
 		cl, st, err := claimNew(ctx, s, testKey(t, "claim"), lease)
-		if err != nil || st != dedupe.Claimed {
-			t.Fatalf("Claim = %v, %v", st, err)
-		}
+		require.NoError(t, err, "Claim")
+		require.Equal(t, dedupe.Claimed, st, "Claim")
 		entries = append(entries, &entry{key: cl.Key, claim: &cl, expires: c.now(t).Add(lease)})
 	}
 	moving := &entry{key: testKey(t, "moving")}
@@ -119,37 +112,27 @@ func TestPartitionBoundaries(t *testing.T) {
 	for step := range 12 {
 		now := c.now(t)
 		// The key marked again at every step hops to a later partition.
-		if err := s.Mark(ctx, moving.key, 95*time.Minute); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, s.Mark(ctx, moving.key, 95*time.Minute))
 		moving.expires = now.Add(95 * time.Minute)
 		// The long claim's holder extends it across the next boundary.
 		if cl := entries[len(entries)-2]; cl.expires.After(now) && step < 6 {
-			if err := s.Extend(ctx, *cl.claim, 70*time.Minute); err != nil {
-				t.Fatalf("step %d: Extend: %v", step, err)
-			}
+			require.NoError(t, s.Extend(ctx, *cl.claim, 70*time.Minute), "step %d: Extend", step)
 			cl.expires = now.Add(70 * time.Minute)
 		}
 		for _, e := range entries {
 			checkEntry(t, c, s, table, span, step, e.key, e.claim != nil, e.expires)
 		}
 		n, err := s.CleanupExpired(ctx)
-		if err != nil {
-			t.Fatalf("step %d: CleanupExpired: %v", step, err)
-		}
+		require.NoError(t, err, "step %d: CleanupExpired", step)
 		dropped += n
 		for _, e := range entries { // the cleanup took nothing live
 			checkEntry(t, c, s, table, span, step, e.key, e.claim != nil, e.expires)
 		}
 		c.advance(t, 25*time.Minute)
 	}
-	if dropped == 0 {
-		t.Fatal("no row was dropped with its partition")
-	}
+	require.NotZero(t, dropped, "no row was dropped with its partition")
 	var parts int
-	if err := c.admin.QueryRow(ctx, `SELECT count(*) FROM pg_inherits WHERE inhparent = $1::regclass`, table).Scan(&parts); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.admin.QueryRow(ctx, `SELECT count(*) FROM pg_inherits WHERE inhparent = $1::regclass`, table).Scan(&parts))
 	t.Logf("%d expired rows dropped with their partitions; %d partitions left", dropped, parts)
 }
 
@@ -161,26 +144,25 @@ func checkEntry(t *testing.T, c *serverClock, s *Store, table string, span time.
 	ctx := context.Background()
 	live := expires.After(c.now(t))
 	p := readPart(t, c, table, k)
-	switch {
-	case p.rows > 1:
-		t.Fatalf("step %d: %s has %d rows", step, k, p.rows)
-	case live && p.rows != 1:
-		t.Fatalf("step %d: live %s has no row", step, k)
-	case p.rows == 1 && p.partition != wantPartition(c, table, p.expires, span):
-		t.Fatalf("step %d: %s expiring at %v is in %s, want %s", step, k, p.expires, p.partition, wantPartition(c, table, p.expires, span))
-	case live && p.expires.Sub(expires).Abs() > time.Minute:
-		t.Fatalf("step %d: %s expires at %v, want %v", step, k, p.expires, expires)
+	require.LessOrEqual(t, p.rows, 1, "step %d: rows of %s", step, k)
+	if live {
+		require.Equal(t, 1, p.rows, "step %d: live %s has no row", step, k)
+	}
+	if p.rows == 1 {
+		require.Equal(t, wantPartition(c, table, p.expires, span), p.partition, "step %d: partition of %s expiring at %v", step, k, p.expires)
+	}
+	if live {
+		require.WithinDuration(t, expires, p.expires, time.Minute, "step %d: expiry of %s", step, k)
 	}
 	ok, err := s.Exists(ctx, k)
-	if err != nil || ok != (live && !claim) {
-		t.Fatalf("step %d: Exists(%s) = %v, %v; live %v, claim %v", step, k, ok, err, live, claim)
-	}
+	require.NoError(t, err, "step %d: Exists(%s)", step, k)
+	require.Equal(t, live && !claim, ok, "step %d: Exists(%s); live %v, claim %v", step, k, live, claim)
 	if !live {
 		return // left alone, so that its row goes with its partition
 	}
-	if _, st, err := claimNew(ctx, s, k, time.Minute); err != nil || st == dedupe.Claimed {
-		t.Fatalf("step %d: Claim(%s) = %v, %v with the key live", step, k, st, err)
-	}
+	_, st, err := claimNew(ctx, s, k, time.Minute)
+	require.NoError(t, err, "step %d: Claim(%s) with the key live", step, k)
+	require.NotEqual(t, dedupe.Claimed, st, "step %d: Claim(%s) with the key live", step, k)
 }
 
 // TestPartitionDropRace drops a partition of expired marks while eight
@@ -197,9 +179,7 @@ func TestPartitionDropRace(t *testing.T) {
 	ctx := context.Background()
 	c.advance(t, c.now(t).Truncate(span).Add(span+5*time.Minute).Sub(c.now(t)))
 	for i := range old {
-		if err := s.Mark(ctx, dedupe.Key{Channel: "old", MessageID: fmt.Sprint(i)}, 10*time.Minute); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, s.Mark(ctx, dedupe.Key{Channel: "old", MessageID: fmt.Sprint(i)}, 10*time.Minute))
 	}
 
 	var stop atomic.Bool
@@ -211,19 +191,16 @@ func TestPartitionDropRace(t *testing.T) {
 			for i := 0; !stop.Load() && i < 400; i++ {
 				k := dedupe.Key{Channel: "new", MessageID: fmt.Sprintf("%d-%d", w, i)}
 				cl, st, err := claimNew(ctx, s, k, 3*time.Hour) // outlasting the clock's moves
-				if err != nil || st != dedupe.Claimed {
-					t.Errorf("Claim(%s) = %v, %v", k, st, err)
+				if !assert.NoError(t, err, "Claim(%s)", k) || !assert.Equal(t, dedupe.Claimed, st, "Claim(%s)", k) {
 					return
 				}
 				if i%2 == 0 {
-					if err := s.Release(ctx, cl); err != nil {
-						t.Errorf("Release(%s): %v", k, err)
+					if !assert.NoError(t, s.Release(ctx, cl), "Release(%s)", k) {
 						return
 					}
 					releases.Add(1)
 				}
-				if err := s.Mark(ctx, k, 0); err != nil {
-					t.Errorf("Mark(%s): %v", k, err)
+				if !assert.NoError(t, s.Mark(ctx, k, 0), "Mark(%s)", k) {
 					return
 				}
 				marked[w] = append(marked[w], k)
@@ -234,9 +211,7 @@ func TestPartitionDropRace(t *testing.T) {
 	for range 2 {
 		c.advance(t, span)
 		n, err := s.CleanupExpired(ctx)
-		if err != nil {
-			t.Fatalf("CleanupExpired: %v", err)
-		}
+		require.NoError(t, err, "CleanupExpired")
 		dropped += n
 	}
 	stop.Store(true)
@@ -244,15 +219,14 @@ func TestPartitionDropRace(t *testing.T) {
 	// A released claim leaves a fence row for the store's lease (5 min): one
 	// the clock's move expired before its key was marked again went with its
 	// partition too.
-	if dropped < old || dropped > old+releases.Load() {
-		t.Errorf("the cleanup dropped %d rows, want the %d expired marks and at most %d expired fences", dropped, old, releases.Load())
-	}
+	assert.GreaterOrEqual(t, dropped, int64(old), "rows the cleanup dropped: want the %d expired marks and at most %d expired fences", old, releases.Load())
+	assert.LessOrEqual(t, dropped, old+releases.Load(), "rows the cleanup dropped: want the %d expired marks and at most %d expired fences", old, releases.Load())
 	total := 0
 	for _, ks := range marked {
 		for _, k := range ks {
-			if ok, err := s.Exists(ctx, k); err != nil || !ok {
-				t.Fatalf("Exists(%s) after the drops = %v, %v", k, ok, err)
-			}
+			ok, err := s.Exists(ctx, k)
+			require.NoError(t, err, "Exists(%s) after the drops", k)
+			require.True(t, ok, "Exists(%s) after the drops", k)
 		}
 		total += len(ks)
 	}
@@ -274,37 +248,31 @@ func TestPartitionsOnDemand(t *testing.T) {
 	check := func(k dedupe.Key) {
 		t.Helper()
 		p := readPart(t, c, table, k)
-		if p.rows != 1 || p.partition != wantPartition(c, table, p.expires, span) {
-			t.Fatalf("%s: %d rows, in %s, expiring at %v", k, p.rows, p.partition, p.expires)
-		}
+		require.Equal(t, 1, p.rows, "%s: rows, in %s, expiring at %v", k, p.partition, p.expires)
+		require.Equal(t, wantPartition(c, table, p.expires, span), p.partition, "%s: partition, expiring at %v", k, p.expires)
 	}
 	c.advance(t, 5*time.Hour)
 	k := testKey(t, "demand")
-	if err := s.Mark(ctx, k, 0); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Mark(ctx, k, 0))
 	check(k)
 	c.advance(t, 5*time.Hour)
 	k = testKey(t, "demand")
-	if _, st, err := claimNew(ctx, s, k, time.Minute); err != nil || st != dedupe.Claimed {
-		t.Fatalf("Claim = %v, %v", st, err)
-	}
+	_, st, err := claimNew(ctx, s, k, time.Minute)
+	require.NoError(t, err, "Claim")
+	require.Equal(t, dedupe.Claimed, st, "Claim")
 	check(k)
 	c.advance(t, 5*time.Hour)
 	k = testKey(t, "demand")
 	runs := 0
-	if err := s.DoTx(ctx, k, func(context.Context, pgx.Tx) error { runs++; return nil }); err != nil || runs != 1 {
-		t.Fatalf("DoTx = %v after %d runs of fn", err, runs)
-	}
+	require.NoError(t, s.DoTx(ctx, k, func(context.Context, pgx.Tx) error { runs++; return nil }), "DoTx")
+	require.Equal(t, 1, runs, "runs of fn by DoTx")
 	check(k)
 	k = testKey(t, "demand")
-	if err := s.Mark(ctx, k, 30*time.Hour); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Mark(ctx, k, 30*time.Hour))
 	check(k)
-	if ok, err := s.Exists(ctx, k); err != nil || !ok {
-		t.Fatalf("Exists = %v, %v", ok, err)
-	}
+	ok, err := s.Exists(ctx, k)
+	require.NoError(t, err, "Exists")
+	require.True(t, ok, "Exists")
 }
 
 // TestPartitionDetachResumed interrupts a cleanup while its DETACH …
@@ -320,66 +288,44 @@ func TestPartitionDetachResumed(t *testing.T) {
 	s := newTestStore(t, pool, Config{Table: table, Partitioned: true, PartitionSpan: span, TTL: time.Hour})
 	ctx := context.Background()
 	for range 3 {
-		if err := s.Mark(ctx, testKey(t, "old"), 10*time.Minute); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, s.Mark(ctx, testKey(t, "old"), 10*time.Minute))
 	}
 	c.advance(t, 2*span)
 	live := testKey(t, "live")
-	if err := s.Mark(ctx, live, 0); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Mark(ctx, live, 0))
 	// A detached partition left behind, of a range long past, holding a row.
 	orphan := table + partSuffix + "200001010000"
-	if _, err := c.admin.Exec(ctx, `CREATE TABLE `+orphan+` (LIKE `+table+`);
-INSERT INTO `+orphan+` VALUES ('orphan:1', NULL, '2000-01-01 00:30:00+00', NULL)`); err != nil {
-		t.Fatal(err)
-	}
+	_, err := c.admin.Exec(ctx, `CREATE TABLE `+orphan+` (LIKE `+table+`);
+INSERT INTO `+orphan+` VALUES ('orphan:1', NULL, '2000-01-01 00:30:00+00', NULL)`)
+	require.NoError(t, err)
 
 	reader, err := adminConn(t).Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := reader.Exec(ctx, `SELECT count(*) FROM `+table); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	_, err = reader.Exec(ctx, `SELECT count(*) FROM `+table)
+	require.NoError(t, err)
 	short, cancel := context.WithTimeout(ctx, 2*time.Second)
 	n1, err := s.CleanupExpired(short)
 	cancel()
-	if err == nil {
-		t.Fatal("CleanupExpired finished while a transaction read the partition it detaches")
-	}
+	require.Error(t, err, "CleanupExpired finished while a transaction read the partition it detaches")
 	var pending int
-	if err := c.admin.QueryRow(ctx, `SELECT count(*) FROM pg_inherits WHERE inhparent = $1::regclass AND inhdetachpending`,
-		table).Scan(&pending); err != nil {
-		t.Fatal(err)
-	}
-	if pending != 1 {
-		t.Fatalf("%d partitions half detached after the interrupted cleanup (%v), want 1", pending, err)
-	}
-	if err := reader.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.admin.QueryRow(ctx, `SELECT count(*) FROM pg_inherits WHERE inhparent = $1::regclass AND inhdetachpending`,
+		table).Scan(&pending))
+	require.Equal(t, 1, pending, "partitions half detached after the interrupted cleanup (%v)", err)
+	require.NoError(t, reader.Rollback(ctx))
 	// The interrupted cleanup's connection may end after CleanupExpired
 	// returned, holding the cleanup's lock until then: wait for it.
-	if _, err := c.admin.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1, 0)), pg_advisory_unlock(hashtextextended($1, 0))`,
-		s.part.dropLock()); err != nil {
-		t.Fatal(err)
-	}
+	_, err = c.admin.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1, 0)), pg_advisory_unlock(hashtextextended($1, 0))`,
+		s.part.dropLock())
+	require.NoError(t, err)
 	n2, err := s.CleanupExpired(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n1+n2 != 4 {
-		t.Fatalf("the cleanups dropped %d and %d rows, want the 3 expired marks and the orphan's row", n1, n2)
-	}
+	require.NoError(t, err)
+	require.Equal(t, int64(4), n1+n2, "the cleanups dropped %d and %d rows, want the 3 expired marks and the orphan's row", n1, n2)
 	var left bool
-	if err := c.admin.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, orphan).Scan(&left); err != nil || left {
-		t.Fatalf("the detached partition is still there (%v)", err)
-	}
-	if ok, err := s.Exists(ctx, live); err != nil || !ok {
-		t.Fatalf("Exists(live) = %v, %v", ok, err)
-	}
+	require.NoError(t, c.admin.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, orphan).Scan(&left))
+	require.False(t, left, "the detached partition is still there")
+	ok, err := s.Exists(ctx, live)
+	require.NoError(t, err, "Exists(live)")
+	require.True(t, ok, "Exists(live)")
 }
 
 // TestCleanupLargePartition drops a partition of over 16 MB, whose rows
@@ -395,31 +341,24 @@ func TestCleanupLargePartition(t *testing.T) {
 	ctx := context.Background()
 	ident := expiredDay(t, c, pool, s, cfg.Table, expired)
 	var size int64
-	if err := pool.QueryRow(ctx, `SELECT max(pg_relation_size(inhrelid)) FROM pg_inherits WHERE inhparent = $1::regclass`, ident.Sanitize()).Scan(&size); err != nil {
-		t.Fatal(err)
-	}
-	if size <= exactCountBytes {
-		t.Fatalf("the largest partition is %d bytes, not over the %d counted exactly", size, exactCountBytes)
-	}
+	require.NoError(t, pool.QueryRow(ctx, `SELECT max(pg_relation_size(inhrelid)) FROM pg_inherits WHERE inhparent = $1::regclass`, ident.Sanitize()).Scan(&size))
+	require.Greater(t, size, int64(exactCountBytes), "bytes of the largest partition: not over the %d counted exactly", exactCountBytes)
 	keys := make([]dedupe.Key, live)
 	for i := range keys {
 		keys[i] = dedupe.Key{Channel: "live", MessageID: fmt.Sprint(i)}
-		if err := s.Mark(ctx, keys[i], time.Duration(i+1)*time.Minute); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, s.Mark(ctx, keys[i], time.Duration(i+1)*time.Minute))
 	}
 	n, err := s.CleanupExpired(ctx)
-	if err != nil || n < expired*99/100 || n > expired*101/100 {
-		t.Fatalf("CleanupExpired = %d, %v; want about the %d rows of the expired partition", n, err, expired)
-	}
+	require.NoError(t, err, "CleanupExpired")
+	require.GreaterOrEqual(t, n, int64(expired*99/100), "CleanupExpired: want about the %d rows of the expired partition", expired)
+	require.LessOrEqual(t, n, int64(expired*101/100), "CleanupExpired: want about the %d rows of the expired partition", expired)
 	for _, k := range keys {
-		if ok, err := s.Exists(ctx, k); err != nil || !ok {
-			t.Fatalf("Exists(%s) after the drop = %v, %v", k, ok, err)
-		}
+		ok, err := s.Exists(ctx, k)
+		require.NoError(t, err, "Exists(%s) after the drop", k)
+		require.True(t, ok, "Exists(%s) after the drop", k)
 	}
 	var rows int64
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+ident.Sanitize()).Scan(&rows); err != nil || rows != live {
-		t.Fatalf("%d rows left, %v; want the %d live marks", rows, err, live)
-	}
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+ident.Sanitize()).Scan(&rows))
+	require.Equal(t, int64(live), rows, "rows left: want the %d live marks", live)
 	t.Logf("CleanupExpired returned %d for the %d rows of a %d MB partition", n, expired, size>>20)
 }

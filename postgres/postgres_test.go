@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupetest"
@@ -32,9 +33,7 @@ func TestConformance(t *testing.T) {
 		Unit:     conformanceUnit,
 		New: func(t *testing.T, o dedupetest.Options) dedupe.Store {
 			s, err := New(context.Background(), pool, Config{Table: table, TTL: o.TTL, Lease: o.Lease})
-			if err != nil {
-				t.Fatalf("New: %v", err)
-			}
+			require.NoError(t, err, "New")
 			return s
 		},
 	})
@@ -47,9 +46,7 @@ func remaining(t *testing.T, pool *pgxpool.Pool, s *Store, k dedupe.Key) time.Du
 	err := pool.QueryRow(context.Background(),
 		`SELECT (extract(epoch FROM expires_at - now()) * 1e9)::bigint FROM `+s.table+` WHERE key = $1`,
 		k.String()).Scan(&d)
-	if err != nil {
-		t.Fatalf("expiry of %s: %v", k, err)
-	}
+	require.NoError(t, err, "expiry of %s", k)
 	return d
 }
 
@@ -71,34 +68,24 @@ func TestDefaults(t *testing.T) {
 			s := newTestStore(t, pool, tc.cfg)
 			near := func(what string, got, want time.Duration) {
 				t.Helper()
-				if got > want || got < want-time.Minute {
-					t.Errorf("%s: %v left, want just under %v", what, got, want)
-				}
+				assert.LessOrEqual(t, got, want, "%s: time left, want just under %v", what, want)
+				assert.GreaterOrEqual(t, got, want-time.Minute, "%s: time left, want just under %v", what, want)
 			}
 			for i, ttl := range []time.Duration{0, -time.Second} {
 				k := dedupe.Key{Channel: "defaults", MessageID: "mark" + string(rune('0'+i))}
-				if err := s.Mark(ctx, k, ttl); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, s.Mark(ctx, k, ttl))
 				near("Mark(ttl "+ttl.String()+")", remaining(t, pool, s, k), tc.ttl)
 			}
 			k := dedupe.Key{Channel: "defaults", MessageID: "claim"}
 			c, cSt, err := claimNew(ctx, s, k, 0)
-			if err != nil || cSt != dedupe.Claimed {
-				t.Fatalf("Claim = %v, %v", c, err)
-			}
+			require.NoError(t, err, "Claim")
+			require.Equal(t, dedupe.Claimed, cSt, "Claim = %v", c)
 			near("Claim(lease 0)", remaining(t, pool, s, k), tc.lease)
-			if err := s.Extend(ctx, c, time.Hour); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, s.Extend(ctx, c, time.Hour))
 			near("Extend(1h)", remaining(t, pool, s, k), time.Hour)
-			if err := s.Extend(ctx, c, 0); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, s.Extend(ctx, c, 0))
 			near("Extend(0)", remaining(t, pool, s, k), tc.lease)
-			if b := s.Backend(); b != "postgres" {
-				t.Errorf("Backend() = %q", b)
-			}
+			assert.Equal(t, "postgres", s.Backend(), "Backend()")
 		})
 	}
 }
@@ -114,12 +101,8 @@ func TestTokens(t *testing.T) {
 		{Key: k, Token: strings.Repeat("0", 65)},
 		{Key: k},
 	} {
-		if err := s.Release(context.Background(), c); !errors.Is(err, dedupe.ErrNotOwner) {
-			t.Errorf("Release(%+v) = %v, want ErrNotOwner", c, err)
-		}
-		if err := s.Extend(context.Background(), c, time.Minute); !errors.Is(err, dedupe.ErrNotOwner) {
-			t.Errorf("Extend(%+v) = %v, want ErrNotOwner", c, err)
-		}
+		assert.ErrorIs(t, s.Release(context.Background(), c), dedupe.ErrNotOwner, "Release(%+v)", c)
+		assert.ErrorIs(t, s.Extend(context.Background(), c, time.Minute), dedupe.ErrNotOwner, "Extend(%+v)", c)
 	}
 }
 
@@ -134,9 +117,7 @@ func TestMicros(t *testing.T) {
 		{1500 * time.Microsecond, 1500},
 		{24 * time.Hour, 86_400_000_000},
 	} {
-		if got := micros(tc.d); got != tc.want {
-			t.Errorf("micros(%v) = %d, want %d", tc.d, got, tc.want)
-		}
+		assert.Equal(t, tc.want, micros(tc.d), "micros(%v)", tc.d)
 	}
 }
 
@@ -146,15 +127,10 @@ func TestCloseLeavesPool(t *testing.T) {
 	ctx := context.Background()
 	pool := newPool(t, "", 0)
 	s := newTestStore(t, pool, Config{})
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		t.Fatalf("pool after Store.Close: %v", err)
-	}
-	if _, err := s.CleanupExpired(ctx); !errors.Is(err, dedupe.ErrClosed) {
-		t.Fatalf("CleanupExpired after Close = %v, want ErrClosed", err)
-	}
+	require.NoError(t, s.Close())
+	require.NoError(t, pool.Ping(ctx), "pool after Store.Close")
+	_, err := s.CleanupExpired(ctx)
+	require.ErrorIs(t, err, dedupe.ErrClosed, "CleanupExpired after Close")
 }
 
 func TestOpen(t *testing.T) {
@@ -162,32 +138,21 @@ func TestOpen(t *testing.T) {
 	dsn := testDSN(t)
 	table := testTable(t)
 	s, err := Open(ctx, dsn, Config{Table: table})
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
+	require.NoError(t, err, "Open")
 	k := dedupe.Key{Channel: "open", MessageID: "1"}
-	if err := s.Mark(ctx, k, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := s.Exists(ctx, k); err != nil || !ok {
-		t.Fatalf("Exists = %v, %v", ok, err)
-	}
+	require.NoError(t, s.Mark(ctx, k, time.Hour))
+	ok, err := s.Exists(ctx, k)
+	require.NoError(t, err, "Exists")
+	require.True(t, ok, "Exists")
 	pool := s.pool
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := pool.Ping(ctx); err == nil {
-		t.Fatal("the pool of an Open store is still open after Close")
-	}
+	require.NoError(t, s.Close())
+	require.Error(t, pool.Ping(ctx), "the pool of an Open store is still open after Close")
 
-	if _, err := Open(ctx, "postgres://nobody@127.0.0.1:1/none?connect_timeout=2", Config{}); err == nil {
-		t.Fatal("Open of an unreachable server succeeded")
-	} else if !strings.HasPrefix(err.Error(), "dedupe: postgres:") {
-		t.Fatalf("Open error %q lacks the package prefix", err)
-	}
-	if _, err := Open(ctx, "::not a dsn::", Config{}); err == nil {
-		t.Fatal("Open of a malformed DSN succeeded")
-	}
+	_, err = Open(ctx, "postgres://nobody@127.0.0.1:1/none?connect_timeout=2", Config{})
+	require.Error(t, err, "Open of an unreachable server succeeded")
+	require.True(t, strings.HasPrefix(err.Error(), "dedupe: postgres:"), "Open error %q lacks the package prefix", err)
+	_, err = Open(ctx, "::not a dsn::", Config{})
+	require.Error(t, err, "Open of a malformed DSN succeeded")
 }
 
 // TestConcurrentNew checks that instances starting together on a missing
@@ -209,9 +174,7 @@ func TestConcurrentNew(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	}
 }
 
@@ -231,13 +194,11 @@ func TestClaimReleaseChurn(t *testing.T) {
 		wg.Go(func() {
 			for time.Now().Before(deadline) {
 				c, cSt, err := claimNew(ctx, s, k, time.Minute)
-				if err != nil {
-					t.Errorf("Claim: %v", err)
+				if !assert.NoError(t, err, "Claim") {
 					return
 				}
 				if cSt != dedupe.Claimed {
-					if cSt != dedupe.InFlight {
-						t.Errorf("Claim = %v, want claimed or in flight", cSt)
+					if !assert.Equal(t, dedupe.InFlight, cSt, "Claim: want claimed or in flight") {
 						return
 					}
 					continue
@@ -250,9 +211,7 @@ func TestClaimReleaseChurn(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("%d claims, %d claim statements run again after a concurrent commit", claims.Load(), rec.count(msgClaimAgain))
-	if claims.Load() < 2 {
-		t.Fatalf("only %d claims: the race did not happen", claims.Load())
-	}
+	require.GreaterOrEqual(t, claims.Load(), int64(2), "claims: the race did not happen")
 }
 
 // TestQueryExecModes runs the store's statements under every pgx query
@@ -266,45 +225,33 @@ func TestQueryExecModes(t *testing.T) {
 		pgx.QueryExecModeDescribeExec, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
 		t.Run(mode.String(), func(t *testing.T) {
 			cfg, err := pgxpool.ParseConfig(testDSN(t))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			cfg.ConnConfig.DefaultQueryExecMode = mode
 			pool, err := pgxpool.NewWithConfig(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer pool.Close()
 			s := newTestStore(t, pool, Config{Table: table})
 			k := dedupe.Key{Channel: "mode", MessageID: mode.String() + "-'quoted'; --"}
-			if ok, err := s.Exists(ctx, k); err != nil || ok {
-				t.Fatalf("Exists before Mark = %v, %v", ok, err)
-			}
+			ok, err := s.Exists(ctx, k)
+			require.NoError(t, err, "Exists before Mark")
+			require.False(t, ok, "Exists before Mark")
 			c, cSt, err := claimNew(ctx, s, k, time.Minute)
-			if err != nil || cSt != dedupe.Claimed {
-				t.Fatalf("Claim = %v, %v", cSt, err)
-			}
-			if _, c2St, err := claimNew(ctx, s, k, time.Minute); err != nil || c2St != dedupe.InFlight {
-				t.Fatalf("second Claim = %v, %v", c2St, err)
-			}
-			if err := s.Extend(ctx, c, time.Minute); err != nil {
-				t.Fatalf("Extend: %v", err)
-			}
-			if err := s.Release(ctx, c); err != nil {
-				t.Fatalf("Release: %v", err)
-			}
-			if err := s.Mark(ctx, k, time.Hour); err != nil {
-				t.Fatalf("Mark: %v", err)
-			}
-			if _, cSt, err := claimNew(ctx, s, k, time.Minute); err != nil || cSt != dedupe.Duplicate {
-				t.Fatalf("Claim after Mark = %v, %v", cSt, err)
-			}
-			if ok, err := s.Exists(ctx, k); err != nil || !ok {
-				t.Fatalf("Exists after Mark = %v, %v", ok, err)
-			}
-			if _, err := s.CleanupExpired(ctx); err != nil {
-				t.Fatalf("CleanupExpired: %v", err)
-			}
+			require.NoError(t, err, "Claim")
+			require.Equal(t, dedupe.Claimed, cSt, "Claim")
+			_, c2St, err := claimNew(ctx, s, k, time.Minute)
+			require.NoError(t, err, "second Claim")
+			require.Equal(t, dedupe.InFlight, c2St, "second Claim")
+			require.NoError(t, s.Extend(ctx, c, time.Minute), "Extend")
+			require.NoError(t, s.Release(ctx, c), "Release")
+			require.NoError(t, s.Mark(ctx, k, time.Hour), "Mark")
+			_, cSt, err = claimNew(ctx, s, k, time.Minute)
+			require.NoError(t, err, "Claim after Mark")
+			require.Equal(t, dedupe.Duplicate, cSt, "Claim after Mark")
+			ok, err = s.Exists(ctx, k)
+			require.NoError(t, err, "Exists after Mark")
+			require.True(t, ok, "Exists after Mark")
+			_, err = s.CleanupExpired(ctx)
+			require.NoError(t, err, "CleanupExpired")
 		})
 	}
 }
@@ -323,15 +270,13 @@ func checkLateClaimFenced(t *testing.T, st dedupe.Store) {
 	k := dedupe.Key{Channel: "fence", MessageID: randomHex(t, 8)}
 	want := func(c dedupe.Claim, status dedupe.Status) {
 		t.Helper()
-		if got, err := st.Claim(ctx, c, time.Minute); got != status || err != nil {
-			t.Fatalf("Claim(%.6s) = %v, %v; want %v", c.Token, got, err, status)
-		}
+		got, err := st.Claim(ctx, c, time.Minute)
+		require.NoError(t, err, "Claim(%.6s)", c.Token)
+		require.Equal(t, status, got, "Claim(%.6s)", c.Token)
 	}
 	release := func(c dedupe.Claim, want error) {
 		t.Helper()
-		if err := st.Release(ctx, c); !errors.Is(err, want) {
-			t.Fatalf("Release(%.6s) = %v, want %v", c.Token, err, want)
-		}
+		require.ErrorIs(t, st.Release(ctx, c), want, "Release(%.6s)", c.Token)
 	}
 	// Two copies: a's claim lands, b's is late; both callers give up and release.
 	a, b := dedupe.NewClaim(k), dedupe.NewClaim(k)
@@ -344,9 +289,7 @@ func checkLateClaimFenced(t *testing.T, st dedupe.Store) {
 	c := dedupe.NewClaim(k)
 	want(c, dedupe.Claimed)
 	want(c, dedupe.Claimed) // idempotent
-	if err := st.Extend(ctx, c, time.Minute); err != nil {
-		t.Fatalf("Extend: %v", err)
-	}
+	require.NoError(t, st.Extend(ctx, c, time.Minute), "Extend")
 	want(b, dedupe.InFlight)
 	release(c, nil)
 	want(a, dedupe.InFlight)
@@ -355,14 +298,12 @@ func checkLateClaimFenced(t *testing.T, st dedupe.Store) {
 	d := dedupe.NewClaim(k2)
 	release(d, dedupe.ErrNotOwner)
 	want(d, dedupe.InFlight)
-	if ok, err := st.Exists(ctx, k2); ok || err != nil {
-		t.Fatalf("Exists of a fenced key = %v, %v", ok, err)
-	}
+	ok, err := st.Exists(ctx, k2)
+	require.NoError(t, err, "Exists of a fenced key")
+	require.False(t, ok, "Exists of a fenced key")
 	e := dedupe.NewClaim(k2)
 	want(e, dedupe.Claimed)
-	if err := st.Mark(ctx, k2, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.Mark(ctx, k2, time.Minute))
 	want(d, dedupe.Duplicate)
 	// The eight latest fences hold, however many tokens were released.
 	k3 := dedupe.Key{Channel: "fence", MessageID: randomHex(t, 8)}

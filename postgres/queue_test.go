@@ -10,6 +10,7 @@ import (
 	"github.com/gatewaykit/dedupe/queue"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp/durabletest"
@@ -23,9 +24,7 @@ import (
 func queuePool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	pool, err := pgxpool.New(context.Background(), postgres.ServerDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	return pool
 }
@@ -48,9 +47,7 @@ func TestQueueConformance(t *testing.T) {
 				Table: table, Visibility: o.Visibility, Retention: o.Retention, MaxDepth: o.MaxDepth,
 				PollInterval: 20 * time.Millisecond,
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			dropAtEnd(t, pool, table)
 			return q
 		},
@@ -81,13 +78,9 @@ func postgresKillConfig() durabletest.KillConfig {
 			q, err := postgres.NewQueue(context.Background(), pool, postgres.QueueConfig{
 				Table: name + "_queue", Visibility: time.Second, PollInterval: 50 * time.Millisecond,
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			s, err := postgres.New(context.Background(), pool, postgres.Config{Table: name + "_marks"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			return q, s
 		},
 		Drop: func(t *testing.T, name string) {
@@ -108,36 +101,25 @@ func TestQueueUpgrade(t *testing.T) {
 	id text PRIMARY KEY, key text NOT NULL, state smallint NOT NULL,
 	attempts integer NOT NULL DEFAULT 0, receipt text, visible_at timestamptz NOT NULL,
 	accepted_at timestamptz NOT NULL, updated_at timestamptz NOT NULL, data bytea)`)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	m := queue.Message{ID: "old", Key: dedupe.Key{Channel: "c", MessageID: "1"}, Method: "POST", Target: "/"}
 	data, err := m.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `INSERT INTO "`+table+`" (id, key, state, visible_at, accepted_at, updated_at, data)
 VALUES ($1, $2, 1, now(), now(), now(), $3)`, m.ID, m.Key.String(), data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for range 2 { // the second finds the column
 		q, err := postgres.NewQueue(ctx, pool, postgres.QueueConfig{Table: table, PollInterval: 20 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		d, err := q.Take(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := q.Update(ctx, d, queue.Change{State: queue.StateFailed, Reason: "why"}); err != nil {
-			t.Fatal(err)
-		}
-		if e, ok, err := q.Status(ctx, "old"); err != nil || !ok || e.Reason != "why" {
-			t.Fatalf("Status = %+v, %v, %v", e, ok, err)
-		}
-		if ok, err := q.Requeue(ctx, "old"); err != nil || !ok {
-			t.Fatalf("Requeue = %v, %v", ok, err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, q.Update(ctx, d, queue.Change{State: queue.StateFailed, Reason: "why"}))
+		e, ok, err := q.Status(ctx, "old")
+		require.NoError(t, err, "Status")
+		require.True(t, ok, "Status = %+v", e)
+		require.Equal(t, "why", e.Reason, "Status = %+v", e)
+		ok, err = q.Requeue(ctx, "old")
+		require.NoError(t, err, "Requeue")
+		require.True(t, ok, "Requeue")
 	}
 }

@@ -3,11 +3,11 @@ package postgres
 import (
 	"bytes"
 	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe"
 )
@@ -38,46 +38,32 @@ func TestResults(t *testing.T) {
 			want := func(k dedupe.Key, res []byte, marked bool) {
 				t.Helper()
 				got, ok, err := s.Result(ctx, k)
-				if err != nil || ok != marked || !bytes.Equal(got, res) || (res == nil) != (got == nil) {
-					t.Fatalf("Result(%s) = %q, %v, %v; want %q, %v", k, got, ok, err, res, marked)
-				}
+				require.NoError(t, err, "Result(%s)", k)
+				require.Equal(t, marked, ok, "Result(%s): marked", k)
+				require.Equal(t, res, got, "Result(%s)", k)
 			}
 			k := testKey(t, "result")
 			want(k, nil, false)
 			c1, _, err := claimNew(ctx, s, k, time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			want(k, nil, false) // a claim is not a mark
-			if err := s.MarkResult(ctx, k, []byte("answer"), time.Hour); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, s.MarkResult(ctx, k, []byte("answer"), time.Hour))
 			want(k, []byte("answer"), true)
-			if err := s.Release(ctx, c1); !errors.Is(err, dedupe.ErrNotOwner) {
-				t.Fatalf("Release after the mark = %v, want ErrNotOwner", err)
-			}
+			require.ErrorIs(t, s.Release(ctx, c1), dedupe.ErrNotOwner, "Release after the mark")
 			want(k, []byte("answer"), true) // a release leaves a mark alone
-			if err := s.Mark(ctx, k, time.Hour); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, s.Mark(ctx, k, time.Hour))
 			want(k, nil, true) // a later Mark drops the result
 
 			empty := testKey(t, "result")
-			if err := s.MarkResult(ctx, empty, []byte{}, time.Hour); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, s.MarkResult(ctx, empty, []byte{}, time.Hour))
 			want(empty, nil, true)
 
 			big := testKey(t, "result")
 			err = s.MarkResult(ctx, big, make([]byte, dedupe.MaxResultSize+1), time.Hour)
-			if !errors.Is(err, dedupe.ErrTooLarge) {
-				t.Fatalf("MarkResult over MaxResultSize = %v, want ErrTooLarge", err)
-			}
+			require.ErrorIs(t, err, dedupe.ErrTooLarge, "MarkResult over MaxResultSize")
 			want(big, nil, false)
 			full := bytes.Repeat([]byte{0, 0xff}, dedupe.MaxResultSize/2)
-			if err := s.MarkResult(ctx, big, full, time.Hour); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, s.MarkResult(ctx, big, full, time.Hour))
 			want(big, full, true)
 			checkResultsDropped(t, c, s, want)
 		})
@@ -91,31 +77,21 @@ func checkResultsDropped(t *testing.T, c *serverClock, s *Store, want func(dedup
 	ctx := context.Background()
 	byClaim, byRelease, byTx := testKey(t, "result"), testKey(t, "result"), testKey(t, "result")
 	for _, k := range []dedupe.Key{byClaim, byRelease, byTx} {
-		if err := s.MarkResult(ctx, k, []byte("old"), time.Minute); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, s.MarkResult(ctx, k, []byte("old"), time.Minute))
 	}
 	c.advance(t, 2*time.Minute)
 	want(byClaim, nil, false)
 	c2, st, err := claimNew(ctx, s, byClaim, time.Minute)
-	if err != nil || st != dedupe.Claimed {
-		t.Fatalf("Claim over an expired mark = %v, %v", st, err)
-	}
-	if err := s.Release(ctx, dedupe.NewClaim(byRelease)); !errors.Is(err, dedupe.ErrNotOwner) {
-		t.Fatalf("Release of an expired mark = %v, want ErrNotOwner", err)
-	}
+	require.NoError(t, err, "Claim over an expired mark")
+	require.Equal(t, dedupe.Claimed, st, "Claim over an expired mark")
+	require.ErrorIs(t, s.Release(ctx, dedupe.NewClaim(byRelease)), dedupe.ErrNotOwner, "Release of an expired mark")
 	for _, k := range []dedupe.Key{byClaim, byRelease} { // a claim's row, a fence's row
 		var kept []byte
-		if err := s.pool.QueryRow(ctx, `SELECT result FROM `+s.table+` WHERE key = $1`, k.String()).Scan(&kept); err != nil || kept != nil {
-			t.Fatalf("the row of %s keeps result %q (%v)", k, kept, err)
-		}
+		require.NoError(t, s.pool.QueryRow(ctx, `SELECT result FROM `+s.table+` WHERE key = $1`, k.String()).Scan(&kept), "the row of %s", k)
+		require.Nil(t, kept, "the row of %s keeps result %q", k, kept)
 	}
-	if err := s.Release(ctx, c2); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.DoTx(ctx, byTx, func(context.Context, pgx.Tx) error { return nil }); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Release(ctx, c2))
+	require.NoError(t, s.DoTx(ctx, byTx, func(context.Context, pgx.Tx) error { return nil }))
 	want(byTx, nil, true)
 }
 
@@ -133,16 +109,13 @@ func TestDoResult(t *testing.T) {
 				runs++
 				return []byte("reply 1"), nil
 			}
-			if res, err := d.DoResult(ctx, k, fn); err != nil || string(res) != "reply 1" {
-				t.Fatalf("first DoResult = %q, %v", res, err)
-			}
 			res, err := d.DoResult(ctx, k, fn)
-			if !errors.Is(err, dedupe.ErrDuplicate) || string(res) != "reply 1" {
-				t.Fatalf("second DoResult = %q, %v; want the first's result and ErrDuplicate", res, err)
-			}
-			if runs != 1 {
-				t.Fatalf("fn ran %d times", runs)
-			}
+			require.NoError(t, err, "first DoResult")
+			require.Equal(t, "reply 1", string(res), "first DoResult")
+			res, err = d.DoResult(ctx, k, fn)
+			require.ErrorIs(t, err, dedupe.ErrDuplicate, "second DoResult: want the first's result and ErrDuplicate")
+			require.Equal(t, "reply 1", string(res), "second DoResult: want the first's result and ErrDuplicate")
+			require.Equal(t, 1, runs, "times fn ran")
 		})
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestParseTable(t *testing.T) {
@@ -32,15 +34,12 @@ func TestParseTable(t *testing.T) {
 		{strings.Repeat("s", maxIdentLen+1) + ".t", ""},
 	} {
 		ident, err := parseTable(tc.name)
-		switch {
-		case tc.want == "" && err == nil:
-			t.Errorf("parseTable(%q) = %s, want an error", tc.name, ident.Sanitize())
-		case tc.want == "" && !strings.HasPrefix(err.Error(), "dedupe: postgres: table name"):
-			t.Errorf("parseTable(%q) error %q lacks its prefix", tc.name, err)
-		case tc.want != "" && err != nil:
-			t.Errorf("parseTable(%q): %v", tc.name, err)
-		case tc.want != "" && ident.Sanitize() != tc.want:
-			t.Errorf("parseTable(%q) = %s, want %s", tc.name, ident.Sanitize(), tc.want)
+		if tc.want == "" {
+			if assert.Error(t, err, "parseTable(%q) = %s, want an error", tc.name, ident.Sanitize()) {
+				assert.True(t, strings.HasPrefix(err.Error(), "dedupe: postgres: table name"), "parseTable(%q) error %q lacks its prefix", tc.name, err)
+			}
+		} else if assert.NoError(t, err, "parseTable(%q)", tc.name) {
+			assert.Equal(t, tc.want, ident.Sanitize(), "parseTable(%q)", tc.name)
 		}
 	}
 }
@@ -88,39 +87,30 @@ func TestIncompatibleTable(t *testing.T) {
 	for _, tc := range incompatibleTables {
 		t.Run(tc.name, func(t *testing.T) {
 			table := testTable(t)
-			if _, err := admin.Exec(ctx, `CREATE TABLE `+table+` `+tc.create); err != nil {
-				t.Fatal(err)
-			}
+			_, err := admin.Exec(ctx, `CREATE TABLE `+table+` `+tc.create)
+			require.NoError(t, err)
 			s, err := New(ctx, pool, Config{Table: table})
 			if err == nil {
 				s.Close()
-				t.Fatalf("New on a table %s succeeded", tc.create)
 			}
+			require.Error(t, err, "New on a table %s succeeded", tc.create)
 			msg := err.Error()
-			if !strings.HasPrefix(msg, `dedupe: postgres: table "`+table+`": exists with an incompatible shape`) ||
-				!strings.Contains(msg, tc.want) {
-				t.Fatalf("New error %q, want one naming %q", msg, tc.want)
-			}
+			require.True(t, strings.HasPrefix(msg, `dedupe: postgres: table "`+table+`": exists with an incompatible shape`),
+				"New error %q, want one naming %q", msg, tc.want)
+			require.Contains(t, msg, tc.want, "New error")
 			// Nothing was created beside the refused table.
 			var indexes int
-			if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE tablename = $1 AND indexname LIKE '%expires_at_idx'`, table).Scan(&indexes); err != nil {
-				t.Fatal(err)
-			}
-			if indexes != 0 {
-				t.Fatalf("New created an index on the refused table")
-			}
+			require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE tablename = $1 AND indexname LIKE '%expires_at_idx'`, table).Scan(&indexes))
+			require.Zero(t, indexes, "New created an index on the refused table")
 		})
 	}
 	t.Run("view", func(t *testing.T) {
 		table := testTable(t)
-		if _, err := admin.Exec(ctx, `CREATE VIEW `+table+` AS SELECT 'k'::text AS key, NULL::text AS token, now() AS expires_at`); err != nil {
-			t.Fatal(err)
-		}
+		_, err := admin.Exec(ctx, `CREATE VIEW `+table+` AS SELECT 'k'::text AS key, NULL::text AS token, now() AS expires_at`)
+		require.NoError(t, err)
 		t.Cleanup(func() { _, _ = admin.Exec(ctx, `DROP VIEW IF EXISTS `+table) })
-		_, err := New(ctx, pool, Config{Table: table})
-		if err == nil || !strings.Contains(err.Error(), "is not a table") {
-			t.Fatalf("New on a view = %v, want an error saying it is not a table", err)
-		}
+		_, err = New(ctx, pool, Config{Table: table})
+		require.ErrorContains(t, err, "is not a table", "New on a view")
 	})
 }
 
@@ -133,35 +123,27 @@ func TestMigratedTable(t *testing.T) {
 	admin := adminConn(t)
 	ctx := context.Background()
 	table := testTable(t)
-	if _, err := admin.Exec(ctx, `CREATE TABLE `+table+` (
+	_, err := admin.Exec(ctx, `CREATE TABLE `+table+` (
 	id bigserial PRIMARY KEY,
 	key text NOT NULL UNIQUE,
 	token text,
 	expires_at timestamptz NOT NULL,
 	created_at timestamptz NOT NULL DEFAULT now()
 );
-CREATE INDEX `+table+`_exp ON `+table+` (expires_at, key)`); err != nil {
-		t.Fatal(err)
-	}
+CREATE INDEX `+table+`_exp ON `+table+` (expires_at, key)`)
+	require.NoError(t, err)
 	s := newTestStore(t, pool, Config{Table: table})
 	k := dedupe.Key{Channel: "migrated", MessageID: "1"}
 	_, cSt, err := claimNew(ctx, s, k, time.Minute)
-	if err != nil || cSt != dedupe.Claimed {
-		t.Fatalf("Claim = %v, %v", cSt, err)
-	}
-	if err := s.Mark(ctx, k, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	if _, cSt, err := claimNew(ctx, s, k, time.Minute); err != nil || cSt != dedupe.Duplicate {
-		t.Fatalf("Claim of a marked key = %v, %v", cSt, err)
-	}
+	require.NoError(t, err, "Claim")
+	require.Equal(t, dedupe.Claimed, cSt, "Claim")
+	require.NoError(t, s.Mark(ctx, k, time.Hour))
+	_, cSt, err = claimNew(ctx, s, k, time.Minute)
+	require.NoError(t, err, "Claim of a marked key")
+	require.Equal(t, dedupe.Duplicate, cSt, "Claim of a marked key")
 	var indexes int
-	if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE tablename = $1`, table).Scan(&indexes); err != nil {
-		t.Fatal(err)
-	}
-	if indexes != 3 { // id, key, and the migration's expiry index
-		t.Fatalf("the table has %d indexes, want the migration's 3 untouched", indexes)
-	}
+	require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE tablename = $1`, table).Scan(&indexes))
+	require.Equal(t, 3, indexes, "the table's indexes: want the migration's 3 untouched") // id, key, and the migration's expiry index
 }
 
 // TestSchemaQualified checks a table in a schema of its own, and that the
@@ -171,29 +153,21 @@ func TestSchemaQualified(t *testing.T) {
 	admin := adminConn(t)
 	ctx := context.Background()
 	schema := "dedupe_schema_" + randomHex(t, 4)
-	if _, err := admin.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
-		t.Fatal(err)
-	}
+	_, err := admin.Exec(ctx, `CREATE SCHEMA `+schema)
+	require.NoError(t, err)
 	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
 	s := newTestStore(t, pool, Config{Table: schema + ".Keys"})
 	k := dedupe.Key{Channel: "schema", MessageID: "1"}
-	if err := s.Mark(ctx, k, time.Hour); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Mark(ctx, k, time.Hour))
 	var n int
-	if err := admin.QueryRow(ctx, `SELECT count(*) FROM `+schema+`."Keys"`).Scan(&n); err != nil || n != 1 {
-		t.Fatalf("rows in %s.\"Keys\" = %d, %v; want 1", schema, n, err)
-	}
+	require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM `+schema+`."Keys"`).Scan(&n), "rows in %s.\"Keys\"", schema)
+	require.Equal(t, 1, n, "rows in %s.\"Keys\"", schema)
 	var index string
-	if err := admin.QueryRow(ctx, `SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND indexdef LIKE '%(expires_at)'`, schema).Scan(&index); err != nil {
-		t.Fatalf("expiry index: %v", err)
-	}
-	if index != "Keys"+indexSuffix {
-		t.Fatalf("expiry index %q, want %q", index, "Keys"+indexSuffix)
-	}
+	require.NoError(t, admin.QueryRow(ctx, `SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND indexdef LIKE '%(expires_at)'`, schema).Scan(&index), "expiry index")
+	require.Equal(t, "Keys"+indexSuffix, index, "expiry index")
 	// A second instance on the existing table creates nothing new.
 	s2 := newTestStore(t, pool, Config{Table: schema + ".Keys"})
-	if ok, err := s2.Exists(ctx, k); err != nil || !ok {
-		t.Fatalf("Exists on the second instance = %v, %v", ok, err)
-	}
+	ok, err := s2.Exists(ctx, k)
+	require.NoError(t, err, "Exists on the second instance")
+	require.True(t, ok, "Exists on the second instance")
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupetest/killtest"
@@ -52,17 +54,13 @@ func TestTxKill(t *testing.T) {
 			conn := adminConn(t)
 			var applied, doubles, lost int
 			err := conn.QueryRow(context.Background(), `SELECT count(DISTINCT key), count(*) - count(DISTINCT key) FROM `+effects).Scan(&applied, &doubles)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			lost = keys - applied
 			t.Logf("%s: %d rounds of 2 processes SIGKILLed, %d messages: %d applied twice or more (extra effects %d), %d lost",
 				mode, rounds, keys, doubles, doubles, lost)
-			if lost != 0 {
-				t.Errorf("%s: %d messages lost", mode, lost)
-			}
-			if mode == "tx" && doubles != 0 {
-				t.Errorf("DoTx: %d effects applied more than once", doubles)
+			assert.Zero(t, lost, "%s: messages lost", mode)
+			if mode == "tx" {
+				assert.Zero(t, doubles, "DoTx: effects applied more than once")
 			}
 		})
 	}
@@ -78,9 +76,7 @@ func TestTxKillChild(t *testing.T) {
 	ctx := context.Background()
 	pool := newPool(t, "", 4)
 	s, err := New(ctx, pool, Config{Table: os.Getenv(txKillTable)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	effects := os.Getenv(txKillEffects)
 	keys, _ := strconv.Atoi(os.Getenv(txKillKeys))
 	round := os.Getenv("KILLTEST_ROUND")
@@ -113,8 +109,8 @@ func TestTxKillChild(t *testing.T) {
 			err := deliver(k)
 			if errors.Is(err, dedupe.ErrInFlight) {
 				left++ // a killed process's claim: its lease runs out
-			} else if err != nil && !errors.Is(err, dedupe.ErrDuplicate) {
-				t.Fatalf("deliver %s: %v", k, err)
+			} else if !errors.Is(err, dedupe.ErrDuplicate) {
+				require.NoError(t, err, "deliver %s", k)
 			}
 		}
 		if left == 0 || round != "finish" {
@@ -123,9 +119,7 @@ func TestTxKillChild(t *testing.T) {
 			}
 			return
 		}
-		if pass > 100 {
-			t.Fatalf("%d messages still in flight after %d passes", left, pass)
-		}
+		require.LessOrEqual(t, pass, 100, "%d messages still in flight after %d passes", left, pass)
 		time.Sleep(100 * time.Millisecond)
 	}
 }

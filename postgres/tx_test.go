@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe"
 )
@@ -18,17 +20,14 @@ import (
 func effectsTable(t *testing.T) string {
 	name := testTable(t) // dropped at the end
 	conn := adminConn(t)
-	if _, err := conn.Exec(context.Background(), "CREATE TABLE "+name+" (key text NOT NULL, at timestamptz DEFAULT now())"); err != nil {
-		t.Fatal(err)
-	}
+	_, err := conn.Exec(context.Background(), "CREATE TABLE "+name+" (key text NOT NULL, at timestamptz DEFAULT now())")
+	require.NoError(t, err)
 	return name
 }
 
 func countEffects(t *testing.T, table, key string) int {
 	var n int
-	if err := adminConn(t).QueryRow(context.Background(), "SELECT count(*) FROM "+table+" WHERE key = $1", key).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, adminConn(t).QueryRow(context.Background(), "SELECT count(*) FROM "+table+" WHERE key = $1", key).Scan(&n))
 	return n
 }
 
@@ -51,31 +50,18 @@ func TestDoTx(t *testing.T) {
 		}
 		return errFail
 	})
-	if !errors.Is(err, errFail) {
-		t.Fatalf("DoTx with a failing fn = %v, want its error", err)
-	}
-	if n := countEffects(t, effects, k.String()); n != 0 {
-		t.Fatalf("a failed run left %d effects", n)
-	}
-	if ok, _ := s.Exists(ctx, k); ok {
-		t.Fatal("a failed run left the key marked")
-	}
+	require.ErrorIs(t, err, errFail, "DoTx with a failing fn: want its error")
+	require.Equal(t, 0, countEffects(t, effects, k.String()), "effects a failed run left")
+	ok, _ := s.Exists(ctx, k)
+	require.False(t, ok, "a failed run left the key marked")
 
-	if err := s.DoTx(ctx, k, write); err != nil {
-		t.Fatalf("DoTx: %v", err)
-	}
-	if err := s.DoTx(ctx, k, write); !errors.Is(err, dedupe.ErrDuplicate) {
-		t.Fatalf("second DoTx = %v, want ErrDuplicate", err)
-	}
-	if ok, _ := s.Exists(ctx, k); !ok {
-		t.Fatal("the key is not marked after DoTx")
-	}
-	if st, _ := s.Claim(ctx, dedupe.NewClaim(k), 0); st != dedupe.Duplicate {
-		t.Fatalf("Claim after DoTx = %v, want duplicate", st)
-	}
-	if n := countEffects(t, effects, k.String()); n != 1 {
-		t.Fatalf("%d effects, want 1", n)
-	}
+	require.NoError(t, s.DoTx(ctx, k, write), "DoTx")
+	require.ErrorIs(t, s.DoTx(ctx, k, write), dedupe.ErrDuplicate, "second DoTx")
+	ok, _ = s.Exists(ctx, k)
+	require.True(t, ok, "the key is not marked after DoTx")
+	st, _ := s.Claim(ctx, dedupe.NewClaim(k), 0)
+	require.Equal(t, dedupe.Duplicate, st, "Claim after DoTx")
+	require.Equal(t, 1, countEffects(t, effects, k.String()), "effects")
 }
 
 // A claim of Do holds a key against DoTx, and an open DoTx holds it against
@@ -85,18 +71,12 @@ func TestDoTxBesideDo(t *testing.T) {
 	ctx := context.Background()
 	k := dedupe.Key{Channel: "tx", MessageID: "claimed"}
 	c := dedupe.NewClaim(k)
-	if st, err := s.Claim(ctx, c, time.Minute); err != nil || st != dedupe.Claimed {
-		t.Fatalf("Claim = %v, %v", st, err)
-	}
-	if err := s.DoTx(ctx, k, func(context.Context, pgx.Tx) error { return nil }); !errors.Is(err, dedupe.ErrInFlight) {
-		t.Fatalf("DoTx beside a claim = %v, want ErrInFlight", err)
-	}
-	if err := s.Release(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.DoTx(ctx, k, func(context.Context, pgx.Tx) error { return nil }); err != nil {
-		t.Fatalf("DoTx after the release: %v", err)
-	}
+	st, err := s.Claim(ctx, c, time.Minute)
+	require.NoError(t, err, "Claim")
+	require.Equal(t, dedupe.Claimed, st, "Claim")
+	require.ErrorIs(t, s.DoTx(ctx, k, func(context.Context, pgx.Tx) error { return nil }), dedupe.ErrInFlight, "DoTx beside a claim")
+	require.NoError(t, s.Release(ctx, c))
+	require.NoError(t, s.DoTx(ctx, k, func(context.Context, pgx.Tx) error { return nil }), "DoTx after the release")
 
 	k2 := dedupe.Key{Channel: "tx", MessageID: "open"}
 	inTx, commit := make(chan struct{}), make(chan struct{})
@@ -108,23 +88,17 @@ func TestDoTxBesideDo(t *testing.T) {
 	claimed := make(chan dedupe.Status, 1)
 	go func() {
 		st, err := s.Claim(ctx, dedupe.NewClaim(k2), time.Minute)
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 		claimed <- st
 	}()
 	select {
 	case st := <-claimed:
-		t.Fatalf("Claim beside an open DoTx answered %v before it committed", st)
+		require.Failf(t, "Claim answered early", "Claim beside an open DoTx answered %v before it committed", st)
 	case <-time.After(100 * time.Millisecond):
 	}
 	close(commit)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if st := <-claimed; st != dedupe.Duplicate {
-		t.Fatalf("Claim after DoTx committed = %v, want duplicate", st)
-	}
+	require.NoError(t, <-done)
+	require.Equal(t, dedupe.Duplicate, <-claimed, "Claim after DoTx committed")
 }
 
 // Of concurrent DoTx calls of one key, one runs fn.
@@ -146,16 +120,14 @@ func TestDoTxConcurrent(t *testing.T) {
 							time.Sleep(time.Millisecond)
 							return err
 						})
-						if err != nil && !errors.Is(err, dedupe.ErrDuplicate) {
-							t.Errorf("DoTx: %v", err)
+						if !errors.Is(err, dedupe.ErrDuplicate) {
+							assert.NoError(t, err, "DoTx")
 						}
 					})
 				}
 			}
 			wg.Wait()
-			if runs.Load() != keys {
-				t.Fatalf("%d runs of %d keys with %d copies each, want one per key", runs.Load(), keys, copies)
-			}
+			require.Equal(t, int64(keys), runs.Load(), "runs of %d keys with %d copies each, want one per key", keys, copies)
 		})
 	}
 }
@@ -171,35 +143,29 @@ func TestDoResultTx(t *testing.T) {
 			ctx := context.Background()
 			k := testKey(t, "tx")
 			errFail := errors.New("handler failed")
-			if _, err := s.DoResultTx(ctx, k, func(context.Context, pgx.Tx) ([]byte, error) {
+			_, err := s.DoResultTx(ctx, k, func(context.Context, pgx.Tx) ([]byte, error) {
 				return []byte("lost"), errFail
-			}); !errors.Is(err, errFail) {
-				t.Fatalf("DoResultTx with a failing fn = %v", err)
-			}
-			if _, ok, err := s.Result(ctx, k); err != nil || ok {
-				t.Fatalf("Result after a failed run = %v, %v; want not marked", ok, err)
-			}
+			})
+			require.ErrorIs(t, err, errFail, "DoResultTx with a failing fn")
+			_, ok, err := s.Result(ctx, k)
+			require.NoError(t, err, "Result after a failed run")
+			require.False(t, ok, "Result after a failed run: want not marked")
 			res, err := s.DoResultTx(ctx, k, func(ctx context.Context, tx pgx.Tx) ([]byte, error) {
 				_, err := tx.Exec(ctx, "INSERT INTO "+effects+" (key) VALUES ($1)", k.String())
 				return []byte("reply"), err
 			})
-			if err != nil || string(res) != "reply" {
-				t.Fatalf("DoResultTx = %q, %v", res, err)
-			}
+			require.NoError(t, err, "DoResultTx")
+			require.Equal(t, "reply", string(res), "DoResultTx")
 			res, err = s.DoResultTx(ctx, k, func(context.Context, pgx.Tx) ([]byte, error) {
-				t.Fatal("fn ran for a copy")
+				require.Fail(t, "fn ran for a copy")
 				return nil, nil
 			})
-			if !errors.Is(err, dedupe.ErrDuplicate) || string(res) != "reply" {
-				t.Fatalf("DoResultTx of a copy = %q, %v; want the result and ErrDuplicate", res, err)
-			}
+			require.ErrorIs(t, err, dedupe.ErrDuplicate, "DoResultTx of a copy: want the result and ErrDuplicate")
+			require.Equal(t, "reply", string(res), "DoResultTx of a copy: want the result and ErrDuplicate")
 			res, err = dedupe.New(s).DoResult(ctx, k, func(context.Context) ([]byte, error) { return nil, nil })
-			if !errors.Is(err, dedupe.ErrDuplicate) || string(res) != "reply" {
-				t.Fatalf("DoResult of a copy = %q, %v; want the result and ErrDuplicate", res, err)
-			}
-			if n := countEffects(t, effects, k.String()); n != 1 {
-				t.Fatalf("%d effects, want 1", n)
-			}
+			require.ErrorIs(t, err, dedupe.ErrDuplicate, "DoResult of a copy: want the result and ErrDuplicate")
+			require.Equal(t, "reply", string(res), "DoResult of a copy: want the result and ErrDuplicate")
+			require.Equal(t, 1, countEffects(t, effects, k.String()), "effects")
 		})
 	}
 }

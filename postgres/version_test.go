@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe"
 )
@@ -29,9 +31,8 @@ func TestUpgradeFromV1(t *testing.T) {
 	admin := adminConn(t)
 	ctx := context.Background()
 	table := testTable(t)
-	if _, err := admin.Exec(ctx, fmt.Sprintf(v1Table, table)); err != nil {
-		t.Fatal(err)
-	}
+	_, err := admin.Exec(ctx, fmt.Sprintf(v1Table, table))
+	require.NoError(t, err)
 	const n = 50
 	rows := []struct{ prefix, token, expiry string }{
 		{"mark", "NULL", "now() + interval '1 hour'"},
@@ -40,55 +41,44 @@ func TestUpgradeFromV1(t *testing.T) {
 		{"expired", "NULL", "now() - interval '1 minute'"},
 	}
 	for _, r := range rows {
-		if _, err := admin.Exec(ctx, `INSERT INTO `+table+` SELECT '`+r.prefix+`:' || i, `+r.token+`, `+r.expiry+`
-FROM generate_series(1, `+fmt.Sprint(n)+`) i`); err != nil {
-			t.Fatal(err)
-		}
+		_, err = admin.Exec(ctx, `INSERT INTO `+table+` SELECT '`+r.prefix+`:' || i, `+r.token+`, `+r.expiry+`
+FROM generate_series(1, `+fmt.Sprint(n)+`) i`)
+		require.NoError(t, err)
 	}
 	var before string
-	if err := admin.QueryRow(ctx, `SELECT string_agg(key || coalesce(token, '-') || expires_at::text, ',' ORDER BY key) FROM `+table).Scan(&before); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.QueryRow(ctx, `SELECT string_agg(key || coalesce(token, '-') || expires_at::text, ',' ORDER BY key) FROM `+table).Scan(&before))
 
 	stores := startInstances(t, 4, table, Config{}, newRecorder())
 
 	var after, comment string
-	if err := admin.QueryRow(ctx, `SELECT string_agg(key || coalesce(token, '-') || expires_at::text, ',' ORDER BY key),
-	obj_description($1::regclass, 'pg_class') FROM `+table, table).Scan(&after, &comment); err != nil {
-		t.Fatal(err)
-	}
-	if after != before {
-		t.Fatal("the upgrade changed the rows")
-	}
-	if comment != versionPrefix+"2" {
-		t.Fatalf("comment %q after the upgrade, want version 2 recorded", comment)
-	}
+	require.NoError(t, admin.QueryRow(ctx, `SELECT string_agg(key || coalesce(token, '-') || expires_at::text, ',' ORDER BY key),
+	obj_description($1::regclass, 'pg_class') FROM `+table, table).Scan(&after, &comment))
+	require.Equal(t, before, after, "the upgrade changed the rows")
+	require.Equal(t, versionPrefix+"2", comment, "comment after the upgrade, want version 2 recorded")
 	for i, s := range stores {
 		for j := 1; j <= n; j++ {
 			key := func(p string) dedupe.Key { return dedupe.Key{Channel: p, MessageID: fmt.Sprint(j)} }
-			if ok, err := s.Exists(ctx, key("mark")); err != nil || !ok {
-				t.Fatalf("instance %d: Exists(mark:%d) = %v, %v", i, j, ok, err)
-			}
-			if _, ok, err := s.Result(ctx, key("mark")); err != nil || !ok {
-				t.Fatalf("instance %d: Result(mark:%d) = %v, %v", i, j, ok, err)
-			}
-			if ok, err := s.Exists(ctx, key("expired")); err != nil || ok {
-				t.Fatalf("instance %d: Exists(expired:%d) = %v, %v", i, j, ok, err)
-			}
-			if _, st, err := claimNew(ctx, s, key("claim"), time.Minute); err != nil || st != dedupe.InFlight {
-				t.Fatalf("instance %d: Claim of claim:%d with another token = %v, %v; want in flight", i, j, st, err)
-			}
+			ok, err := s.Exists(ctx, key("mark"))
+			require.NoError(t, err, "instance %d: Exists(mark:%d)", i, j)
+			require.True(t, ok, "instance %d: Exists(mark:%d)", i, j)
+			_, ok, err = s.Result(ctx, key("mark"))
+			require.NoError(t, err, "instance %d: Result(mark:%d)", i, j)
+			require.True(t, ok, "instance %d: Result(mark:%d)", i, j)
+			ok, err = s.Exists(ctx, key("expired"))
+			require.NoError(t, err, "instance %d: Exists(expired:%d)", i, j)
+			require.False(t, ok, "instance %d: Exists(expired:%d)", i, j)
+			_, st, err := claimNew(ctx, s, key("claim"), time.Minute)
+			require.NoError(t, err, "instance %d: Claim of claim:%d with another token", i, j)
+			require.Equal(t, dedupe.InFlight, st, "instance %d: Claim of claim:%d with another token", i, j)
 			fenced := dedupe.Claim{Key: key("fenced"), Token: fmt.Sprint("tok", j)}
-			if st, err := s.Claim(ctx, fenced, time.Minute); err != nil || st != dedupe.InFlight {
-				t.Fatalf("instance %d: Claim of fenced:%d with its fenced token = %v, %v; want in flight", i, j, st, err)
-			}
+			st, err = s.Claim(ctx, fenced, time.Minute)
+			require.NoError(t, err, "instance %d: Claim of fenced:%d with its fenced token", i, j)
+			require.Equal(t, dedupe.InFlight, st, "instance %d: Claim of fenced:%d with its fenced token", i, j)
 		}
 	}
 	for j := 1; j <= n; j++ { // the claims' holders still hold them
 		c := dedupe.Claim{Key: dedupe.Key{Channel: "claim", MessageID: fmt.Sprint(j)}, Token: fmt.Sprint("tok", j)}
-		if err := stores[j%4].Extend(ctx, c, time.Minute); err != nil {
-			t.Fatalf("Extend of the claim of version 1 %s: %v", c.Key, err)
-		}
+		require.NoError(t, stores[j%4].Extend(ctx, c, time.Minute), "Extend of the claim of version 1 %s", c.Key)
 	}
 }
 
@@ -98,15 +88,13 @@ func TestNewerVersion(t *testing.T) {
 	admin := adminConn(t)
 	ctx := context.Background()
 	table := testTable(t)
-	if _, err := admin.Exec(ctx, `CREATE TABLE `+table+` (key text PRIMARY KEY, token text, expires_at timestamptz NOT NULL, result bytea, extra int);
-COMMENT ON TABLE `+table+` IS '`+versionPrefix+`3'`); err != nil {
-		t.Fatal(err)
-	}
-	_, err := New(ctx, newPool(t, "", 1), Config{Table: table})
+	_, err := admin.Exec(ctx, `CREATE TABLE `+table+` (key text PRIMARY KEY, token text, expires_at timestamptz NOT NULL, result bytea, extra int);
+COMMENT ON TABLE `+table+` IS '`+versionPrefix+`3'`)
+	require.NoError(t, err)
+	_, err = New(ctx, newPool(t, "", 1), Config{Table: table})
 	want := `dedupe: postgres: table "` + table + `": has schema version 3, newer than version 2 of this release`
-	if err == nil || !strings.HasPrefix(err.Error(), want) {
-		t.Fatalf("New on a table of version 3 = %v, want %q", err, want)
-	}
+	require.Error(t, err, "New on a table of version 3: want %q", want)
+	require.True(t, strings.HasPrefix(err.Error(), want), "New on a table of version 3 = %v, want %q", err, want)
 }
 
 // TestUpgradeWithoutPrivilege opens a table of version 1 with a role that
@@ -117,52 +105,40 @@ func TestUpgradeWithoutPrivilege(t *testing.T) {
 	ctx := context.Background()
 	table := testTable(t)
 	role := "dedupe_role_" + randomHex(t, 4)
-	if _, err := admin.Exec(ctx, fmt.Sprintf(v1Table, table)+`;
+	_, err := admin.Exec(ctx, fmt.Sprintf(v1Table, table)+`;
 CREATE ROLE `+role+` LOGIN;
-GRANT SELECT, INSERT, UPDATE, DELETE ON `+table+` TO `+role); err != nil {
-		t.Fatal(err)
-	}
+GRANT SELECT, INSERT, UPDATE, DELETE ON `+table+` TO `+role)
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		_, _ = admin.Exec(context.Background(), `DROP OWNED BY `+role+`; DROP ROLE `+role)
 	})
 	cfg, err := pgxpool.ParseConfig(testDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cfg.ConnConfig.User = role
 	cfg.MaxConns = 2
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	_, err = New(ctx, pool, Config{Table: table})
 	sql := fmt.Sprintf(upgrades[1], `"`+table+`"`)
-	if err == nil || !strings.Contains(err.Error(), "upgrade from schema version 1 to 2") || !strings.Contains(err.Error(), sql) {
-		t.Fatalf("New with a role that may not alter the table = %v, want the upgrade's SQL:\n%s", err, sql)
-	}
-	if _, err := admin.Exec(ctx, sql); err != nil {
-		t.Fatal(err)
-	}
+	require.ErrorContains(t, err, "upgrade from schema version 1 to 2", "New with a role that may not alter the table")
+	require.ErrorContains(t, err, sql, "New with a role that may not alter the table: want the upgrade's SQL")
+	_, err = admin.Exec(ctx, sql)
+	require.NoError(t, err)
 	s := newTestStore(t, pool, Config{Table: table})
-	if err := s.MarkResult(ctx, testKey(t, "role"), []byte("r"), time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.MarkResult(ctx, testKey(t, "role"), []byte("r"), time.Minute))
 }
 
 // TestUpgradeSQLDocumented checks that the documentation of SchemaVersion
 // shows the SQL of each upgrade, as the store runs it.
 func TestUpgradeSQLDocumented(t *testing.T) {
 	src, err := os.ReadFile("version.go")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	doc := string(src)
 	for v := 1; v < SchemaVersion; v++ {
 		for line := range strings.SplitSeq(fmt.Sprintf(upgrades[v], DefaultTable), "\n") {
-			if !strings.Contains(doc, "//\t"+line+";\n") && !strings.Contains(doc, "//\t"+line+"\n") {
-				t.Errorf("the documentation of SchemaVersion lacks the upgrade from %d: %s", v, line)
-			}
+			assert.True(t, strings.Contains(doc, "//\t"+line+";\n") || strings.Contains(doc, "//\t"+line+"\n"),
+				"the documentation of SchemaVersion lacks the upgrade from %d: %s", v, line)
 		}
 	}
 }
@@ -185,14 +161,10 @@ func TestLayoutMismatch(t *testing.T) {
 		{Config{Table: parted, Partitioned: true, PartitionSpan: time.Hour}, "has partitions of 24h0m0s, but Config.PartitionSpan is 1h0m0s"},
 	} {
 		_, err := New(ctx, pool, tc.cfg)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("New(%+v) = %v, want an error saying %q", tc.cfg, err, tc.want)
-		}
+		assert.ErrorContains(t, err, tc.want, "New(%+v)", tc.cfg)
 	}
-	if _, err := New(ctx, pool, Config{Partitioned: true, PartitionSpan: 90 * time.Second}); err == nil ||
-		!strings.Contains(err.Error(), "not a whole number of minutes") {
-		t.Errorf("New with a span of 90 s = %v", err)
-	}
+	_, err := New(ctx, pool, Config{Partitioned: true, PartitionSpan: 90 * time.Second})
+	assert.ErrorContains(t, err, "not a whole number of minutes", "New with a span of 90 s")
 }
 
 // TestMigrationSQL creates tables of both layouts with the statements of
@@ -206,32 +178,22 @@ func TestMigrationSQL(t *testing.T) {
 			cfg := l.cfg
 			cfg.Table = "public." + testTable(t)
 			stmts, err := MigrationSQL(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			for _, sql := range stmts {
-				if _, err := admin.Exec(ctx, sql); err != nil {
-					t.Fatalf("%s: %v", sql, err)
-				}
+				_, err := admin.Exec(ctx, sql)
+				require.NoError(t, err, sql)
 			}
 			objects := func() (n int) {
-				if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relname LIKE $1`,
-					cfg.Table[len("public."):]+"%").Scan(&n); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relname LIKE $1`,
+					cfg.Table[len("public."):]+"%").Scan(&n))
 				return n
 			}
 			before := objects()
 			s := newTestStore(t, newPool(t, "", 1), cfg)
-			if after := objects(); after != before {
-				t.Fatalf("New on the migrated table made %d relations more", after-before)
-			}
-			if err := s.MarkResult(ctx, testKey(t, "migration"), []byte("r"), time.Minute); err != nil {
-				t.Fatal(err)
-			}
+			require.Equal(t, before, objects(), "relations after New on the migrated table")
+			require.NoError(t, s.MarkResult(ctx, testKey(t, "migration"), []byte("r"), time.Minute))
 		})
 	}
-	if _, err := MigrationSQL(Config{Partitioned: true}); err == nil || !strings.Contains(err.Error(), `"public.dedupe_keys"`) {
-		t.Errorf("MigrationSQL of an unqualified partitioned table = %v, want an error asking for the schema", err)
-	}
+	_, err := MigrationSQL(Config{Partitioned: true})
+	assert.ErrorContains(t, err, `"public.dedupe_keys"`, "MigrationSQL of an unqualified partitioned table: want an error asking for the schema")
 }
