@@ -6,6 +6,7 @@ require (
 	github.com/gatewaykit/dedupe v0.1.0
 	github.com/gatewaykit/dedupe/deduperedis v0.1.0
 	github.com/gatewaykit/dedupe/postgres v0.1.0
+	github.com/stretchr/testify v1.12.1
 )
 
 require (
@@ -23,7 +24,6 @@ require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/gatewaykit/dedupe/dedupeprom v0.1.0
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/pgx/v5 v5.12.0
@@ -33,6 +33,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	go.uber.org/atomic v1.12.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.42.0 // indirect

@@ -13,6 +13,8 @@ import (
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/migrate"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // clock is a settable clock for stores and copies.
@@ -38,9 +40,7 @@ func newMemory(t *testing.T, c *clock) *dedupe.MemoryStore {
 func newSQLite(t *testing.T, c *clock) *dedupe.SQLiteStore {
 	t.Helper()
 	s, err := dedupe.OpenSQLite(filepath.Join(t.TempDir(), "marks.db"), dedupe.SQLiteConfig{Now: c.Now, Location: time.UTC})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
@@ -52,14 +52,11 @@ func expiries(t *testing.T, s dedupe.Lister) map[dedupe.Key]time.Time {
 	cursor := ""
 	for {
 		next, err := s.ListMarks(context.Background(), cursor, 7, func(k dedupe.Key, exp time.Time) {
-			if _, dup := got[k]; dup {
-				t.Errorf("%s listed twice", k)
-			}
+			_, dup := got[k]
+			assert.False(t, dup, "%s listed twice", k)
 			got[k] = exp
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if next == "" {
 			return got
 		}
@@ -83,26 +80,20 @@ func TestCopyMemoryToSQLite(t *testing.T) {
 		if i%10 == 0 {
 			ttl = time.Second // expired by the copy
 		}
-		if err := from.Mark(ctx, key(i), ttl); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, from.Mark(ctx, key(i), ttl))
 	}
-	if st, err := from.Claim(ctx, dedupe.NewClaim(dedupe.Key{Channel: "qq", MessageID: "claimed"}), 0); err != nil || st != dedupe.Claimed {
-		t.Fatal(st, err)
-	}
+	st, err := from.Claim(ctx, dedupe.NewClaim(dedupe.Key{Channel: "qq", MessageID: "claimed"}), 0)
+	require.NoError(t, err)
+	require.Equal(t, dedupe.Claimed, st)
 	// Present at the destination: key(1) for longer than the source's, key(2) shorter.
-	must(t, to.Mark(ctx, key(1), 10*time.Hour))
-	must(t, to.Mark(ctx, key(2), time.Minute))
+	require.NoError(t, to.Mark(ctx, key(1), 10*time.Hour))
+	require.NoError(t, to.Mark(ctx, key(2), time.Minute))
 	c.Advance(2 * time.Second)
 
 	sum, err := migrate.Copy(ctx, from, to, migrate.Options{Batch: 16, Now: c.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := migrate.Summary{Listed: n, Copied: n - n/10 - 2, Present: 2, Expired: n / 10}
-	if sum != want {
-		t.Fatalf("summary %+v, want %+v", sum, want)
-	}
+	require.Equal(t, want, sum)
 	got := expiries(t, to)
 	for i := range n {
 		exp, ok := got[key(i)]
@@ -111,25 +102,13 @@ func TestCopyMemoryToSQLite(t *testing.T) {
 		case i == 1:
 			wantExp = start.Add(10 * time.Hour)
 		case i%10 == 0:
-			if ok {
-				t.Errorf("expired %s copied", key(i))
-			}
+			assert.False(t, ok, "expired %s copied", key(i))
 			continue
 		}
-		if !ok || !exp.Equal(wantExp) {
-			t.Errorf("%s: expiry %v (present %v), want %v", key(i), exp, ok, wantExp)
-		}
+		assert.True(t, ok && exp.Equal(wantExp), "%s: expiry %v (present %v), want %v", key(i), exp, ok, wantExp)
 	}
-	if ok, _ := to.Exists(ctx, dedupe.Key{Channel: "qq", MessageID: "claimed"}); ok {
-		t.Error("a claim was copied as a mark")
-	}
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ok, _ := to.Exists(ctx, dedupe.Key{Channel: "qq", MessageID: "claimed"})
+	assert.False(t, ok, "a claim was copied as a mark")
 }
 
 // NekoBot's own file (written by its Python code) copies to memory with
@@ -144,36 +123,33 @@ func TestCopyNekoBotFile(t *testing.T) {
 	copyFile(t, src, path)
 	c := newClock(time.Date(2026, 11, 29, 20, 30, 0, 0, time.UTC))
 	from, err := dedupe.OpenSQLite(path, dedupe.SQLiteConfig{Now: c.Now, Location: time.UTC})
-	must(t, err)
+	require.NoError(t, err)
 	defer from.Close()
 	to := newMemory(t, c)
 	sum, err := migrate.Copy(context.Background(), from, to, migrate.Options{Batch: 4, Now: c.Now})
-	must(t, err)
-	if want := (migrate.Summary{Listed: 6, Copied: 4, Expired: 2}); sum != want {
-		t.Fatalf("summary %+v, want %+v", sum, want)
-	}
+	require.NoError(t, err)
+	require.Equal(t, migrate.Summary{Listed: 6, Copied: 4, Expired: 2}, sum)
 	got := expiries(t, to)
 	web := dedupe.Key{Channel: "web", MessageID: "a:b:c"}
-	if exp := got[web]; !exp.Equal(time.Date(2026, 11, 29, 22, 28, 32, 897612000, time.UTC)) {
-		t.Errorf("%s expires %v", web, exp)
-	}
+	exp := got[web]
+	assert.True(t, exp.Equal(time.Date(2026, 11, 29, 22, 28, 32, 897612000, time.UTC)), "%s expires %v", web, exp)
 	st, err := migrate.Stats(context.Background(), from)
-	must(t, err)
-	if st.Marks != 4 || st.Claims != 0 || st.Sizes["file"] == 0 {
-		t.Errorf("stats of the NekoBot file: %+v", st)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, int64(4), st.Marks, "stats of the NekoBot file: %+v", st)
+	assert.Zero(t, st.Claims, "stats of the NekoBot file: %+v", st)
+	assert.NotZero(t, st.Sizes["file"], "stats of the NekoBot file: %+v", st)
 }
 
 func copyFile(t *testing.T, from, to string) {
 	t.Helper()
 	in, err := os.Open(from)
-	must(t, err)
+	require.NoError(t, err)
 	defer in.Close()
 	out, err := os.Create(to)
-	must(t, err)
+	require.NoError(t, err)
 	_, err = io.Copy(out, in)
-	must(t, err)
-	must(t, out.Close())
+	require.NoError(t, err)
+	require.NoError(t, out.Close())
 }
 
 // A copy stopped after a committed batch resumes from its checkpoint: every
@@ -185,7 +161,7 @@ func TestCopyResume(t *testing.T) {
 	from, to := newMemory(t, c), newSQLite(t, c)
 	const n = 100
 	for i := range n {
-		must(t, from.Mark(ctx, key(i), time.Hour))
+		require.NoError(t, from.Mark(ctx, key(i), time.Hour))
 	}
 	var last migrate.Checkpoint
 	stop := errors.New("stop")
@@ -197,27 +173,22 @@ func TestCopyResume(t *testing.T) {
 		last = cp
 		return nil
 	}})
-	if !errors.Is(err, stop) {
-		t.Fatalf("first run: %v", err)
-	}
-	if last.Summary.Copied != 30 || last.Done {
-		t.Fatalf("checkpoint %+v", last)
-	}
+	require.ErrorIs(t, err, stop, "first run")
+	require.Equal(t, int64(30), last.Summary.Copied, "checkpoint %+v", last)
+	require.False(t, last.Done, "checkpoint %+v", last)
 	var final migrate.Checkpoint
 	sum, err := migrate.Copy(ctx, from, to, migrate.Options{Batch: 10, Now: c.Now, Resume: &last,
 		Checkpoint: func(cp migrate.Checkpoint) error { final = cp; return nil }})
-	must(t, err)
-	if want := (migrate.Summary{Listed: n, Copied: n - 10, Present: 10}); sum != want || !final.Done || final.Summary != want {
-		t.Fatalf("summary %+v, final checkpoint %+v, want %+v", sum, final, want)
-	}
-	if got := expiries(t, to); len(got) != n {
-		t.Fatalf("%d marks at the destination, want %d", len(got), n)
-	}
+	require.NoError(t, err)
+	want := migrate.Summary{Listed: n, Copied: n - 10, Present: 10}
+	require.Equal(t, want, sum, "final checkpoint %+v", final)
+	require.True(t, final.Done, "final checkpoint %+v", final)
+	require.Equal(t, want, final.Summary, "final checkpoint")
+	require.Len(t, expiries(t, to), n, "marks at the destination")
 	// A finished copy resumed does nothing more.
 	again, err := migrate.Copy(ctx, from, to, migrate.Options{Resume: &final})
-	if err != nil || again != sum {
-		t.Fatalf("resumed after done: %+v, %v", again, err)
-	}
+	require.NoError(t, err, "resumed after done")
+	require.Equal(t, sum, again, "resumed after done")
 }
 
 // A dry run writes nothing and counts what it would do, asking the
@@ -227,17 +198,13 @@ func TestCopyDryRun(t *testing.T) {
 	c := newClock(start)
 	from, to := newMemory(t, c), newMemory(t, c)
 	for i := range 20 {
-		must(t, from.Mark(ctx, key(i), time.Hour))
+		require.NoError(t, from.Mark(ctx, key(i), time.Hour))
 	}
-	must(t, to.Mark(ctx, key(3), time.Hour))
+	require.NoError(t, to.Mark(ctx, key(3), time.Hour))
 	sum, err := migrate.Copy(ctx, from, to, migrate.Options{DryRun: true, Batch: 3, Now: c.Now})
-	must(t, err)
-	if want := (migrate.Summary{Listed: 20, Copied: 19, Present: 1}); sum != want {
-		t.Fatalf("summary %+v, want %+v", sum, want)
-	}
-	if to.Len() != 1 {
-		t.Fatalf("a dry run wrote: %d marks at the destination", to.Len())
-	}
+	require.NoError(t, err)
+	require.Equal(t, migrate.Summary{Listed: 20, Copied: 19, Present: 1}, sum)
+	require.Equal(t, 1, to.Len(), "a dry run wrote marks at the destination")
 }
 
 // Keys a store cannot hold, and marks that never expire, from a SQLite file
@@ -248,25 +215,22 @@ func TestCopyInvalidAndForever(t *testing.T) {
 	c := newClock(start)
 	path := filepath.Join(t.TempDir(), "gateway.db")
 	from, err := dedupe.OpenSQLite(path, dedupe.SQLiteConfig{Now: c.Now, Location: time.UTC})
-	must(t, err)
+	require.NoError(t, err)
 	defer from.Close()
 	db := openRaw(t, path)
 	_, err = db.Exec(`INSERT INTO gateway_dedupe (dedupe_key, channel_id, message_id, created_at, expires_at) VALUES
 		('nocolon', 'x', 'y', '2026-12-01T00:00:00', '2027-01-01T00:00:00'),
 		('qq:forever', 'qq', 'forever', '2026-12-01T00:00:00', NULL),
 		('qq:garbled', 'qq', 'garbled', '2026-12-01T00:00:00', 'soon')`)
-	must(t, err)
+	require.NoError(t, err)
 	to := newMemory(t, c)
 	sum, err := migrate.Copy(ctx, from, to, migrate.Options{Now: c.Now, NoExpiryTTL: 3 * time.Hour})
-	must(t, err)
-	if want := (migrate.Summary{Listed: 3, Copied: 2, Invalid: 1}); sum != want {
-		t.Fatalf("summary %+v, want %+v", sum, want)
-	}
+	require.NoError(t, err)
+	require.Equal(t, migrate.Summary{Listed: 3, Copied: 2, Invalid: 1}, sum)
 	got := expiries(t, to)
 	for _, id := range []string{"forever", "garbled"} {
-		if exp := got[dedupe.Key{Channel: "qq", MessageID: id}]; !exp.Equal(start.Add(3 * time.Hour)) {
-			t.Errorf("qq:%s expires %v", id, exp)
-		}
+		exp := got[dedupe.Key{Channel: "qq", MessageID: id}]
+		assert.True(t, exp.Equal(start.Add(3*time.Hour)), "qq:%s expires %v", id, exp)
 	}
 }
 
@@ -276,18 +240,18 @@ func TestStats(t *testing.T) {
 	ctx := context.Background()
 	c := newClock(start)
 	for _, s := range []dedupe.Store{newMemory(t, c), newSQLite(t, c)} {
-		must(t, s.Mark(ctx, key(1), time.Minute))
-		must(t, s.Mark(ctx, key(2), time.Hour))
-		must(t, s.Mark(ctx, key(3), time.Second))
-		if _, err := s.Claim(ctx, dedupe.NewClaim(key(4)), time.Minute); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, s.Mark(ctx, key(1), time.Minute))
+		require.NoError(t, s.Mark(ctx, key(2), time.Hour))
+		require.NoError(t, s.Mark(ctx, key(3), time.Second))
+		_, err := s.Claim(ctx, dedupe.NewClaim(key(4)), time.Minute)
+		require.NoError(t, err)
 		c.Advance(2 * time.Second)
 		st, err := migrate.Stats(ctx, s)
-		must(t, err)
-		if st.Marks != 2 || st.Claims != 1 || !st.Oldest.Equal(start.Add(time.Minute)) || !st.Newest.Equal(start.Add(time.Hour)) {
-			t.Errorf("%s: %+v", s.Backend(), st)
-		}
+		require.NoError(t, err)
+		assert.Equal(t, int64(2), st.Marks, "%s: %+v", s.Backend(), st)
+		assert.Equal(t, int64(1), st.Claims, "%s: %+v", s.Backend(), st)
+		assert.True(t, st.Oldest.Equal(start.Add(time.Minute)), "%s: %+v", s.Backend(), st)
+		assert.True(t, st.Newest.Equal(start.Add(time.Hour)), "%s: %+v", s.Backend(), st)
 		c.ns.Store(start.UnixNano())
 	}
 }
@@ -310,16 +274,12 @@ func TestCopyRepeatedKeys(t *testing.T) {
 	c := newClock(start)
 	from, to := newMemory(t, c), newMemory(t, c)
 	for i := range 10 {
-		must(t, from.Mark(ctx, key(i), time.Hour))
+		require.NoError(t, from.Mark(ctx, key(i), time.Hour))
 	}
 	sum, err := migrate.Copy(ctx, twice{from}, to, migrate.Options{Batch: 4, Now: c.Now})
-	must(t, err)
-	if want := (migrate.Summary{Listed: 20, Copied: 10, Present: 10}); sum != want {
-		t.Fatalf("summary %+v, want %+v", sum, want)
-	}
+	require.NoError(t, err)
+	require.Equal(t, migrate.Summary{Listed: 20, Copied: 10, Present: 10}, sum)
 	for k, exp := range expiries(t, to) {
-		if !exp.Equal(start.Add(time.Hour)) {
-			t.Errorf("%s expires %v", k, exp)
-		}
+		assert.True(t, exp.Equal(start.Add(time.Hour)), "%s expires %v", k, exp)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	_ "modernc.org/sqlite"
 
 	"github.com/gatewaykit/dedupe"
@@ -33,7 +34,7 @@ const (
 func skipOrFail(tb testing.TB, msg string) {
 	tb.Helper()
 	if os.Getenv(requireEnv) == "1" {
-		tb.Fatal(msg + " (" + requireEnv + "=1: failing instead of skipping)")
+		require.Fail(tb, msg+" ("+requireEnv+"=1: failing instead of skipping)")
 	}
 	tb.Skip(msg)
 }
@@ -41,9 +42,8 @@ func skipOrFail(tb testing.TB, msg string) {
 func randomID(tb testing.TB) string {
 	tb.Helper()
 	b := make([]byte, 6)
-	if _, err := rand.Read(b); err != nil {
-		tb.Fatal(err)
-	}
+	_, err := rand.Read(b)
+	require.NoError(tb, err)
 	return hex.EncodeToString(b)
 }
 
@@ -105,9 +105,7 @@ func postgresURL(tb testing.TB) string {
 func open(tb testing.TB, raw string) *store {
 	tb.Helper()
 	s, err := openStore(context.Background(), raw, dest)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = s.close() })
 	return s
 }
@@ -128,9 +126,7 @@ func marks(tb testing.TB, s dedupe.Store) map[dedupe.Key]time.Time {
 				got[k] = exp
 			}
 		})
-		if err != nil {
-			tb.Fatal(err)
-		}
+		require.NoError(tb, err)
 		if next == "" {
 			return got
 		}
@@ -153,23 +149,18 @@ func writeNekoFile(tb testing.TB, n, expiredEvery int) *nekoFile {
 	tb.Helper()
 	f := &nekoFile{path: filepath.Join(tb.TempDir(), "gateway.db"), live: make(map[dedupe.Key]time.Time, n)}
 	db, err := sql.Open("sqlite", "file:"+f.path+"?_pragma=journal_mode(DELETE)&_pragma=synchronous(OFF)")
-	if err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, err)
 	defer db.Close()
 	db.SetMaxOpenConns(1)
 	exec := func(q string, args ...any) {
-		if _, err := db.Exec(q, args...); err != nil {
-			tb.Fatal(err)
-		}
+		_, err := db.Exec(q, args...)
+		require.NoError(tb, err)
 	}
 	exec(`CREATE TABLE gateway_dedupe (dedupe_key TEXT PRIMARY KEY, channel_id TEXT NOT NULL, message_id TEXT NOT NULL, created_at TEXT NOT NULL, expires_at TEXT)`)
 	exec(`CREATE INDEX idx_gateway_dedupe_expires ON gateway_dedupe(expires_at)`)
 	exec(`BEGIN`)
 	stmt, err := db.Prepare(`INSERT INTO gateway_dedupe VALUES (?, ?, ?, ?, ?)`)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, err)
 	now := time.Now().UTC()
 	channels := []string{"qq", "telegram", "discord", "web"}
 	for i := range n {
@@ -185,15 +176,12 @@ func writeNekoFile(tb testing.TB, n, expiredEvery int) *nekoFile {
 			f.live[k] = exp
 		}
 		id := k.MessageID[strings.LastIndexByte(k.MessageID, ':')+1:]
-		if _, err := stmt.Exec(k.String(), k.Channel, id, pyISO(now), pyISO(exp)); err != nil {
-			tb.Fatal(err)
-		}
+		_, err = stmt.Exec(k.String(), k.Channel, id, pyISO(now), pyISO(exp))
+		require.NoError(tb, err)
 	}
 	_ = stmt.Close()
 	exec(`COMMIT`)
-	if len(f.live)+f.expired != n {
-		tb.Fatalf("generated %d live and %d expired keys, want %d in all", len(f.live), f.expired, n)
-	}
+	require.Equal(tb, n, len(f.live)+f.expired, "generated %d live and %d expired keys, want %d in all", len(f.live), f.expired, n)
 	return f
 }
 
@@ -221,21 +209,20 @@ func checkCopied(tb testing.TB, dst dedupe.Store, want map[dedupe.Key]time.Time)
 		g, ok := got[k]
 		if d := g.Sub(exp); !ok || math.Abs(d.Seconds()) >= 1 {
 			if bad++; bad <= 5 {
-				tb.Errorf("%s: expiry %v (present %v), want %v", k, g, ok, exp)
+				assert.Failf(tb, "mark missing or off", "%s: expiry %v (present %v), want %v", k, g, ok, exp)
 			}
 		}
 	}
-	if bad > 0 || len(got) != len(want) {
-		tb.Fatalf("%d of %d marks missing or off; %d marks at the destination", bad, len(want), len(got))
-	}
+	require.Zero(tb, bad, "%d of %d marks missing or off; %d marks at the destination", bad, len(want), len(got))
+	require.Equal(tb, len(want), len(got), "%d of %d marks missing or off; %d marks at the destination", bad, len(want), len(got))
 	i := 0
 	for k := range want {
 		if i++; i%max(1, len(want)/200) != 0 {
 			continue
 		}
-		if ok, err := dst.Exists(context.Background(), k); err != nil || !ok {
-			tb.Fatalf("Exists(%s) = %v, %v", k, ok, err)
-		}
+		ok, err := dst.Exists(context.Background(), k)
+		require.NoError(tb, err, "Exists(%s)", k)
+		require.True(tb, ok, "Exists(%s)", k)
 	}
 }
 
@@ -262,22 +249,11 @@ func summaryOf(tb testing.TB, out string) migrate.Summary {
 		}
 		if p, ok := fields[strings.TrimSpace(line[:i])]; ok {
 			n, err := strconv.ParseInt(line[i+1:], 10, 64)
-			if err != nil {
-				tb.Fatalf("summary line %q: %v", line, err)
-			}
+			require.NoError(tb, err, "summary line %q", line)
 			*p = n
 			found++
 		}
 	}
-	if found != 5 {
-		tb.Fatalf("no summary in:\n%s", out)
-	}
+	require.Equal(tb, 5, found, "no summary in:\n%s", out)
 	return s
-}
-
-func mustf(tb testing.TB, err error, format string, args ...any) {
-	tb.Helper()
-	if err != nil {
-		tb.Fatalf("%s: %v", fmt.Sprintf(format, args...), err)
-	}
 }

@@ -3,13 +3,16 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe/migrate"
 )
@@ -35,9 +38,7 @@ func commandPath(t *testing.T) string {
 	t.Helper()
 	t.Setenv(childEnv, "1")
 	bin, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return bin
 }
 
@@ -79,35 +80,30 @@ func TestMigrateKilledResumes(t *testing.T) {
 			cmd := exec.Command(bin, args...)
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, cmd.Start())
 			exited := make(chan error, 1)
 			go func() { exited <- cmd.Wait() }()
 			killedAt := waitAndKill(t, cmd, cp, n/3, exited)
-			if err := <-exited; err == nil || cmd.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-				t.Fatalf("the first run was not killed: %v\n%s", err, out.String())
-			}
+			err := <-exited
+			require.Error(t, err, "the first run was not killed\n%s", out.String())
+			require.Equal(t, syscall.SIGKILL, cmd.ProcessState.Sys().(syscall.WaitStatus).Signal(), "the first run was not killed: %v\n%s", err, out.String())
 			t.Logf("killed after %d marks committed", killedAt.Summary.Listed)
 
 			start := time.Now()
 			again := exec.Command(bin, args...)
 			output, err := again.CombinedOutput()
-			if err != nil {
-				t.Fatalf("the second run: %v\n%s", err, output)
-			}
+			require.NoError(t, err, "the second run\n%s", output)
 			t.Logf("the second run took %v", time.Since(start))
-			if !strings.Contains(string(output), "resuming from "+cp) {
-				t.Errorf("the second run did not resume:\n%s", output)
-			}
+			assert.Contains(t, string(output), "resuming from "+cp, "the second run did not resume")
 			sum := summaryOf(t, string(output))
 			live := int64(len(f.live))
-			if sum.Listed != n || sum.Expired != int64(f.expired) || sum.Copied+sum.Present != live || sum.Present > c.maxPresent || sum.Invalid != 0 {
-				t.Errorf("summary %+v: want %d listed, %d expired, %d copied or present (present at most %d)", sum, n, f.expired, live, c.maxPresent)
-			}
-			if _, err := os.Stat(cp); !os.IsNotExist(err) {
-				t.Errorf("checkpoint left after the copy: %v", err)
-			}
+			assert.Equal(t, int64(n), sum.Listed, "summary %+v: listed", sum)
+			assert.Equal(t, int64(f.expired), sum.Expired, "summary %+v: expired", sum)
+			assert.Equal(t, live, sum.Copied+sum.Present, "summary %+v: copied or present", sum)
+			assert.LessOrEqual(t, sum.Present, c.maxPresent, "summary %+v: present at most %d", sum, c.maxPresent)
+			assert.Zero(t, sum.Invalid, "summary %+v: invalid", sum)
+			_, err = os.Stat(cp)
+			assert.ErrorIs(t, err, fs.ErrNotExist, "checkpoint left after the copy")
 			checkCopied(t, open(t, c.to), f.live)
 		})
 	}
@@ -123,16 +119,12 @@ func waitAndKill(t *testing.T, cmd *exec.Cmd, path string, after int64, exited c
 	for {
 		select {
 		case err := <-exited:
-			t.Fatalf("the first run ended before it was killed (%v): make the source larger", err)
+			require.Failf(t, "the first run ended before it was killed: make the source larger", "%v", err)
 		case <-tick.C:
 		}
 		if cp, ok := readCheckpointFile(path); ok && cp.Summary.Listed >= after {
-			if cp.Done {
-				t.Fatal("the first run finished before it was killed: make the source larger")
-			}
-			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
+			require.False(t, cp.Done, "the first run finished before it was killed: make the source larger")
+			require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 			return cp
 		}
 	}

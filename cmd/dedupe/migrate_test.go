@@ -4,9 +4,11 @@ import (
 	"context"
 	"maps"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/migrate"
@@ -24,14 +26,14 @@ func seedDestination(t *testing.T, dst dedupe.Store, want map[dedupe.Key]time.Ti
 	for k := range want {
 		switch i {
 		case 0:
-			mustf(t, dst.Mark(ctx, k, 30*24*time.Hour), "mark %s", k)
+			require.NoError(t, dst.Mark(ctx, k, 30*24*time.Hour), "mark %s", k)
 			final[k] = time.Now().Add(30 * 24 * time.Hour)
 		case 1:
-			mustf(t, dst.Mark(ctx, k, time.Minute), "mark %s", k)
+			require.NoError(t, dst.Mark(ctx, k, time.Minute), "mark %s", k)
 		case 2:
-			if st, err := dst.Claim(ctx, dedupe.NewClaim(k), time.Hour); err != nil || st != dedupe.Claimed {
-				t.Fatalf("claim %s: %v %v", k, st, err)
-			}
+			st, err := dst.Claim(ctx, dedupe.NewClaim(k), time.Hour)
+			require.NoError(t, err, "claim %s", k)
+			require.Equal(t, dedupe.Claimed, st, "claim %s", k)
 		default:
 			return final
 		}
@@ -48,13 +50,9 @@ func copyAndCheck(t *testing.T, to string, n int) {
 	dst := open(t, to)
 	final := seedDestination(t, dst, f.live)
 	code, out, errOut := runCmd(t, "migrate", "--from", f.url(), "--to", to, "--checkpoint", filepath.Join(t.TempDir(), "cp.json"))
-	if code != exitOK {
-		t.Fatalf("exit %d: %s%s", code, out, errOut)
-	}
+	require.Equal(t, exitOK, code, "output:\n%s%s", out, errOut)
 	want := migrate.Summary{Listed: int64(n), Copied: int64(len(f.live) - 2), Present: 2, Expired: int64(f.expired)}
-	if got := summaryOf(t, out); got != want {
-		t.Fatalf("summary %+v, want %+v\n%s", got, want, out)
-	}
+	require.Equal(t, want, summaryOf(t, out), "output:\n%s", out)
 	checkCopied(t, dst, final)
 }
 
@@ -71,9 +69,7 @@ func TestMigrateSQLiteToMemory(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "marks.snapshot")
 	f := writeNekoFile(t, 3000, 10)
 	code, out, errOut := runCmd(t, "migrate", "--from", f.url(), "--to", "memory:"+path, "--batch", "70", "--checkpoint", filepath.Join(t.TempDir(), "cp.json"))
-	if code != exitOK {
-		t.Fatalf("exit %d: %s%s", code, out, errOut)
-	}
+	require.Equal(t, exitOK, code, "output:\n%s%s", out, errOut)
 	checkCopied(t, open(t, "memory:"+path), f.live)
 }
 
@@ -82,26 +78,22 @@ func TestMigrateMemoryToSQLite(t *testing.T) {
 	ctx := context.Background()
 	snap := filepath.Join(t.TempDir(), "marks.snapshot")
 	src, err := dedupe.OpenMemoryStore(dedupe.MemoryConfig{SnapshotPath: snap, MaxSize: 10000})
-	mustf(t, err, "open memory store")
+	require.NoError(t, err, "open memory store")
 	want := map[dedupe.Key]time.Time{}
 	for i := range 2000 {
 		k := dedupe.Key{Channel: "slack", MessageID: "T1:" + time.Duration(i).String()}
 		ttl := time.Duration(i+1) * time.Minute
-		mustf(t, src.Mark(ctx, k, ttl), "mark")
+		require.NoError(t, src.Mark(ctx, k, ttl), "mark")
 		want[k] = time.Now().Add(ttl)
 	}
 	_, err = src.Claim(ctx, dedupe.NewClaim(dedupe.Key{Channel: "slack", MessageID: "claimed"}), time.Hour)
-	mustf(t, err, "claim")
-	mustf(t, src.Close(), "close (writes the snapshot)")
+	require.NoError(t, err, "claim")
+	require.NoError(t, src.Close(), "close (writes the snapshot)")
 
 	to := "sqlite:" + filepath.Join(t.TempDir(), "new.db")
 	code, out, errOut := runCmd(t, "migrate", "--from", "memory:"+snap, "--to", to, "--batch", "300", "--checkpoint", filepath.Join(t.TempDir(), "cp.json"))
-	if code != exitOK {
-		t.Fatalf("exit %d: %s%s", code, out, errOut)
-	}
-	if got := summaryOf(t, out); got != (migrate.Summary{Listed: 2000, Copied: 2000}) {
-		t.Fatalf("summary %+v\n%s", got, out)
-	}
+	require.Equal(t, exitOK, code, "output:\n%s%s", out, errOut)
+	require.Equal(t, migrate.Summary{Listed: 2000, Copied: 2000}, summaryOf(t, out), "output:\n%s", out)
 	checkCopied(t, open(t, to), want)
 }
 
@@ -120,18 +112,14 @@ func TestMigratePostgresToRedis(t *testing.T) {
 		want[k] = exp
 	}
 	_, err := src.Store.(dedupe.BulkMarker).MarkUntil(ctx, keys, exps)
-	mustf(t, err, "seed")
+	require.NoError(t, err, "seed")
 	_, err = src.Claim(ctx, dedupe.NewClaim(dedupe.Key{Channel: "discord", MessageID: "claimed"}), time.Hour)
-	mustf(t, err, "claim")
+	require.NoError(t, err, "claim")
 	cp := filepath.Join(t.TempDir(), "cp.json")
 	for run, wantSum := range []migrate.Summary{{Listed: 3000, Copied: 3000}, {Listed: 3000, Present: 3000}} {
 		code, out, errOut := runCmd(t, "migrate", "--from", from, "--to", to, "--batch", "512", "--checkpoint", cp)
-		if code != exitOK {
-			t.Fatalf("run %d: exit %d: %s%s", run, code, out, errOut)
-		}
-		if got := summaryOf(t, out); got != wantSum {
-			t.Fatalf("run %d: summary %+v, want %+v", run, got, wantSum)
-		}
+		require.Equal(t, exitOK, code, "run %d: output:\n%s%s", run, out, errOut)
+		require.Equal(t, wantSum, summaryOf(t, out), "run %d", run)
 	}
 	checkCopied(t, open(t, to), want)
 }
@@ -141,16 +129,10 @@ func TestMigrateRedisToPostgres(t *testing.T) {
 	from, to := redisURL(t), postgresURL(t)
 	f := writeNekoFile(t, 2000, 0)
 	code, out, errOut := runCmd(t, "migrate", "--from", f.url(), "--to", from, "--checkpoint", filepath.Join(t.TempDir(), "a.json"))
-	if code != exitOK {
-		t.Fatalf("exit %d: %s%s", code, out, errOut)
-	}
+	require.Equal(t, exitOK, code, "output:\n%s%s", out, errOut)
 	code, out, errOut = runCmd(t, "migrate", "--from", from, "--to", to, "--batch", "100", "--checkpoint", filepath.Join(t.TempDir(), "b.json"))
-	if code != exitOK {
-		t.Fatalf("exit %d: %s%s", code, out, errOut)
-	}
-	if got := summaryOf(t, out); got != (migrate.Summary{Listed: 2000, Copied: 2000}) {
-		t.Fatalf("summary %+v\n%s", got, out)
-	}
+	require.Equal(t, exitOK, code, "output:\n%s%s", out, errOut)
+	require.Equal(t, migrate.Summary{Listed: 2000, Copied: 2000}, summaryOf(t, out), "output:\n%s", out)
 	checkCopied(t, open(t, to), f.live)
 }
 
@@ -163,18 +145,10 @@ func TestMigrateDryRun(t *testing.T) {
 	seedDestination(t, dst, f.live)
 	cp := filepath.Join(t.TempDir(), "cp.json")
 	code, out, errOut := runCmd(t, "migrate", "--dry-run", "--from", f.url(), "--to", to, "--checkpoint", cp)
-	if code != exitOK {
-		t.Fatalf("exit %d: %s%s", code, out, errOut)
-	}
-	if got, want := summaryOf(t, out), (migrate.Summary{Listed: 1000, Copied: 750 - 2, Present: 2, Expired: 250}); got != want {
-		t.Fatalf("summary %+v, want %+v", got, want)
-	}
-	if n := len(marks(t, dst)); n != 2 {
-		t.Fatalf("a dry run wrote: %d marks at the destination", n)
-	}
-	if !strings.Contains(out, "dry run") {
-		t.Errorf("output does not say it was a dry run:\n%s", out)
-	}
+	require.Equal(t, exitOK, code, "output:\n%s%s", out, errOut)
+	require.Equal(t, migrate.Summary{Listed: 1000, Copied: 750 - 2, Present: 2, Expired: 250}, summaryOf(t, out))
+	require.Len(t, marks(t, dst), 2, "a dry run wrote marks at the destination")
+	assert.Contains(t, out, "dry run", "output does not say it was a dry run")
 }
 
 // Bad command lines exit with 2, failures with 1.
@@ -196,8 +170,7 @@ func TestMigrateExitCodes(t *testing.T) {
 		{[]string{"migrate", "--from", f.url(), "--to", "sqlite:" + filepath.Join(dir, "no", "such", "dir.db")}, exitFailure},
 		{[]string{"migrate", "--from", f.url(), "--to", "memory:" + filepath.Join(dir, "m"), "--checkpoint", filepath.Join(dir, "cp.json")}, exitOK},
 	} {
-		if code, out, errOut := runCmd(t, c.args...); code != c.code {
-			t.Errorf("%q: exit %d, want %d\n%s%s", c.args, code, c.code, out, errOut)
-		}
+		code, out, errOut := runCmd(t, c.args...)
+		assert.Equal(t, c.code, code, "%q: output:\n%s%s", c.args, out, errOut)
 	}
 }

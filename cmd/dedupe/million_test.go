@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/gatewaykit/dedupe/migrate"
 )
 
@@ -29,13 +31,9 @@ func TestMigrateMillionNekoBotMarks(t *testing.T) {
 			start := time.Now()
 			code, out, errOut := runCmd(t, "migrate", "--from", f.url(), "--to", c.to, "--checkpoint", filepath.Join(t.TempDir(), "cp.json"))
 			took := time.Since(start)
-			if code != exitOK {
-				t.Fatalf("exit %d: %s%s", code, out, errOut)
-			}
+			require.Equal(t, exitOK, code, "output:\n%s%s", out, errOut)
 			want := migrate.Summary{Listed: n, Copied: int64(len(f.live)), Expired: int64(f.expired)}
-			if got := summaryOf(t, out); got != want {
-				t.Fatalf("summary %+v, want %+v", got, want)
-			}
+			require.Equal(t, want, summaryOf(t, out))
 			t.Logf("migrated %d marks in %v (%.0f marks/s)", n, took, n/took.Seconds())
 			start = time.Now()
 			checkCopied(t, open(t, c.to), f.live)

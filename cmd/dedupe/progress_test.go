@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/gatewaykit/dedupe/migrate"
 )
 
@@ -14,21 +16,18 @@ import (
 // where the summary lines alone are written.
 func TestProgressOnlyOnATerminal(t *testing.T) {
 	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer r.Close()
 	defer w.Close()
-	if isTerminal(w) || isTerminal(&bytes.Buffer{}) {
-		t.Fatal("a pipe or a buffer taken for a terminal")
-	}
+	require.False(t, isTerminal(w), "a pipe taken for a terminal")
+	require.False(t, isTerminal(&bytes.Buffer{}), "a buffer taken for a terminal")
 	var buf bytes.Buffer
 	p := &progress{w: &buf, total: 1000, started: time.Now().Add(-time.Second)}
 	p.update(migrate.Summary{Listed: 500})
 	p.update(migrate.Summary{Listed: 600}) // within barEvery of the last: not drawn
 	p.finish()
 	out := buf.String()
-	if !strings.HasPrefix(out, "\r[###############...............]  50.0% 500/1000 marks") || strings.Contains(out, "600") || !strings.HasSuffix(out, "\n") {
-		t.Fatalf("bar %q", out)
-	}
+	require.True(t, strings.HasPrefix(out, "\r[###############...............]  50.0% 500/1000 marks"), "bar %q", out)
+	require.NotContains(t, out, "600", "bar %q", out)
+	require.True(t, strings.HasSuffix(out, "\n"), "bar %q", out)
 }

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/gatewaykit/dedupe"
 )
 
@@ -27,26 +30,22 @@ func TestStatsEachStore(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
 			s, err := openStore(ctx, c.url, dest)
-			mustf(t, err, "open")
+			require.NoError(t, err, "open")
 			before := time.Now()
 			for i, ttl := range []time.Duration{time.Hour, 3 * time.Hour, 2 * time.Hour} {
-				mustf(t, s.Mark(ctx, dedupe.Key{Channel: "qq", MessageID: string(rune('a' + i))}, ttl), "mark")
+				require.NoError(t, s.Mark(ctx, dedupe.Key{Channel: "qq", MessageID: string(rune('a' + i))}, ttl), "mark")
 			}
 			after := time.Now()
 			_, err = s.Claim(ctx, dedupe.NewClaim(dedupe.Key{Channel: "qq", MessageID: "z"}), time.Hour)
-			mustf(t, err, "claim")
-			mustf(t, s.close(), "close")
+			require.NoError(t, err, "claim")
+			require.NoError(t, s.close(), "close")
 
 			code, out, errOut := runCmd(t, "stats", c.url)
-			if code != exitOK {
-				t.Fatalf("exit %d: %s%s", code, out, errOut)
-			}
+			require.Equal(t, exitOK, code, "output:\n%s%s", out, errOut)
 			flat := strings.Join(strings.Fields(out), " ")
 			for _, want := range append([]string{"backend: " + c.name, "live marks: 3", "live claims: " + c.claims,
 				"oldest expiry:", "newest expiry:"}, c.sizes...) {
-				if !strings.Contains(flat, want) {
-					t.Errorf("output lacks %q:\n%s", want, out)
-				}
+				assert.Contains(t, flat, want, "output:\n%s", out)
 			}
 			// The expiries are the marks' own (printed to the second), however long the command took.
 			for _, e := range []struct {
@@ -55,9 +54,8 @@ func TestStatsEachStore(t *testing.T) {
 			}{{"oldest expiry:", time.Hour}, {"newest expiry:", 3 * time.Hour}} {
 				_, rest, _ := strings.Cut(flat, e.line+" ")
 				got, err := time.Parse(time.RFC3339, strings.Fields(rest + " x")[0])
-				if err != nil || got.Before(before.Add(e.ttl).Truncate(time.Second)) || got.After(after.Add(e.ttl)) {
-					t.Errorf("%s %v (%v), want between %v and %v", e.line, got, err, before.Add(e.ttl), after.Add(e.ttl))
-				}
+				assert.NoError(t, err, e.line)
+				assert.WithinRange(t, got, before.Add(e.ttl).Truncate(time.Second), after.Add(e.ttl), e.line)
 			}
 		})
 	}

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // runDemo runs the demo on store and returns its exit status and output.
@@ -49,7 +52,7 @@ func TestAgentServers(t *testing.T) {
 			v := os.Getenv(env)
 			if v == "" {
 				if os.Getenv("DEDUPE_REQUIRE_SERVERS") != "" {
-					t.Fatalf("%s is unset", env)
+					require.Failf(t, "server not configured", "%s is unset", env)
 				}
 				t.Skipf("%s is unset", env)
 			}
@@ -62,23 +65,17 @@ func TestAgentServers(t *testing.T) {
 // TestAgentBadStore: a store that cannot be opened is a setup error, status 2.
 func TestAgentBadStore(t *testing.T) {
 	var out, errs bytes.Buffer
-	if code := mainArgs(t.Context(), []string{"-store", "nonsense"}, &out, &errs); code != 2 || !strings.Contains(errs.String(), "-store") {
-		t.Errorf("status %d, stderr %q", code, errs.String())
-	}
+	code := mainArgs(t.Context(), []string{"-store", "nonsense"}, &out, &errs)
+	assert.Equal(t, 2, code, "stderr %q", errs.String())
+	assert.Contains(t, errs.String(), "-store", "stderr")
 }
 
 // expect checks that the demo exited 0 and printed each of lines.
 func expect(t *testing.T, code int, out string, lines ...string) {
 	t.Helper()
-	if code != 0 {
-		t.Errorf("exit status %d, want 0", code)
-	}
+	assert.Equal(t, 0, code, "exit status")
 	for _, l := range lines {
-		if !strings.Contains(out, l) {
-			t.Errorf("output lacks %q", l)
-		}
+		assert.Contains(t, out, l, "output lacks %q", l)
 	}
-	if !strings.Contains(out, "ok: every retry got the first reply") {
-		t.Error("output lacks the final ok")
-	}
+	assert.Contains(t, out, "ok: every retry got the first reply", "output lacks the final ok")
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // The deployment checklist of the ClawBridge gateway design, run on the
@@ -13,16 +15,10 @@ import (
 // were felt: the proxy lost chunks or cut connections.
 func checkOnce(t *testing.T, rep report) {
 	t.Helper()
-	if !rep.ExactlyOnce || rep.Processed != rep.Messages || rep.Twice != 0 || rep.Never != 0 {
-		t.Errorf("processed %d of %d, %d twice, %d never; want each exactly once",
-			rep.Processed, rep.Messages, rep.Twice, rep.Never)
-	}
-	if rep.FaultStats.Lost+rep.FaultStats.Cut == 0 {
-		t.Errorf("the proxy lost no chunk and cut no connection: %+v", rep.FaultStats)
-	}
-	if rep.StoreErrors == 0 {
-		t.Error("no store call failed: the faults did not reach the gateway")
-	}
+	assert.True(t, rep.ExactlyOnce && rep.Processed == rep.Messages && rep.Twice == 0 && rep.Never == 0,
+		"processed %d of %d, %d twice, %d never; want each exactly once", rep.Processed, rep.Messages, rep.Twice, rep.Never)
+	assert.NotZero(t, rep.FaultStats.Lost+rep.FaultStats.Cut, "the proxy lost no chunk and cut no connection: %+v", rep.FaultStats)
+	assert.NotZero(t, rep.StoreErrors, "no store call failed: the faults did not reach the gateway")
 }
 
 // faultConfig is a run with 30% of the chunks between gateway and store lost
@@ -64,9 +60,7 @@ func TestRunLayered(t *testing.T) {
 	_, dsn := serverEnv(t)
 	rep := runOK(t, testConfig("layered:"+dsn))
 	checkExactlyOnce(t, rep)
-	if rep.Layers["transport"] == 0 {
-		t.Errorf("the front layer answered no claim: %v", rep.Layers)
-	}
+	assert.NotZero(t, rep.Layers["transport"], "the front layer answered no claim: %v", rep.Layers)
 }
 
 // TestFailoverRedisToPostgres runs a gateway whose store is Redis and whose
@@ -86,11 +80,8 @@ func TestFailoverRedisToPostgres(t *testing.T) {
 	// and how many marks it queues, depends on when each call meets it (under
 	// a parallel test load, one run saw 2 served and no mark queued): what
 	// must hold is that some were served and every queued mark was written.
-	if rep.Fallbacks == 0 || rep.Replayed != rep.Deferred || rep.Dropped != 0 {
-		t.Errorf("fallback served %d calls, %d marks queued for Redis, %d written, %d dropped; want some served, all written",
-			rep.Fallbacks, rep.Deferred, rep.Replayed, rep.Dropped)
-	}
-	if rep.OnPrimary != rep.Processed {
-		t.Errorf("%d of %d processed updates marked on Redis after the outage", rep.OnPrimary, rep.Processed)
-	}
+	assert.True(t, rep.Fallbacks != 0 && rep.Replayed == rep.Deferred && rep.Dropped == 0,
+		"fallback served %d calls, %d marks queued for Redis, %d written, %d dropped; want some served, all written",
+		rep.Fallbacks, rep.Deferred, rep.Replayed, rep.Dropped)
+	assert.Equal(t, rep.Processed, rep.OnPrimary, "%d of %d processed updates marked on Redis after the outage", rep.OnPrimary, rep.Processed)
 }

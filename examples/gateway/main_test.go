@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestMain runs the -serve mode when the tests start this binary as a gateway
@@ -48,9 +51,7 @@ func runOK(t *testing.T, cfg config) report {
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
 	rep, err := run(ctx, cfg)
-	if err != nil {
-		t.Fatalf("run: %v", err)
-	}
+	require.NoError(t, err, "run")
 	var out bytes.Buffer
 	rep.write(&out)
 	t.Logf("report:\n%s", out.String())
@@ -61,25 +62,18 @@ func runOK(t *testing.T, cfg config) report {
 // platform sent more requests than updates.
 func checkExactlyOnce(t *testing.T, rep report) {
 	t.Helper()
-	if !rep.ExactlyOnce || rep.Processed != rep.Messages || rep.Twice != 0 || rep.Never != 0 {
-		t.Errorf("processed %d of %d, %d twice, %d never; want each exactly once",
-			rep.Processed, rep.Messages, rep.Twice, rep.Never)
-	}
-	if rep.Received <= int64(rep.Messages) {
-		t.Errorf("gateways received %d deliveries of %d updates; want redeliveries", rep.Received, rep.Messages)
-	}
-	if rep.Failed == 0 || rep.FailedThenDone != rep.FailedUpdates {
-		t.Errorf("%d failed deliveries, %d of %d failed updates processed later; want failures, all processed later",
-			rep.Failed, rep.FailedThenDone, rep.FailedUpdates)
-	}
+	assert.True(t, rep.ExactlyOnce && rep.Processed == rep.Messages && rep.Twice == 0 && rep.Never == 0,
+		"processed %d of %d, %d twice, %d never; want each exactly once", rep.Processed, rep.Messages, rep.Twice, rep.Never)
+	assert.Greater(t, rep.Received, int64(rep.Messages), "gateways received %d deliveries of %d updates; want redeliveries", rep.Received, rep.Messages)
+	assert.True(t, rep.Failed != 0 && rep.FailedThenDone == rep.FailedUpdates,
+		"%d failed deliveries, %d of %d failed updates processed later; want failures, all processed later",
+		rep.Failed, rep.FailedThenDone, rep.FailedUpdates)
 }
 
 func TestRunMemory(t *testing.T) {
 	rep := runOK(t, testConfig("memory"))
 	checkExactlyOnce(t, rep)
-	if rep.Restart {
-		t.Error("restart ran by default on a memory store")
-	}
+	assert.False(t, rep.Restart, "restart ran by default on a memory store")
 }
 
 // TestRunMemoryRestartForgets checks that the report is honest about a memory
@@ -89,12 +83,10 @@ func TestRunMemoryRestartForgets(t *testing.T) {
 	restart := true
 	cfg.Restart = &restart
 	rep := runOK(t, cfg)
-	if rep.Redelivered == 0 || rep.ProcessedAgain != rep.Redelivered {
-		t.Errorf("%d updates redelivered after the restart, %d processed again; want all of them", rep.Redelivered, rep.ProcessedAgain)
-	}
-	if rep.ExactlyOnce || rep.Twice != rep.Redelivered {
-		t.Errorf("exactly once %v with %d updates processed twice; want no, %d", rep.ExactlyOnce, rep.Twice, rep.Redelivered)
-	}
+	assert.NotZero(t, rep.Redelivered, "%d updates redelivered after the restart, %d processed again; want all of them", rep.Redelivered, rep.ProcessedAgain)
+	assert.Equal(t, rep.Redelivered, rep.ProcessedAgain, "%d updates redelivered after the restart, %d processed again; want all of them", rep.Redelivered, rep.ProcessedAgain)
+	assert.False(t, rep.ExactlyOnce, "exactly once %v with %d updates processed twice; want no, %d", rep.ExactlyOnce, rep.Twice, rep.Redelivered)
+	assert.Equal(t, rep.Redelivered, rep.Twice, "exactly once %v with %d updates processed twice; want no, %d", rep.ExactlyOnce, rep.Twice, rep.Redelivered)
 }
 
 func TestRunSQLiteRestart(t *testing.T) {
@@ -145,25 +137,19 @@ func TestRunPostgresTwoProcesses(t *testing.T) {
 // durable store were not processed again.
 func checkRestart(t *testing.T, rep report) {
 	t.Helper()
-	if !rep.Restart || rep.Redelivered == 0 {
-		t.Fatalf("restart %v with %d updates redelivered; want a restart on a durable store", rep.Restart, rep.Redelivered)
-	}
-	if rep.ProcessedAgain != 0 {
-		t.Errorf("%d of %d updates redelivered after the restart processed again; want 0", rep.ProcessedAgain, rep.Redelivered)
-	}
+	require.True(t, rep.Restart, "restart %v with %d updates redelivered; want a restart on a durable store", rep.Restart, rep.Redelivered)
+	require.NotZero(t, rep.Redelivered, "restart %v with %d updates redelivered; want a restart on a durable store", rep.Restart, rep.Redelivered)
+	assert.Zero(t, rep.ProcessedAgain, "%d of %d updates redelivered after the restart processed again; want 0", rep.ProcessedAgain, rep.Redelivered)
 }
 
 // checkProcesses checks that both gateway processes took part.
 func checkProcesses(t *testing.T, rep report) {
 	t.Helper()
-	if len(rep.PerProcess) != 2 {
-		t.Fatalf("%d gateway processes reported; want 2", len(rep.PerProcess))
-	}
+	require.Len(t, rep.PerProcess, 2, "gateway processes reported")
 	for _, s := range rep.PerProcess {
-		if s.PID == os.Getpid() || s.Received == 0 || len(s.Processed) == 0 {
-			t.Errorf("gateway process %d received %d deliveries and processed %d updates; want a child process doing work",
-				s.PID, s.Received, len(s.Processed))
-		}
+		assert.True(t, s.PID != os.Getpid() && s.Received != 0 && len(s.Processed) != 0,
+			"gateway process %d received %d deliveries and processed %d updates; want a child process doing work",
+			s.PID, s.Received, len(s.Processed))
 	}
 }
 
@@ -186,9 +172,9 @@ func TestMainArgs(t *testing.T) {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			code := mainArgs(t.Context(), tc.args, strings.NewReader(""), &stdout, &stderr)
-			if code != tc.code || !strings.Contains(stdout.String(), tc.out) || !strings.Contains(stderr.String(), tc.err) {
-				t.Errorf("exit %d, stdout %q, stderr %q; want %d, %q, %q", code, stdout.String(), stderr.String(), tc.code, tc.out, tc.err)
-			}
+			assert.Equal(t, tc.code, code, "exit status; stdout %q, stderr %q", stdout.String(), stderr.String())
+			assert.Contains(t, stdout.String(), tc.out, "stdout")
+			assert.Contains(t, stderr.String(), tc.err, "stderr")
 		})
 	}
 }
@@ -210,29 +196,27 @@ func TestParseStore(t *testing.T) {
 		{"layered:sqlite:a.db", "layered", "sqlite:a.db", "layered:sqlite:a.db"},
 	} {
 		s, err := parseStore(tc.in)
-		if err != nil || s.kind != tc.kind || s.target != tc.target || s.String() != tc.shown {
-			t.Errorf("parseStore(%q) = %+v (%q), %v; want %s %q (%q)", tc.in, s, s.String(), err, tc.kind, tc.target, tc.shown)
-		}
+		assert.NoError(t, err, "parseStore(%q)", tc.in)
+		assert.Equal(t, tc.kind, s.kind, "parseStore(%q) kind", tc.in)
+		assert.Equal(t, tc.target, s.target, "parseStore(%q) target", tc.in)
+		assert.Equal(t, tc.shown, s.String(), "parseStore(%q) shown", tc.in)
 	}
 	for _, in := range []string{"sqlite:", "mysql://h/db", "redis", "http://x.db", "layered:", "layered:memory", "layered:layered:a.db"} {
-		if _, err := parseStore(in); err == nil {
-			t.Errorf("parseStore(%q) succeeded; want an error", in)
-		}
+		_, err := parseStore(in)
+		assert.Error(t, err, "parseStore(%q) succeeded; want an error", in)
 	}
 }
 
 func TestParseFault(t *testing.T) {
 	f, err := parseFault("loss=0.3, latency=500ms,down=2s")
-	if err != nil || f != (faultSpec{Loss: 0.3, Latency: 500 * time.Millisecond, Down: 2 * time.Second}) {
-		t.Errorf("parseFault = %+v, %v", f, err)
-	}
-	if f, err := parseFault(""); err != nil || !f.none() {
-		t.Errorf(`parseFault("") = %+v, %v; want no fault`, f, err)
-	}
+	assert.NoError(t, err, "parseFault")
+	assert.Equal(t, faultSpec{Loss: 0.3, Latency: 500 * time.Millisecond, Down: 2 * time.Second}, f, "parseFault")
+	f, err = parseFault("")
+	assert.NoError(t, err, `parseFault("")`)
+	assert.True(t, f.none(), `parseFault("") = %+v; want no fault`, f)
 	for _, in := range []string{"loss=1", "loss=-0.1", "loss=x", "latency=-1s", "latency=1h", "jitter=1ms", "loss"} {
-		if _, err := parseFault(in); err == nil {
-			t.Errorf("parseFault(%q) succeeded; want an error", in)
-		}
+		_, err := parseFault(in)
+		assert.Error(t, err, "parseFault(%q) succeeded; want an error", in)
 	}
 	for _, args := range [][]string{
 		{"-fault", "loss=0.1"},                                      // memory: no server
@@ -240,9 +224,8 @@ func TestParseFault(t *testing.T) {
 		{"-store", "redis://127.0.0.1:6379/0", "-fault", "down=1s"}, // no fallback
 		{"-store", "redis://127.0.0.1:6379/0", "-fallback", "layered:a.db"},
 	} {
-		if _, err := parseFlags(args, io.Discard); err == nil {
-			t.Errorf("parseFlags(%q) succeeded; want an error", args)
-		}
+		_, err := parseFlags(args, io.Discard)
+		assert.Error(t, err, "parseFlags(%q) succeeded; want an error", args)
 	}
 }
 
@@ -255,13 +238,10 @@ func TestHandler(t *testing.T) {
 		inFlightStatus: http.StatusServiceUnavailable,
 		logger:         defaultConfig().logger(),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer func() {
-		if _, err := g.stop(context.Background()); err != nil {
-			t.Error(err)
-		}
+		_, err := g.stop(context.Background())
+		assert.NoError(t, err)
 	}()
 	for _, tc := range []struct {
 		name, body string
@@ -279,15 +259,12 @@ func TestHandler(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
 			g.handleTelegram(rec, httptest.NewRequest(http.MethodPost, "/telegram", strings.NewReader(tc.body)))
-			if rec.Code != tc.status || !strings.Contains(rec.Body.String(), tc.verdict) {
-				t.Errorf("answer %d %q; want %d with %q", rec.Code, rec.Body.String(), tc.status, tc.verdict)
-			}
+			assert.Equal(t, tc.status, rec.Code, "answer %q", rec.Body.String())
+			assert.Contains(t, rec.Body.String(), tc.verdict, "answer %d", rec.Code)
 		})
 	}
 	processed, _ := g.core.counts()
-	if len(processed) != 2 || processed[9007199254740993] != 1 || processed[9007199254740992] != 1 {
-		t.Errorf("core processed %v; want updates 9007199254740993 and 9007199254740992 once each", processed)
-	}
+	assert.Equal(t, map[int64]int{9007199254740993: 1, 9007199254740992: 1}, processed, "want updates 9007199254740993 and 9007199254740992 once each")
 }
 
 // skipOrFail skips tb with msg, for a test whose server is not configured, or
@@ -296,7 +273,7 @@ func TestHandler(t *testing.T) {
 func skipOrFail(tb testing.TB, msg string) {
 	tb.Helper()
 	if os.Getenv("DEDUPE_REQUIRE_SERVERS") == "1" {
-		tb.Fatal(msg + " (DEDUPE_REQUIRE_SERVERS=1: failing instead of skipping)")
+		require.Fail(tb, msg+" (DEDUPE_REQUIRE_SERVERS=1: failing instead of skipping)")
 	}
 	tb.Skip(msg)
 }
