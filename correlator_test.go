@@ -941,9 +941,7 @@ func observeDuplicateAllocs(t *testing.T, name string, content []dedupe.Segment,
 	}
 	i := 0
 	allocs := testing.AllocsPerRun(runs, func() {
-		if !c.Observe(dups[i]).Duplicate {
-			t.Fatal("not a duplicate")
-		}
+		require.True(t, c.Observe(dups[i]).Duplicate, "not a duplicate")
 		i++
 	})
 	t.Logf("%s: %.2f allocs per duplicate delivery", name, allocs)

@@ -67,7 +67,7 @@ func TestDoPanicReleases(t *testing.T) {
 			assert.Equal(t, "kaboom", recover(), "the panic goes on")
 		}()
 		_ = d.Do(context.Background(), key1, func(context.Context) error { panic("kaboom") })
-		t.Error("Do returned after a panic")
+		assert.Fail(t, "Do returned after a panic")
 	}()
 	ran := false
 	require.NoError(t, d.Do(context.Background(), key1, func(context.Context) error { ran = true; return nil }))
@@ -126,7 +126,7 @@ func TestDoRaceManyKeys(t *testing.T) {
 				k := dedupe.Key{Channel: "slack", MessageID: fmt.Sprint(i)}
 				err := d.Do(context.Background(), k, func(context.Context) error { runs[i].Add(1); return nil })
 				if err != nil && !errors.Is(err, dedupe.ErrDuplicate) && !errors.Is(err, dedupe.ErrInFlight) {
-					t.Error(err)
+					assert.NoError(t, err)
 				}
 			}
 		}()
@@ -418,7 +418,7 @@ func (s deadlineStore) Claim(ctx context.Context, c dedupe.Claim, lease time.Dur
 func TestDoReleasesAmbiguousClaim(t *testing.T) {
 	mem := dedupe.NewMemoryStore(dedupe.MemoryConfig{})
 	d := dedupe.New(deadlineStore{mem})
-	err := d.Do(context.Background(), key1, func(context.Context) error { t.Error("ran"); return nil })
+	err := d.Do(context.Background(), key1, func(context.Context) error { assert.Fail(t, "ran"); return nil })
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Equal(t, uint64(1), d.Stats().Ambiguous)
 	require.NoError(t, dedupe.New(mem).Do(context.Background(), key1, func(context.Context) error { return nil }),

@@ -11,6 +11,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The house's limits, checked on every non-test Go file of the repository:
@@ -40,15 +43,11 @@ func TestHouseLimits(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if n := fset.File(f.Pos()).LineCount(); n > maxFileLines {
-			t.Errorf("%s: %d lines, over %d", path, n, maxFileLines)
-		}
+		assert.LessOrEqual(t, fset.File(f.Pos()).LineCount(), maxFileLines, "%s: lines", path)
 		for _, decl := range f.Decls {
 			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Body != nil {
 				n := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1
-				if n > maxFuncLines {
-					t.Errorf("%s: func %s: %d lines, over %d", path, fn.Name.Name, n, maxFuncLines)
-				}
+				assert.LessOrEqual(t, n, maxFuncLines, "%s: func %s: lines", path, fn.Name.Name)
 			}
 		}
 		if filepath.Dir(path) == "." {
@@ -56,13 +55,9 @@ func TestHouseLimits(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Logf("root package: %d exported top-level names", rootNames)
-	if rootNames > maxRootNames {
-		t.Errorf("the root package exports %d top-level names, over %d", rootNames, maxRootNames)
-	}
+	assert.LessOrEqual(t, rootNames, maxRootNames, "the root package's exported top-level names")
 }
 
 // exportedNames counts the exported top-level names f declares: types,
@@ -98,9 +93,7 @@ func exportedNames(f *ast.File) int {
 // Every test docs/guarantees.md names as a proof exists.
 func TestGuaranteesNameRealTests(t *testing.T) {
 	doc, err := os.ReadFile("docs/guarantees.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defined := make(map[string]bool)
 	err = filepath.WalkDir(".", func(path string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() || !strings.HasSuffix(path, "_test.go") {
@@ -115,17 +108,11 @@ func TestGuaranteesNameRealTests(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	named := testName.FindAllString(string(doc), -1)
-	if len(named) < 20 {
-		t.Fatalf("docs/guarantees.md names %d tests; it should name the proof of each promise", len(named))
-	}
+	require.GreaterOrEqual(t, len(named), 20, "docs/guarantees.md names too few tests; it should name the proof of each promise")
 	for _, name := range named {
-		if !defined[name] {
-			t.Errorf("docs/guarantees.md names %s, which no test file defines", name)
-		}
+		assert.True(t, defined[name], "docs/guarantees.md names %s, which no test file defines", name)
 	}
 }
 
@@ -142,10 +129,6 @@ func TestDedupehttpDocLength(t *testing.T) {
 		t.Skip("no go command on PATH")
 	}
 	out, err := exec.Command(goTool, "doc", "-all", "./dedupehttp").Output()
-	if err != nil {
-		t.Fatalf("go doc: %v", err)
-	}
-	if n := strings.Count(string(out), "\n"); n > 700 {
-		t.Errorf("go doc -all ./dedupehttp prints %d lines, over 700", n)
-	}
+	require.NoError(t, err, "go doc")
+	assert.LessOrEqual(t, strings.Count(string(out), "\n"), 700, "go doc -all ./dedupehttp prints lines")
 }

@@ -1,9 +1,7 @@
 package dedupe_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 
@@ -166,20 +164,12 @@ func FuzzParseKey(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		k, err := dedupe.ParseKey(s)
 		if err != nil {
-			if !errors.Is(err, dedupe.ErrInvalidKey) {
-				t.Fatalf("ParseKey(%q) error %v is not ErrInvalidKey", s, err)
-			}
+			require.ErrorIs(t, err, dedupe.ErrInvalidKey, "ParseKey(%q)", s)
 			return
 		}
-		if k.String() != s {
-			t.Fatalf("ParseKey(%q).String() = %q", s, k.String())
-		}
-		if k.Validate() != nil {
-			t.Fatalf("ParseKey(%q) returned an invalid key", s)
-		}
-		if bytes.IndexByte([]byte(k.Channel), ':') >= 0 {
-			t.Fatalf("channel %q holds ':'", k.Channel)
-		}
+		require.Equal(t, s, k.String(), "ParseKey(%q).String()", s)
+		require.NoError(t, k.Validate(), "ParseKey(%q) returned an invalid key", s)
+		require.NotContains(t, k.Channel, ":", "channel holds ':'")
 	})
 }
 

@@ -2,8 +2,9 @@ package dedupe
 
 import (
 	"hash/maphash"
-	"slices"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // The LRU keeps the most recently used keys, reuses removed entries, and
@@ -26,38 +27,30 @@ func TestMarkLRU(t *testing.T) {
 		exp int64
 	}{{a, ha, 1}, {b, hb, 2}, {c, hc, 3}} {
 		got, ok := l.get(tc.k, tc.h)
-		if !ok || got != tc.exp {
-			t.Fatalf("get(%s) = %d, %v; want %d", tc.k, got, ok, tc.exp)
-		}
+		require.True(t, ok, "get(%s)", tc.k)
+		require.Equal(t, tc.exp, got, "get(%s)", tc.k)
 	}
 	// Used in the order a, b, c: adding d evicts a, the head of a chain.
 	d, hd := key("qq", "3")
 	l.add(d, hd, 4)
-	if _, ok := l.get(a, ha); ok {
-		t.Fatal("a survived its eviction")
-	}
-	if got, ok := l.get(b, hb); !ok || got != 2 {
-		t.Fatalf("b, chained behind a, = %d, %v", got, ok)
-	}
+	_, ok := l.get(a, ha)
+	require.False(t, ok, "a survived its eviction")
+	got, ok := l.get(b, hb)
+	require.True(t, ok, "b, chained behind a")
+	require.Equal(t, int64(2), got, "b, chained behind a")
 	l.remove(c, hc)
 	l.add(a, ha, 5) // takes c's entry, not d's or b's
-	if l.len() != 3 || len(l.entries) != 4 {
-		t.Fatalf("len %d with %d entries, want 3 and 4", l.len(), len(l.entries))
-	}
+	require.Equal(t, 3, l.len(), "len")
+	require.Len(t, l.entries, 4, "entries")
 	var order []string
 	l.oldestFirst(func(k Key, _ int64) { order = append(order, k.String()) })
-	if want := []string{"qq:3", "tg:1", "qq:1"}; !slices.Equal(order, want) {
-		t.Fatalf("oldest first: %v, want %v", order, want)
-	}
+	require.Equal(t, []string{"qq:3", "tg:1", "qq:1"}, order, "oldest first")
 	l.remove(b, hb) // a chain member that is not its head
-	if _, ok := l.get(a, ha); !ok {
-		t.Fatal("a lost with b")
-	}
-	if _, ok := l.get(b, hb); ok {
-		t.Fatal("b not removed")
-	}
+	_, ok = l.get(a, ha)
+	require.True(t, ok, "a lost with b")
+	_, ok = l.get(b, hb)
+	require.False(t, ok, "b not removed")
 	l.purge()
-	if l.len() != 0 || len(l.index) != 0 {
-		t.Fatal("purge left keys")
-	}
+	require.Zero(t, l.len(), "purge left keys")
+	require.Empty(t, l.index, "purge left keys")
 }

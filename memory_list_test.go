@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The comparisons of the memory store's walk order agree with comparing the
@@ -17,13 +20,9 @@ func TestCompareKeysMatchesText(t *testing.T) {
 	for _, a := range keys {
 		for _, b := range keys {
 			want := strings.Compare(a.String(), b.String())
-			if got := compareKeys(a, b); got != want {
-				t.Errorf("compareKeys(%s, %s) = %d, want %d", a, b, got, want)
-			}
+			assert.Equal(t, want, compareKeys(a, b), "compareKeys(%s, %s)", a, b)
 			for _, s := range []string{b.String(), b.Channel, b.Channel + ":", b.String() + "x", ""} {
-				if got, want := compareKeyText(a, s), strings.Compare(a.String(), s); got != want {
-					t.Errorf("compareKeyText(%s, %q) = %d, want %d", a, s, got, want)
-				}
+				assert.Equal(t, strings.Compare(a.String(), s), compareKeyText(a, s), "compareKeyText(%s, %q)", a, s)
 			}
 		}
 	}
@@ -45,9 +44,7 @@ func TestMarkUntilResults(t *testing.T) {
 		},
 		"sqlite": func(t *testing.T, now func() time.Time) bulkResultStore {
 			s, err := OpenSQLite(t.TempDir()+"/m.db", SQLiteConfig{Now: now, Location: time.UTC})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			return s
 		},
 	} {
@@ -57,23 +54,18 @@ func TestMarkUntilResults(t *testing.T) {
 			s := open(t, func() time.Time { return now })
 			defer s.Close()
 			live, old := Key{"qq", "live"}, Key{"qq", "old"}
-			if err := s.MarkResult(ctx, live, []byte("kept"), time.Minute); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.MarkResult(ctx, old, []byte("stale"), time.Second); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, s.MarkResult(ctx, live, []byte("kept"), time.Minute))
+			require.NoError(t, s.MarkResult(ctx, old, []byte("stale"), time.Second))
 			now = now.Add(2 * time.Second)
 			present, err := s.MarkUntil(ctx, []Key{live, old}, []time.Time{now.Add(time.Hour), now.Add(time.Hour)})
-			if err != nil || present != 1 {
-				t.Fatalf("MarkUntil: %d present, %v", present, err)
-			}
-			if res, ok, _ := s.Result(ctx, live); !ok || string(res) != "kept" {
-				t.Errorf("live mark's result %q, %v", res, ok)
-			}
-			if res, ok, _ := s.Result(ctx, old); !ok || res != nil {
-				t.Errorf("replaced expired mark's result %q, %v", res, ok)
-			}
+			require.NoError(t, err, "MarkUntil")
+			require.Equal(t, 1, present, "MarkUntil: present")
+			res, ok, _ := s.Result(ctx, live)
+			assert.True(t, ok, "live mark's result")
+			assert.Equal(t, "kept", string(res), "live mark's result")
+			res, ok, _ = s.Result(ctx, old)
+			assert.True(t, ok, "replaced expired mark's result")
+			assert.Nil(t, res, "replaced expired mark's result")
 		})
 	}
 }

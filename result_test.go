@@ -148,7 +148,7 @@ func TestDoResultConcurrentCopies(t *testing.T) {
 				return []byte("only answer"), nil
 			})
 			if err != nil && !errors.Is(err, dedupe.ErrDuplicate) {
-				t.Errorf("copy %d: %v", i, err)
+				assert.NoError(t, err, "copy %d", i)
 			}
 			results[i] = string(res)
 		}()

@@ -128,9 +128,7 @@ func TestSignatureRules(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a, b := Signature(tt.a), Signature(tt.b)
-			if (a == b) != tt.equal {
-				t.Errorf("Signature equal = %v, want %v\n a: %q\n b: %q", a == b, tt.equal, a, b)
-			}
+			assert.Equal(t, tt.equal, a == b, "Signature equal\n a: %q\n b: %q", a, b)
 		})
 	}
 }
@@ -150,15 +148,12 @@ func TestSignatureForm(t *testing.T) {
 		{segs(seg("video", "file", "x")), "5:video,0:,"},
 	}
 	for _, tt := range tests {
-		if got := Signature(tt.segs); got != tt.want {
-			t.Errorf("Signature(%v) = %q, want %q", tt.segs, got, tt.want)
-		}
+		assert.Equal(t, tt.want, Signature(tt.segs), "Signature(%v)", tt.segs)
 	}
 	// json digests are 32 hex digits
 	got := Signature(segs(seg("json", "data", `{"a":1}`)))
-	if !strings.HasPrefix(got, "4:json,32:") || len(got) != len("4:json,32:")+33 {
-		t.Errorf("json signature = %q, want a 32-digit digest", got)
-	}
+	assert.True(t, strings.HasPrefix(got, "4:json,32:"), "json signature = %q, want a 32-digit digest", got)
+	assert.Len(t, got, len("4:json,32:")+33, "json signature, want a 32-digit digest")
 }
 
 // TestEventCanonicalForm checks the fields of each kind's key.
@@ -194,26 +189,20 @@ func TestEventCanonicalForm(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fa, fb := tt.a.CanonicalForm(), tt.b.CanonicalForm()
-			if (fa == fb) != tt.equal {
-				t.Errorf("forms equal = %v, want %v\n a: %q\n b: %q", fa == fb, tt.equal, fa, fb)
-			}
-			if ka, kb := tt.a.CorrelationKey(), tt.b.CorrelationKey(); (ka == kb) != (fa == fb) {
-				t.Errorf("keys equal = %v but forms equal = %v", ka == kb, fa == fb)
-			}
+			assert.Equal(t, tt.equal, fa == fb, "forms equal\n a: %q\n b: %q", fa, fb)
+			ka, kb := tt.a.CorrelationKey(), tt.b.CorrelationKey()
+			assert.Equal(t, fa == fb, ka == kb, "keys equal as the forms are")
 		})
 	}
 
 	ev := msg("group", "286", "25258", "the bot")
-	if got, want := ev.CanonicalForm(), "7:message,5:group,3:286,5:25258,4:text,7:the bot,"; got != want {
-		t.Errorf("CanonicalForm = %q, want %q", got, want)
-	}
-	if k := ev.CorrelationKey(); k.IsZero() || len(k.String()) != 32 {
-		t.Errorf("CorrelationKey = %v", k)
-	}
+	assert.Equal(t, "7:message,5:group,3:286,5:25258,4:text,7:the bot,", ev.CanonicalForm(), "CanonicalForm")
+	k := ev.CorrelationKey()
+	assert.False(t, k.IsZero(), "CorrelationKey = %v", k)
+	assert.Len(t, k.String(), 32, "CorrelationKey")
 	meta := &Event{Kind: "meta_event"}
-	if meta.CanonicalForm() != "" || !meta.CorrelationKey().IsZero() {
-		t.Errorf("meta_event has a key: %q", meta.CanonicalForm())
-	}
+	assert.Empty(t, meta.CanonicalForm(), "meta_event has a key")
+	assert.True(t, meta.CorrelationKey().IsZero(), "meta_event has a key")
 }
 
 // FuzzSignature checks that Signature never panics, is deterministic, and does
@@ -237,13 +226,9 @@ func FuzzSignature(f *testing.F) {
 			seg("json", "data", s), seg("ark", "data", s), seg("xml", "data", s),
 			seg("image", "file", s, "url", s), seg("flash", "md5", s), seg(s, "x", s))
 		a, b := Signature(msg), Signature(msg)
-		if a != b {
-			t.Fatalf("not deterministic: %q vs %q", a, b)
-		}
+		require.Equal(t, a, b, "not deterministic")
 		ev := &Event{Kind: "message", MessageType: "group", GroupID: s, UserID: s, Segments: msg}
-		if ev.CorrelationKey() != ev.CorrelationKey() {
-			t.Fatal("key not deterministic")
-		}
+		require.Equal(t, ev.CorrelationKey(), ev.CorrelationKey(), "key not deterministic")
 
 		deep := strings.Count(s, "[")+strings.Count(s, "{") > canon.MaxDepth
 		if deep || !json.Valid([]byte(s)) || !utf8.ValidString(s) {
@@ -252,17 +237,13 @@ func FuzzSignature(f *testing.F) {
 		dec := json.NewDecoder(strings.NewReader(s))
 		dec.UseNumber()
 		var v any
-		if err := dec.Decode(&v); err != nil {
-			t.Fatalf("encoding/json: %v", err)
-		}
+		require.NoError(t, dec.Decode(&v), "encoding/json")
 		compact, err := json.Marshal(v)
 		if err != nil {
 			return // numbers such as 1e400 that encoding/json cannot write back
 		}
 		var indented bytes.Buffer
-		if err := json.Indent(&indented, compact, "\n ", "\t"); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, json.Indent(&indented, compact, "\n ", "\t"))
 		want := Signature(segs(seg("json", "data", s)))
 		others := []any{string(compact), indented.String()}
 		switch v.(type) {
@@ -270,9 +251,7 @@ func FuzzSignature(f *testing.F) {
 			others = append(others, v)
 		}
 		for _, other := range others {
-			if got := Signature(segs(seg("json", "data", other))); got != want {
-				t.Fatalf("signature of %q differs for the equivalent %#v: %q vs %q", s, other, got, want)
-			}
+			require.Equal(t, want, Signature(segs(seg("json", "data", other))), "signature of %q differs for the equivalent %#v", s, other)
 		}
 	})
 }
@@ -308,9 +287,8 @@ func TestSignatureHostileValues(t *testing.T) {
 	for name, msg := range msgs {
 		a, b := Signature(msg), Signature(msg)
 		require.Equal(t, a, b, "%s: not stable", name)
-		if other, ok := seen[a]; ok {
-			t.Errorf("%s and %s give one signature %q", name, other, a)
-		}
+		other, ok := seen[a]
+		assert.False(t, ok, "%s and %s give one signature %q", name, other, a)
 		seen[a] = name
 	}
 	other := map[string]any{"app": "y"}

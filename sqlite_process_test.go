@@ -56,7 +56,7 @@ func TestSQLiteChildProcess(t *testing.T) {
 		}
 		out.printf("ok")
 	default:
-		t.Fatalf("unknown child mode %q", mode)
+		require.Failf(t, "unknown child mode", "mode %q", mode)
 	}
 }
 
@@ -88,9 +88,7 @@ func childRace(t *testing.T, path string, out *lineWriter) {
 	in := bufio.NewScanner(os.Stdin)
 	for phase := 1; phase <= 2; phase++ {
 		out.printf("ready %d", phase)
-		if !in.Scan() {
-			t.Fatal("no go from the parent")
-		}
+		require.True(t, in.Scan(), "no go from the parent")
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		var claimed []dedupe.Claim
@@ -121,9 +119,7 @@ func childRace(t *testing.T, path string, out *lineWriter) {
 		}
 		// Mark and release only once every process has raced.
 		out.printf("raced %d", phase)
-		if !in.Scan() {
-			t.Fatal("no go from the parent")
-		}
+		require.True(t, in.Scan(), "no go from the parent")
 		for _, c := range claimed {
 			i, _ := strconv.Atoi(c.Key.MessageID)
 			if i%2 == 0 {
@@ -283,16 +279,12 @@ func waitLine(t *testing.T, lines <-chan string, want string, counts [3]map[stri
 	for {
 		select {
 		case line, ok := <-lines:
-			if !ok {
-				t.Fatalf("child exited before %q", want)
-			}
+			require.True(t, ok, "child exited before %q", want)
 			if line == want {
 				return
 			}
 			f := strings.Fields(line)
-			if f[0] == "error" {
-				t.Fatalf("child: %s", line)
-			}
+			require.NotEqual(t, "error", f[0], "child: %s", line)
 			if len(f) == 3 {
 				phase, _ := strconv.Atoi(f[1])
 				key, _ := strconv.Atoi(f[2])
@@ -305,7 +297,7 @@ func waitLine(t *testing.T, lines <-chan string, want string, counts [3]map[stri
 				}
 			}
 		case <-timeout:
-			t.Fatalf("no %q from a child in 2 minutes", want)
+			require.Failf(t, "timed out", "no %q from a child in 2 minutes", want)
 		}
 	}
 }
@@ -329,9 +321,7 @@ func TestSQLiteKillDurability(t *testing.T) {
 	for sc.Scan() {
 		line := sc.Text()
 		text, ok := strings.CutPrefix(line, "marked ")
-		if !ok {
-			t.Fatalf("child: %s", line)
-		}
+		require.True(t, ok, "child: %s", line)
 		k, err := dedupe.ParseKey(text)
 		require.NoError(t, err)
 		reported = append(reported, k)

@@ -95,7 +95,7 @@ func TestSQLiteDoTxConcurrent(t *testing.T) {
 					return insertEffect(ctx, tx, k)
 				})
 				if err != nil && !errors.Is(err, dedupe.ErrDuplicate) {
-					t.Errorf("DoTx: %v", err)
+					assert.NoError(t, err, "DoTx")
 				}
 			})
 		}
@@ -190,7 +190,7 @@ func TestSQLiteTxKillChild(t *testing.T) {
 			if errors.Is(err, dedupe.ErrInFlight) {
 				left++ // a killed process's claim: its lease runs out
 			} else if err != nil && !errors.Is(err, dedupe.ErrDuplicate) {
-				t.Fatalf("deliver %s: %v", k, err)
+				require.NoError(t, err, "deliver %s", k)
 			}
 		}
 		if round != "finish" {

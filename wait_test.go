@@ -37,7 +37,7 @@ func TestWaitOwnerSucceeds(t *testing.T) {
 		started, done := owner(d, 2*time.Second, nil, &running)
 		<-started
 		begin := time.Now()
-		err := d.Do(context.Background(), key1, func(context.Context) error { t.Error("the copy ran"); return nil })
+		err := d.Do(context.Background(), key1, func(context.Context) error { assert.Fail(t, "the copy ran"); return nil })
 		require.ErrorIs(t, err, dedupe.ErrDuplicate, "the owner marked it")
 		assert.GreaterOrEqual(t, time.Since(begin), 2*time.Second, "answered after the owner finished")
 		assert.Less(t, time.Since(begin), 3*time.Second, "and soon after")
@@ -75,7 +75,7 @@ func TestWaitTimesOut(t *testing.T) {
 		started, done := owner(d, 5*time.Second, nil, &running)
 		<-started
 		begin := time.Now()
-		err := d.Do(context.Background(), key1, func(context.Context) error { t.Error("the copy ran"); return nil })
+		err := d.Do(context.Background(), key1, func(context.Context) error { assert.Fail(t, "the copy ran"); return nil })
 		require.ErrorIs(t, err, dedupe.ErrInFlight)
 		assert.Equal(t, time.Second, time.Since(begin), "after max")
 

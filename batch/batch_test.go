@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // errStoreClosed stands for a store's own "closed" error, which the batcher
@@ -72,18 +74,14 @@ func TestLoneCallerInline(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	close(s.release)
-	if err := <-first; err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, <-first)
 	wg.Wait()
 	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	}
-	if len(s.batches) != 2 || len(s.batches[0]) != 1 || len(s.batches[1]) != 3 {
-		t.Fatalf("batches %v; want [a] then the three others together", s.batches)
-	}
+	require.Len(t, s.batches, 2, "want [a] then the three others together")
+	require.Len(t, s.batches[0], 1, "batches %v; want [a] then the three others together", s.batches)
+	require.Len(t, s.batches[1], 3, "batches %v; want [a] then the three others together", s.batches)
 }
 
 // TestAbandonedWhileQueued checks that a call whose context ends while it is
@@ -102,24 +100,16 @@ func TestAbandonedWhileQueued(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	cancel()
-	if err := <-abandoned; !errors.Is(err, context.Canceled) {
-		t.Fatalf("abandoned call: %v; want context.Canceled", err)
-	}
+	require.ErrorIs(t, <-abandoned, context.Canceled, "abandoned call")
 	done := make(chan struct{})
 	go func() { b.Close(); close(done) }()
-	if err := <-closed; !errors.Is(err, errStoreClosed) {
-		t.Fatalf("queued call at Close: %v; want errStoreClosed", err)
-	}
+	require.ErrorIs(t, <-closed, errStoreClosed, "queued call at Close")
 	close(s.release)
 	<-done
-	if err := b.Do(context.Background(), "z", op("z")); !errors.Is(err, errStoreClosed) {
-		t.Fatalf("call after Close: %v; want errStoreClosed", err)
-	}
+	require.ErrorIs(t, b.Do(context.Background(), "z", op("z")), errStoreClosed, "call after Close")
 	for _, batch := range s.batches {
 		for _, k := range batch {
-			if k != "a" {
-				t.Fatalf("batches %v: only a was to be sent", s.batches)
-			}
+			require.Equal(t, "a", k, "batches %v: only a was to be sent", s.batches)
 		}
 	}
 }
@@ -130,7 +120,5 @@ func TestClosedDefault(t *testing.T) {
 	b, _ := newBatcher(1)
 	b.Closed = nil
 	b.Close()
-	if err := b.Do(context.Background(), "a", op("a")); !errors.Is(err, errClosed) {
-		t.Fatalf("call after Close: %v; want errClosed", err)
-	}
+	require.ErrorIs(t, b.Do(context.Background(), "a", op("a")), errClosed, "call after Close")
 }

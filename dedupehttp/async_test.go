@@ -137,7 +137,7 @@ func TestAsyncBurstLargerThanQueue(t *testing.T) {
 			assert.Equal(t, "5", r.header.Get("Retry-After"))
 			retry = append(retry, i+1)
 		default:
-			t.Errorf("request %d: status %d", i+1, r.status)
+			assert.Failf(t, "unexpected status", "request %d: status %d", i+1, r.status)
 		}
 	}
 	assert.Equal(t, workers+queue, accepted, "accepted while the handlers are blocked")
@@ -231,7 +231,7 @@ func TestAsyncCloseWaitsForWorkers(t *testing.T) {
 		synctest.Wait()
 		select {
 		case err := <-closed:
-			t.Fatalf("Close returned %v while a handler runs", err)
+			require.Failf(t, "Close returned while a handler runs", "Close returned %v", err)
 		default:
 		}
 		w := record(a, ctx, update(3))

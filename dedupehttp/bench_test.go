@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
 	"github.com/gatewaykit/dedupe/platform"
@@ -103,12 +106,8 @@ func TestDuplicateAllocs(t *testing.T) {
 		body.Reset(payload)
 		h.ServeHTTP(w, r)
 	})
-	if got := w.Header().Get(dedupehttp.HeaderVerdict); got != "duplicate" {
-		t.Fatalf("verdict %q", got)
-	}
-	if allocs > 5 {
-		t.Errorf("%v allocs to answer a duplicate, want at most 5", allocs)
-	}
+	require.Equal(t, "duplicate", w.Header().Get(dedupehttp.HeaderVerdict), "verdict")
+	assert.LessOrEqual(t, allocs, 5.0, "allocs to answer a duplicate")
 }
 
 // BenchmarkReplay compares a duplicate answered with the first answer kept

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
 	"github.com/gatewaykit/dedupe/platform"
@@ -58,13 +60,10 @@ func TestAsyncQueueHonoursFallback(t *testing.T) {
 		select {
 		case <-done:
 		case <-time.After(30 * time.Second):
-			t.Fatal("accepted deliveries not processed")
+			require.Fail(t, "accepted deliveries not processed")
 		}
 	}
-	if accepted != n || runs.Load() != n {
-		t.Fatalf("primary down, fallback up: %d of %d accepted, %d handler runs; want all", accepted, n, runs.Load())
-	}
-	if dup := post(srv, update(7)).status; dup != http.StatusOK {
-		t.Fatalf("a copy after processing got %d, want 200", dup)
-	}
+	require.Equal(t, n, accepted, "primary down, fallback up: accepted")
+	require.Equal(t, int64(n), runs.Load(), "primary down, fallback up: handler runs")
+	require.Equal(t, http.StatusOK, post(srv, update(7)).status, "a copy after processing")
 }

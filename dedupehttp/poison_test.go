@@ -221,7 +221,7 @@ func TestAsyncSQLiteQueueDepthBound(t *testing.T) {
 			require.NotEmpty(t, w.Header().Get("Retry-After"))
 			refused++
 		default:
-			t.Fatalf("request %d: status %d", i, w.Code)
+			require.Failf(t, "unexpected status", "request %d: status %d", i, w.Code)
 		}
 	}
 	t.Logf("%d requests, queue bound %d: %d accepted, %d refused with 503", flood, bound, accepted, refused)

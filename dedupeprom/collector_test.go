@@ -126,7 +126,7 @@ func counter(t *testing.T, c prometheus.Collector, name, labelName, value string
 			}
 		}
 	}
-	t.Fatalf("no %s{%s=%q}", name, labelName, value)
+	require.Failf(t, "no such counter", "no %s{%s=%q}", name, labelName, value)
 	return 0
 }
 

@@ -70,7 +70,7 @@ func TestMetricNamesLint(t *testing.T) {
 			pending[p.Metric] = true
 			continue
 		}
-		t.Errorf("%s: %s", p.Metric, p.Text)
+		assert.Failf(t, "lint problem", "%s: %s", p.Metric, p.Text)
 	}
 	for old, renamed := range pendingRenames {
 		assert.True(t, pending[old], "%s is no longer reported: drop its pending rename to %s", old, renamed)

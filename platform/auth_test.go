@@ -331,12 +331,8 @@ func FuzzVerifyForged(f *testing.F) {
 					continue // the unsigned validation
 				}
 			}
-			if err == nil {
-				t.Fatalf("%s accepted a forged delivery %q with %v", p.Name, body, h)
-			}
-			if !errors.Is(err, platform.ErrUnauthenticated) {
-				t.Fatalf("%s: error %v does not wrap ErrUnauthenticated", p.Name, err)
-			}
+			require.Error(t, err, "%s accepted a forged delivery %q with %v", p.Name, body, h)
+			require.ErrorIs(t, err, platform.ErrUnauthenticated, "%s", p.Name)
 		}
 	})
 }

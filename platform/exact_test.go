@@ -125,22 +125,15 @@ func FuzzPresetExactKeys(f *testing.F) {
 			switch class {
 			case refID:
 				if verr := (dedupe.Key{Channel: p.Name, MessageID: want}).Validate(); verr != nil {
-					if !errors.Is(err, dedupe.ErrInvalidKey) {
-						t.Fatalf("%s %q: want ErrInvalidKey (%v), got %v, %v", p.Name, body, verr, k, err)
-					}
+					require.ErrorIs(t, err, dedupe.ErrInvalidKey, "%s %q: want ErrInvalidKey (%v), got %v", p.Name, body, verr, k)
 					continue
 				}
-				if err != nil || k.MessageID != want {
-					t.Fatalf("%s %q: reference finds %q, preset %q, %v", p.Name, body, want, k.MessageID, err)
-				}
+				require.NoError(t, err, "%s %q: reference finds %q", p.Name, body, want)
+				require.Equal(t, want, k.MessageID, "%s %q: reference finds %q, preset", p.Name, body, want)
 			case refNoID:
-				if !errors.Is(err, dedupe.ErrNoMessageID) {
-					t.Fatalf("%s %q: reference finds no id, preset %v, %v", p.Name, body, k, err)
-				}
+				require.ErrorIs(t, err, dedupe.ErrNoMessageID, "%s %q: reference finds no id, preset %v", p.Name, body, k)
 			case refInvalid:
-				if !errors.Is(err, dedupe.ErrInvalidKey) {
-					t.Fatalf("%s %q: reference finds an invalid id, preset %v, %v", p.Name, body, k, err)
-				}
+				require.ErrorIs(t, err, dedupe.ErrInvalidKey, "%s %q: reference finds an invalid id, preset %v", p.Name, body, k)
 			}
 		}
 	})

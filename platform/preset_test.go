@@ -337,14 +337,12 @@ func TestPresetExtractAllocs(t *testing.T) {
 	for _, c := range extractCases {
 		body := fixture(t, c.fixture)
 		preset := testing.AllocsPerRun(50, func() {
-			if _, err := c.preset.Extract(body, nil); err != nil {
-				t.Fatal(err)
-			}
+			_, err := c.preset.Extract(body, nil)
+			require.NoError(t, err)
 		})
 		baseline := testing.AllocsPerRun(50, func() {
-			if _, err := baselineKey(c.preset.Name, body, c.path); err != nil {
-				t.Fatal(err)
-			}
+			_, err := baselineKey(c.preset.Name, body, c.path)
+			require.NoError(t, err)
 		})
 		assert.LessOrEqual(t, preset, 16.0, "%s: allocs per Extract", c.preset.Name)
 		assert.LessOrEqual(t, preset, baseline/4, "%s: allocs per Extract, against the baseline's quarter", c.preset.Name)
@@ -367,17 +365,12 @@ func FuzzPresetExtract(f *testing.F) {
 		for _, p := range platform.Presets() {
 			k, err := p.Extract(body, nil)
 			if err != nil {
-				if !errors.Is(err, dedupe.ErrNoMessageID) && !errors.Is(err, dedupe.ErrInvalidKey) {
-					t.Fatalf("%s: error %v is in no documented class", p.Name, err)
-				}
+				require.True(t, errors.Is(err, dedupe.ErrNoMessageID) || errors.Is(err, dedupe.ErrInvalidKey),
+					"%s: error %v is in no documented class", p.Name, err)
 				continue
 			}
-			if k.Channel != p.Name {
-				t.Fatalf("%s: key %v has another channel", p.Name, k)
-			}
-			if err := k.Validate(); err != nil {
-				t.Fatalf("%s: key %v: %v", p.Name, k, err)
-			}
+			require.Equal(t, p.Name, k.Channel, "%s: key %v has another channel", p.Name, k)
+			require.NoError(t, k.Validate(), "%s: key %v", p.Name, k)
 		}
 	})
 }

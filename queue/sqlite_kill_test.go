@@ -8,6 +8,7 @@ import (
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp/durabletest"
 	"github.com/gatewaykit/dedupe/queue"
+	"github.com/stretchr/testify/require"
 )
 
 // TestSQLiteQueueKill kills a gateway whose Async queues in SQLite while
@@ -32,13 +33,9 @@ func sqliteKillConfig() durabletest.KillConfig {
 			q, err := queue.OpenSQLite(path, queue.SQLiteConfig{
 				Visibility: time.Second, PollInterval: 50 * time.Millisecond,
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			s, err := dedupe.OpenSQLite(path, dedupe.SQLiteConfig{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			return q, s
 		},
 	}

@@ -458,9 +458,8 @@ func TestSequencerPushAllocs(t *testing.T) {
 	seq := uint64(0)
 	allocs := testing.AllocsPerRun(1000, func() {
 		seq++
-		if _, v := s.Push("chat-1", seq, 1); v != sequence.Ready {
-			t.Fatal(v)
-		}
+		_, v := s.Push("chat-1", seq, 1)
+		require.Equal(t, sequence.Ready, v)
 	})
 	assert.LessOrEqual(t, allocs, 1.0, "in-order Push: allocs, want at most the returned slice")
 	assert.Zero(t, testing.AllocsPerRun(100, func() { s.Expire() }), "Expire with nothing buffered: allocs")

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestEscapePath(t *testing.T) {
@@ -11,13 +13,11 @@ func TestEscapePath(t *testing.T) {
 		"github.com/Azure/azure-sdk":   "github.com/!azure/azure-sdk",
 	} {
 		got, err := escapePath(in)
-		if err != nil || got != want {
-			t.Errorf("escapePath(%q) = %q, %v; want %q", in, got, err, want)
-		}
+		assert.NoError(t, err, "escapePath(%q)", in)
+		assert.Equal(t, want, got, "escapePath(%q)", in)
 	}
-	if _, err := escapePath("example.com/a!b"); err == nil {
-		t.Error("escapePath accepted a path with '!'")
-	}
+	_, err := escapePath("example.com/a!b")
+	assert.Error(t, err, "escapePath accepted a path with '!'")
 }
 
 func TestReleaseVersion(t *testing.T) {
@@ -40,14 +40,11 @@ func TestReleaseVersion(t *testing.T) {
 	} {
 		got, err := releaseVersion(tc.mods)
 		if tc.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("releaseVersion(%v) = %q, %v; want an error with %q", tc.mods, got, err, tc.wantErr)
-			}
+			assert.ErrorContains(t, err, tc.wantErr, "releaseVersion(%v) = %q", tc.mods, got)
 			continue
 		}
-		if err != nil || got != tc.want {
-			t.Errorf("releaseVersion(%v) = %q, %v; want %q", tc.mods, got, err, tc.want)
-		}
+		assert.NoError(t, err, "releaseVersion(%v)", tc.mods)
+		assert.Equal(t, tc.want, got, "releaseVersion(%v)", tc.mods)
 	}
 }
 
@@ -59,8 +56,6 @@ func TestModuleFiles(t *testing.T) {
 		"go.mod s.go",
 		"go.mod d.go",
 	} {
-		if got := strings.Join(moduleFiles(mods[i], mods, files), " "); got != want {
-			t.Errorf("moduleFiles(%q) = %s; want %s", mods[i].Dir, got, want)
-		}
+		assert.Equal(t, want, strings.Join(moduleFiles(mods[i], mods, files), " "), "moduleFiles(%q)", mods[i].Dir)
 	}
 }

@@ -139,7 +139,7 @@ func (g *gateway) wait(t *testing.T) string {
 	case e := <-g.ready:
 		return e
 	case <-time.After(20 * time.Second):
-		t.Fatal("the session did not connect")
+		require.Fail(t, "the session did not connect")
 		return ""
 	}
 }

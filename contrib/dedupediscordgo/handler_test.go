@@ -73,7 +73,7 @@ func (e *events) next(t *testing.T) string {
 	case id := <-e.handled:
 		return id
 	case <-time.After(20 * time.Second):
-		t.Fatal("no handler returned")
+		require.Fail(t, "no handler returned")
 		return ""
 	}
 }

@@ -67,7 +67,7 @@ func newSlack(t *testing.T, d *dedupe.Deduper, channel string, p *probe, opts ..
 	select {
 	case <-fs.connected:
 	case <-time.After(10 * time.Second):
-		t.Fatal("the app did not connect")
+		require.Fail(t, "the app did not connect")
 	}
 	return fs
 }
@@ -127,7 +127,7 @@ func receive(t *testing.T, ch <-chan string, what string) string {
 	case id := <-ch:
 		return id
 	case <-time.After(10 * time.Second):
-		t.Fatalf("no %s", what)
+		require.Failf(t, "timed out", "no %s", what)
 		return ""
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe/dedupehttp/edge"
 )
@@ -139,18 +140,17 @@ func FuzzClient(f *testing.F) {
 		r := request(peer, "X-Forwarded-For", xff, "Forwarded", fwd)
 		peerAddr, peerOK := edge.Sources{}.Client(r)
 		for _, header := range []string{"", "Forwarded"} {
-			if got, ok := (edge.Sources{Header: header}).Client(r); ok != peerOK || got != peerAddr {
-				t.Fatalf("no trusted proxy: got %v %v, want the peer %v %v", got, ok, peerAddr, peerOK)
-			}
+			got, ok := (edge.Sources{Header: header}).Client(r)
+			require.Equal(t, peerOK, ok, "no trusted proxy: got %v, want the peer %v", got, peerAddr)
+			require.Equal(t, peerAddr, got, "no trusted proxy: want the peer")
 			s := edge.Sources{TrustedProxies: proxies, Header: header}
-			got, ok := s.Client(r)
+			got, ok = s.Client(r)
 			trusted := peerOK && (proxies[0].Contains(peerAddr) || proxies[1].Contains(peerAddr))
-			if !trusted && (ok != peerOK || got != peerAddr) {
-				t.Fatalf("untrusted peer %v: judged by %v %v", peerAddr, got, ok)
+			if !trusted {
+				require.Equal(t, peerOK, ok, "untrusted peer %v: judged by %v", peerAddr, got)
+				require.Equal(t, peerAddr, got, "untrusted peer %v: judged by another address", peerAddr)
 			}
-			if ok && !got.IsValid() {
-				t.Fatalf("ok with an invalid address")
-			}
+			require.False(t, ok && !got.IsValid(), "ok with an invalid address")
 		}
 	})
 }

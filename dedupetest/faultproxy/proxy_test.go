@@ -11,6 +11,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // echoServer answers each line it reads with the same line, until the test
@@ -18,9 +21,7 @@ import (
 func echoServer(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var conns []net.Conn
@@ -51,9 +52,7 @@ func echoServer(t *testing.T) string {
 func startProxy(t *testing.T) *Proxy {
 	t.Helper()
 	p, err := Start(echoServer(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	return p
 }
@@ -68,9 +67,7 @@ type client struct {
 func dial(t *testing.T, p *Proxy) *client {
 	t.Helper()
 	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	return &client{t: t, c: c, r: bufio.NewReader(c)}
 }
@@ -91,13 +88,15 @@ func TestForward(t *testing.T) {
 	p := startProxy(t)
 	c := dial(t, p)
 	for _, line := range []string{"one", "two", strings.Repeat("x", 100_000)} {
-		if got, err := c.ask(line, 5*time.Second); got != line || err != nil {
-			t.Fatalf("ask(%.10q) = %.10q, %v", line, got, err)
-		}
+		got, err := c.ask(line, 5*time.Second)
+		require.NoError(t, err, "ask(%.10q)", line)
+		// Not Equal: its diff would print the whole 100,000-byte line.
+		require.True(t, got == line, "ask(%.10q) = %.10q", line, got)
 	}
-	if s := p.Stats(); s.Accepted != 1 || s.Dropped != 0 || s.Cut != 0 {
-		t.Errorf("stats %+v", s)
-	}
+	s := p.Stats()
+	assert.Equal(t, 1, s.Accepted, "stats %+v", s)
+	assert.Zero(t, s.Dropped, "stats %+v", s)
+	assert.Zero(t, s.Cut, "stats %+v", s)
 }
 
 // TestDropReplies checks that replies are swallowed while dropping, that a
@@ -106,39 +105,32 @@ func TestForward(t *testing.T) {
 func TestDropReplies(t *testing.T) {
 	p := startProxy(t)
 	c := dial(t, p)
-	if got, err := c.ask("before", 5*time.Second); got != "before" || err != nil {
-		t.Fatalf("ask before = %q, %v", got, err)
-	}
+	got, err := c.ask("before", 5*time.Second)
+	require.NoError(t, err, "ask before")
+	require.Equal(t, "before", got, "ask before")
 	p.DropReplies(true)
-	if got, err := c.ask("during", 50*time.Millisecond); !isTimeout(err) {
-		t.Fatalf("ask while dropping = %q, %v; want a timeout", got, err)
-	}
+	got, err = c.ask("during", 50*time.Millisecond)
+	require.True(t, isTimeout(err), "ask while dropping = %q, %v; want a timeout", got, err)
 	// The timeout alone does not prove the echo was swallowed yet, rather
 	// than slow on a loaded machine.
 	for deadline := time.Now().Add(5 * time.Second); p.Stats().Dropped == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("no reply swallowed in 5 s")
-		}
+		require.False(t, time.Now().After(deadline), "no reply swallowed in 5 s")
 		runtime.Gosched()
 	}
 	p.DropReplies(false)
 	// The echo of "during" was lost: handing out "after" now would pair it
 	// with the wrong request.
-	if got, err := c.ask("after", 50*time.Millisecond); !isTimeout(err) {
-		t.Fatalf("ask on a connection that lost a reply = %q, %v; want a timeout", got, err)
-	}
-	if got, err := dial(t, p).ask("fresh", 5*time.Second); got != "fresh" || err != nil {
-		t.Fatalf("ask on a new connection = %q, %v", got, err)
-	}
-	if s := p.Stats(); s.Silenced != 1 {
-		t.Errorf("stats %+v: want 1 connection silenced", s)
-	}
-	if n := p.Cut(); n != 2 {
-		t.Errorf("Cut = %d, want 2", n)
-	}
-	if _, err := c.ask("cut", 5*time.Second); err == nil || isTimeout(err) {
-		t.Fatalf("ask on a cut connection: %v; want it closed", err)
-	}
+	got, err = c.ask("after", 50*time.Millisecond)
+	require.True(t, isTimeout(err), "ask on a connection that lost a reply = %q, %v; want a timeout", got, err)
+	got, err = dial(t, p).ask("fresh", 5*time.Second)
+	require.NoError(t, err, "ask on a new connection")
+	require.Equal(t, "fresh", got, "ask on a new connection")
+	s := p.Stats()
+	assert.Equal(t, 1, s.Silenced, "stats %+v: want 1 connection silenced", s)
+	assert.Equal(t, 2, p.Cut(), "Cut")
+	_, err = c.ask("cut", 5*time.Second)
+	require.Error(t, err, "ask on a cut connection; want it closed")
+	require.False(t, isTimeout(err), "ask on a cut connection: %v; want it closed", err)
 }
 
 func TestLatency(t *testing.T) {
@@ -147,16 +139,14 @@ func TestLatency(t *testing.T) {
 	const d = 30 * time.Millisecond
 	p.SetLatency(d)
 	start := time.Now()
-	if got, err := c.ask("slow", 5*time.Second); got != "slow" || err != nil {
-		t.Fatalf("ask = %q, %v", got, err)
-	}
-	if took := time.Since(start); took < 2*d {
-		t.Fatalf("a round trip took %v with %v each way", took, d)
-	}
+	got, err := c.ask("slow", 5*time.Second)
+	require.NoError(t, err, "ask")
+	require.Equal(t, "slow", got, "ask")
+	require.GreaterOrEqual(t, time.Since(start), 2*d, "a round trip, with %v each way", d)
 	p.SetLatency(0)
-	if got, err := c.ask("fast", 5*time.Second); got != "fast" || err != nil {
-		t.Fatalf("ask = %q, %v", got, err)
-	}
+	got, err = c.ask("fast", 5*time.Second)
+	require.NoError(t, err, "ask")
+	require.Equal(t, "fast", got, "ask")
 }
 
 // TestLoss checks that a lost chunk drops its connection, not silently some
@@ -166,9 +156,9 @@ func TestLoss(t *testing.T) {
 	p := startProxy(t)
 	p.SetLoss(1)
 	c := dial(t, p)
-	if got, err := c.ask("lost", 5*time.Second); err == nil || isTimeout(err) {
-		t.Fatalf("ask with every chunk lost = %q, %v; want the connection dropped", got, err)
-	}
+	got, err := c.ask("lost", 5*time.Second)
+	require.Error(t, err, "ask with every chunk lost = %q; want the connection dropped", got)
+	require.False(t, isTimeout(err), "ask with every chunk lost = %q, %v; want the connection dropped", got, err)
 
 	p.SetLoss(0.3)
 	const rounds = 400
@@ -182,23 +172,21 @@ func TestLoss(t *testing.T) {
 		case err != nil && !isTimeout(err):
 			failed++
 		default:
-			t.Fatalf("round %d: ask = %q, %v; want the line or a dropped connection", i, got, err)
+			require.Failf(t, "neither the line nor a dropped connection", "round %d: ask = %q, %v; want the line or a dropped connection", i, got, err)
 		}
 		_ = c.c.Close()
 	}
 	// 1 - 0.7² = 51% of round trips fail; 400 of them put the share within
 	// ±10% but for one run in several thousand.
-	if share := float64(failed) / rounds; share < 0.41 || share > 0.61 {
-		t.Errorf("%d of %d round trips failed at a 30%% loss; want about 51%%", failed, rounds)
-	}
-	if lost := p.Stats().Lost; lost < failed {
-		t.Errorf("Stats.Lost = %d, fewer than the %d failed round trips", lost, failed)
-	}
+	share := float64(failed) / rounds
+	assert.GreaterOrEqual(t, share, 0.41, "%d of %d round trips failed at a 30%% loss; want about 51%%", failed, rounds)
+	assert.LessOrEqual(t, share, 0.61, "%d of %d round trips failed at a 30%% loss; want about 51%%", failed, rounds)
+	assert.GreaterOrEqual(t, p.Stats().Lost, failed, "Stats.Lost, against the failed round trips")
 
 	p.SetLoss(0)
-	if got, err := dial(t, p).ask("kept", 5*time.Second); got != "kept" || err != nil {
-		t.Fatalf("ask after SetLoss(0) = %q, %v", got, err)
-	}
+	got, err = dial(t, p).ask("kept", 5*time.Second)
+	require.NoError(t, err, "ask after SetLoss(0)")
+	require.Equal(t, "kept", got, "ask after SetLoss(0)")
 }
 
 // TestClose checks that Close cuts the connections, refuses new ones and
@@ -207,32 +195,24 @@ func TestClose(t *testing.T) {
 	before := runtime.NumGoroutine()
 	addr := echoServer(t)
 	p, err := Start(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c := dial(t, p)
-	if _, err := c.ask("x", 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	_, err = c.ask("x", 5*time.Second)
+	require.NoError(t, err)
 	p.SetLatency(time.Millisecond)
-	if err := p.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Close(); err != nil {
-		t.Fatalf("second Close: %v", err)
-	}
-	if _, err := c.ask("y", 5*time.Second); err == nil {
-		t.Fatal("a connection survived Close")
-	}
+	require.NoError(t, p.Close())
+	require.NoError(t, p.Close(), "second Close")
+	_, err = c.ask("y", 5*time.Second)
+	require.Error(t, err, "a connection survived Close")
 	if c, err := net.Dial("tcp", p.Addr()); err == nil {
 		_ = c.Close()
-		t.Fatal("Dial after Close succeeded")
+		require.Fail(t, "Dial after Close succeeded")
 	}
 	// The echo server's goroutines are the test's; the proxy's are gone once
 	// Close returned. Allow the echo server its accept loop and one copier.
 	if n := runtime.NumGoroutine(); n > before+2 {
 		buf := make([]byte, 1<<16)
-		t.Fatalf("%d goroutines after Close, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
+		require.Failf(t, "goroutines left after Close", "%d goroutines after Close, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
 	}
 }
 

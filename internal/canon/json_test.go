@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func jsonText(s string) ([]byte, bool) { return AppendJSONText(nil, s) }
@@ -81,24 +82,16 @@ func FuzzJSONText(f *testing.F) {
 		form, ours := jsonText(s)
 		valid := json.Valid([]byte(s))
 		deep := strings.Count(s, "[")+strings.Count(s, "{") > MaxDepth
-		if ours && !valid {
-			t.Fatalf("parser accepts invalid JSON %q", s)
-		}
-		if valid && !ours && !deep {
-			t.Fatalf("parser rejects valid JSON %q", s)
-		}
+		require.False(t, ours && !valid, "parser accepts invalid JSON %q", s)
+		require.False(t, valid && !ours && !deep, "parser rejects valid JSON %q", s)
 		if !ours || !utf8.ValidString(s) {
 			return
 		}
 		dec := json.NewDecoder(strings.NewReader(s))
 		dec.UseNumber()
 		var v any
-		if err := dec.Decode(&v); err != nil {
-			t.Fatalf("encoding/json: %v", err)
-		}
-		if got := AppendJSONValue(nil, v); string(got) != string(form) {
-			t.Fatalf("value of %q gives %q, text gives %q", s, got, form)
-		}
+		require.NoError(t, dec.Decode(&v), "encoding/json")
+		require.Equal(t, string(form), string(AppendJSONValue(nil, v)), "value of %q differs from its text's form", s)
 	})
 }
 
@@ -117,11 +110,9 @@ func FuzzJSONTextAsLegacy(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		got, ok := AppendJSONText(nil, s)
 		want, wantOK := legacyAppendJSONText(nil, s)
-		if ok != wantOK {
-			t.Fatalf("%q: accepted %v, formerly %v", s, ok, wantOK)
-		}
-		if ok && string(got) != string(want) {
-			t.Fatalf("%q: form %q, formerly %q", s, got, want)
+		require.Equal(t, wantOK, ok, "%q: acceptance differs from formerly", s)
+		if ok {
+			require.Equal(t, string(want), string(got), "%q: form differs from formerly", s)
 		}
 	})
 }

@@ -143,15 +143,10 @@ func FuzzValueGraph(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		root := buildGraph(in)
 		a, b := AppendJSONValue(nil, root), AppendJSONValue(nil, root)
-		if string(a) != string(b) {
-			t.Fatal("form not stable")
-		}
-		if len(a) > 64*MaxValues {
-			t.Fatalf("form of %d bytes", len(a))
-		}
-		if s1, s2 := AppendScalar(nil, root), AppendScalar(nil, root); string(s1) != string(s2) {
-			t.Fatal("scalar form not stable")
-		}
+		require.Equal(t, string(a), string(b), "form not stable")
+		require.LessOrEqual(t, len(a), 64*MaxValues, "form length")
+		s1, s2 := AppendScalar(nil, root), AppendScalar(nil, root)
+		require.Equal(t, string(s1), string(s2), "scalar form not stable")
 	})
 }
 

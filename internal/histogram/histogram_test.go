@@ -4,6 +4,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestHistogram(t *testing.T) {
@@ -16,13 +18,8 @@ func TestHistogram(t *testing.T) {
 	wg.Wait()
 	got := make([]uint64, len(bounds))
 	count, sum := h.Snapshot(bounds, got)
-	if count != 4 || sum != 5*time.Second+3*time.Millisecond {
-		t.Fatalf("count %d, sum %v", count, sum)
-	}
+	require.Equal(t, uint64(4), count, "count")
+	require.Equal(t, 5*time.Second+3*time.Millisecond, sum, "sum")
 	want := []uint64{2, 3, 3} // cumulative; 5 s is over the last bound
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("buckets %v, want %v", got, want)
-		}
-	}
+	require.Equal(t, want, got, "buckets")
 }

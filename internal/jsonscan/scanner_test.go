@@ -182,9 +182,7 @@ func TestNoAllocs(t *testing.T) {
 	text := []byte(`{"update_id":123,"message":{"text":"h\u00e9llo","entities":[{"type":"bot_command"}],"n":1.5e3}}`)
 	buf := make([]byte, 0, 64)
 	allocs := testing.AllocsPerRun(100, func() {
-		if !Valid(text, jsonDepth) {
-			t.Fatal("invalid")
-		}
+		require.True(t, Valid(text, jsonDepth), "invalid")
 		buf, _ = AppendUnquote(buf[:0], `h\u00e9llo \ud83d\ude00`)
 	})
 	assert.Zero(t, allocs)
@@ -201,12 +199,8 @@ func FuzzValid(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		want := json.Valid([]byte(s))
-		if got := Valid(s, jsonDepth); got != want {
-			t.Fatalf("%q: Valid %v, encoding/json %v", s, got, want)
-		}
-		if got := Valid([]byte(s), jsonDepth); got != want {
-			t.Fatalf("%q as bytes: Valid %v, encoding/json %v", s, got, want)
-		}
+		require.Equal(t, want, Valid(s, jsonDepth), "%q: Valid differs from encoding/json", s)
+		require.Equal(t, want, Valid([]byte(s), jsonDepth), "%q as bytes: Valid differs from encoding/json", s)
 	})
 }
 
@@ -229,14 +223,10 @@ func FuzzAppendUnquote(f *testing.F) {
 		var want string
 		jerr := json.Unmarshal([]byte(lit), &want)
 		if !ok || !s.AtEnd() {
-			if jerr == nil {
-				t.Fatalf("%q: Quoted refuses a literal encoding/json decodes", lit)
-			}
+			require.Error(t, jerr, "%q: Quoted refuses a literal encoding/json decodes", lit)
 			return
 		}
-		if jerr != nil {
-			t.Fatalf("%q: Quoted accepts a literal encoding/json refuses: %v", lit, jerr)
-		}
+		require.NoError(t, jerr, "%q: Quoted accepts a literal encoding/json refuses", lit)
 		assert.Equal(t, strings.Contains(inner, `\`), escaped)
 		got, flaw := AppendUnquote(nil, inner)
 		if !utf8.ValidString(lit) {

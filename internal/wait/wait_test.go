@@ -2,22 +2,17 @@ package wait
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestSleep(t *testing.T) {
-	if err := Sleep(context.Background(), time.Millisecond); err != nil {
-		t.Fatalf("Sleep = %v, want nil", err)
-	}
+	require.NoError(t, Sleep(context.Background(), time.Millisecond), "Sleep")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	start := time.Now()
-	if err := Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Sleep on a cancelled context = %v, want context.Canceled", err)
-	}
-	if d := time.Since(start); d > time.Minute {
-		t.Fatalf("Sleep on a cancelled context took %v", d)
-	}
+	require.ErrorIs(t, Sleep(ctx, time.Hour), context.Canceled, "Sleep on a cancelled context")
+	require.LessOrEqual(t, time.Since(start), time.Minute, "Sleep on a cancelled context took too long")
 }
