@@ -417,7 +417,10 @@ func testSizer(t *testing.T, s *suite) {
 	for _, n := range sizes {
 		total += n
 	}
-	t.Logf("dedupetest: Sizes: %d names, %d bytes in all", len(sizes), total)
+	if kept := int64(50 * len(res)); total < kept {
+		t.Errorf("Sizes sum to %d bytes, less than the %d bytes of the results kept", total, kept)
+	}
+	t.Logf("dedupetest: Sizes: %d names, summing to %d bytes", len(sizes), total)
 
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
