@@ -63,24 +63,13 @@ func TestSQLiteTxConformance(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var mu sync.Mutex
-			effects := map[dedupe.Store]*sql.DB{}
+			path := filepath.Join(t.TempDir(), "tx.db") // the stores of the run share it
+			effects := openEffects(t, path)
 			dedupetest.RunTx(t, dedupetest.TxConfig[*sql.Tx]{
-				New: func(t *testing.T, _ dedupetest.Options) dedupe.Store {
-					path := filepath.Join(t.TempDir(), "tx.db")
-					s := tc.open(t, path)
-					db := openEffects(t, path)
-					mu.Lock()
-					defer mu.Unlock()
-					effects[s] = db
-					return s
-				},
+				New:    func(t *testing.T, _ dedupetest.Options) dedupe.Store { return tc.open(t, path) },
 				Effect: insertEffect,
-				Effects: func(t *testing.T, s dedupe.Store, k dedupe.Key) int {
-					mu.Lock()
-					db := effects[s]
-					mu.Unlock()
-					return effectsOf(t, db, k)
+				Effects: func(t *testing.T, _ dedupe.Store, k dedupe.Key) int {
+					return effectsOf(t, effects, k)
 				},
 			})
 		})
