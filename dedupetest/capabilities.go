@@ -324,14 +324,24 @@ func testBulkMarker(t *testing.T, s *suite) {
 		wantExists(t, st, forever, true, "a mark that never expires, after the batch's expiry")
 	}
 
-	_, err = b.MarkUntil(ctx, []dedupe.Key{s.key(), {Channel: "a:b", MessageID: "1"}}, []time.Time{until, until})
+	refuseMarkUntil(t, s, st)
+}
+
+// refuseMarkUntil checks that MarkUntil refuses a batch with an invalid key,
+// a cancelled context, and a closed store, which it closes.
+func refuseMarkUntil(t *testing.T, s *suite, st dedupe.Store) {
+	t.Helper()
+	b := st.(dedupe.BulkMarker)
+	ctx := context.Background()
+	later := s.now().Add(time.Hour)
+	_, err := b.MarkUntil(ctx, []dedupe.Key{s.key(), {Channel: "a:b", MessageID: "1"}}, []time.Time{later, later})
 	wantErr(t, err, dedupe.ErrInvalidKey, "MarkUntil with an invalid key")
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err = b.MarkUntil(cctx, []dedupe.Key{s.key()}, []time.Time{s.now().Add(time.Hour)})
+	_, err = b.MarkUntil(cctx, []dedupe.Key{s.key()}, []time.Time{later})
 	wantErr(t, err, context.Canceled, "MarkUntil with a cancelled context")
 	closeStore(t, st)
-	_, err = b.MarkUntil(ctx, []dedupe.Key{s.key()}, []time.Time{s.now().Add(time.Hour)})
+	_, err = b.MarkUntil(ctx, []dedupe.Key{s.key()}, []time.Time{later})
 	wantErr(t, err, dedupe.ErrClosed, "MarkUntil after Close")
 }
 
