@@ -185,9 +185,9 @@ func (s *SQLiteStore) CountLive(ctx context.Context) (marks, claims int64, oldes
 	return marks, claims, oldest, newest, nil
 }
 
-// Sizes returns the bytes of the store's two tables and their indexes, by
-// table name, and of the whole database file as "file". It implements
-// [Sizer].
+// Sizes returns the bytes of the store's three tables (its marks, claims and
+// results) and their indexes, by table name, and of the whole database file
+// as "file". It implements [Sizer].
 func (s *SQLiteStore) Sizes(ctx context.Context) (map[string]int64, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
@@ -199,7 +199,7 @@ func (s *SQLiteStore) Sizes(ctx context.Context) (map[string]int64, error) {
 			return err
 		}
 		sizes["file"] = pages * size
-		for _, t := range []string{s.table, s.table + "_claims"} {
+		for _, t := range []string{s.table, s.table + "_claims", s.table + "_results"} {
 			var n sql.NullInt64
 			err := s.db.QueryRowContext(ctx, "SELECT sum(pgsize) FROM dbstat WHERE name = ? OR name IN (SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = ?)", t, t).Scan(&n)
 			if err != nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,29 +41,62 @@ func rawDB(t testing.TB, path string) *sql.DB {
 func TestSQLiteConformance(t *testing.T) {
 	for _, sync := range []string{"FULL", "normal"} {
 		t.Run(sync, func(t *testing.T) {
+			var forever sqliteForever
 			dedupetest.Run(t, dedupetest.Config{
 				New: func(t *testing.T, o dedupetest.Options) dedupe.Store {
-					s, err := dedupe.OpenSQLite(filepath.Join(t.TempDir(), "dedupe.db"), dedupe.SQLiteConfig{
+					path := filepath.Join(t.TempDir(), "dedupe.db")
+					s, err := dedupe.OpenSQLite(path, dedupe.SQLiteConfig{
 						TTL: o.TTL, Lease: o.Lease, Now: o.Now, Synchronous: sync,
 					})
 					require.NoError(t, err)
+					forever.add(s, path, "gateway_dedupe")
 					return s
 				},
+				MarkForever: forever.mark,
 			})
 		})
 	}
 	// A caller-owned database left in the default rollback-journal mode, with
 	// another table name.
 	t.Run("caller-owned", func(t *testing.T) {
+		var forever sqliteForever
 		dedupetest.Run(t, dedupetest.Config{
 			New: func(t *testing.T, o dedupetest.Options) dedupe.Store {
-				db := rawDB(t, filepath.Join(t.TempDir(), "dedupe.db"))
-				s, err := dedupe.NewSQLiteStore(db, dedupe.SQLiteConfig{TTL: o.TTL, Lease: o.Lease, Now: o.Now, Table: "Dedupe_2"})
+				path := filepath.Join(t.TempDir(), "dedupe.db")
+				s, err := dedupe.NewSQLiteStore(rawDB(t, path), dedupe.SQLiteConfig{TTL: o.TTL, Lease: o.Lease, Now: o.Now, Table: "Dedupe_2"})
 				require.NoError(t, err)
+				forever.add(s, path, "Dedupe_2")
 				return s
 			},
+			MarkForever: forever.mark,
 		})
 	})
+}
+
+// sqliteForever writes marks that never expire to the stores it was told of,
+// as NekoBot's own code may: a row whose expires_at is NULL.
+type sqliteForever struct {
+	mu    sync.Mutex
+	files map[dedupe.Store][2]string // path and table
+}
+
+func (f *sqliteForever) add(st dedupe.Store, path, table string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.files == nil {
+		f.files = map[dedupe.Store][2]string{}
+	}
+	f.files[st] = [2]string{path, table}
+}
+
+func (f *sqliteForever) mark(t *testing.T, st dedupe.Store, k dedupe.Key) {
+	f.mu.Lock()
+	file, ok := f.files[st]
+	f.mu.Unlock()
+	require.True(t, ok, "a store New did not return")
+	_, err := rawDB(t, file[0]).Exec(`INSERT INTO "`+file[1]+`" (dedupe_key, channel_id, message_id, created_at, expires_at)
+VALUES (?, ?, ?, '2026-11-29 20:30:00', NULL)`, k.String(), k.Channel, k.MessageID)
+	require.NoError(t, err)
 }
 
 func TestSQLiteConfigErrors(t *testing.T) {

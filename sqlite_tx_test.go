@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/dedupetest"
 	"github.com/gatewaykit/dedupe/dedupetest/killtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -42,40 +43,37 @@ func effectsOf(t *testing.T, db *sql.DB, k dedupe.Key) int {
 	return n
 }
 
-// DoTx commits fn's writes with the mark, rolls both back on failure, and
-// answers copies and Do's claims as Do does.
-func TestSQLiteDoTx(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "tx.db")
-	s := openSQLite(t, path, dedupe.SQLiteConfig{})
-	effects := openEffects(t, path)
-	ctx := context.Background()
-	k := dedupe.Key{Channel: "tx", MessageID: "1"}
-
-	errFail := errors.New("handler failed")
-	err := s.DoTx(ctx, k, func(ctx context.Context, tx *sql.Tx) error {
-		require.NoError(t, insertEffect(ctx, tx, k))
-		return errFail
-	})
-	require.ErrorIs(t, err, errFail)
-	assert.Zero(t, effectsOf(t, effects, k), "a failed run left its effect")
-	assert.False(t, exists(t, s, k), "a failed run left the mark")
-
-	require.NoError(t, s.DoTx(ctx, k, func(ctx context.Context, tx *sql.Tx) error { return insertEffect(ctx, tx, k) }))
-	require.ErrorIs(t, s.DoTx(ctx, k, func(ctx context.Context, tx *sql.Tx) error { return insertEffect(ctx, tx, k) }), dedupe.ErrDuplicate)
-	assert.True(t, exists(t, s, k))
-	assert.Equal(t, 1, effectsOf(t, effects, k))
-	st, err := s.Claim(ctx, dedupe.NewClaim(k), 0)
-	require.NoError(t, err)
-	assert.Equal(t, dedupe.Duplicate, st)
-
-	k2 := dedupe.Key{Channel: "tx", MessageID: "2"}
-	c := dedupe.NewClaim(k2)
-	st, err = s.Claim(ctx, c, time.Minute)
-	require.NoError(t, err)
-	require.Equal(t, dedupe.Claimed, st)
-	require.ErrorIs(t, s.DoTx(ctx, k2, func(context.Context, *sql.Tx) error { return nil }), dedupe.ErrInFlight)
-	require.NoError(t, s.Release(ctx, c))
-	require.NoError(t, s.DoTx(ctx, k2, func(context.Context, *sql.Tx) error { return nil }))
+// The conformance tests of DoTx, on a store that opens its file and on one
+// over a database the caller opened (in the rollback-journal mode, with
+// another table name), each with a table of effects in its file.
+func TestSQLiteTxConformance(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		open func(t *testing.T, path string) dedupe.Store
+	}{
+		{"file", func(t *testing.T, path string) dedupe.Store {
+			s, err := dedupe.OpenSQLite(path, dedupe.SQLiteConfig{})
+			require.NoError(t, err)
+			return s
+		}},
+		{"caller-owned", func(t *testing.T, path string) dedupe.Store {
+			s, err := dedupe.NewSQLiteStore(rawDB(t, path), dedupe.SQLiteConfig{Table: "Dedupe_2"})
+			require.NoError(t, err)
+			return s
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "tx.db") // the stores of the run share it
+			effects := openEffects(t, path)
+			dedupetest.RunTx(t, dedupetest.TxConfig[*sql.Tx]{
+				New:    func(t *testing.T, _ dedupetest.Options) dedupe.Store { return tc.open(t, path) },
+				Effect: insertEffect,
+				Effects: func(t *testing.T, _ dedupe.Store, k dedupe.Key) int {
+					return effectsOf(t, effects, k)
+				},
+			})
+		})
+	}
 }
 
 // Of concurrent DoTx calls of one key, one runs fn.

@@ -83,25 +83,32 @@ func checkResult(backend string, key Key, res []byte) error {
 // What a store can do beyond [Store] is declared here, each as an interface
 // of its own that a store implements by having the methods; who uses it is
 // said in its first line. Package dedupetest has a group of tests for each,
-// which it runs on every store that implements it. The stores of this
-// repository implement them as follows (a mark means yes):
+// which its Run runs on every store that implements it (but for TxStore,
+// generic, whose tests a store runs with its RunTx). The stores of this
+// repository implement them as follows (a mark means yes; for TxStore, the
+// Tx):
 //
 //	            Lister BulkMarker Counter Sizer MinLeaser TxStore
 //	memory        x        x        x
-//	sqlite        x        x        x      x                x
-//	redis         x        x        x            x (cluster)
-//	postgres      x        x        x      x                x
+//	sqlite        x        x        x      x                *sql.Tx
+//	redis         x        x        x            x
+//	postgres      x        x        x      x                pgx.Tx
 //
-// [LayeredStore], the fallback of [WithFallback] and the stores of package
-// dedupeotel are Stores made of other stores: they implement only [Store].
+// The Redis store's MinLease is 0 but on a Redis Cluster, where it is the
+// store's ClusterRetry (12 s by default). [LayeredStore] and the fallback of [WithFallback] are
+// Stores made of other stores: they implement only [Store]. The Store of
+// package dedupeotel, which wraps one, is also a [MinLeaser] that answers
+// for it (0 for a store that is not one).
 
 // Lister is a store that can walk its marks: [migrate.Copy] and the dedupe
 // command's migrate and stats use it.
 type Lister interface {
-	// ListMarks calls yield with up to limit marks of the store that follow
+	// ListMarks calls yield with about limit marks of the store that follow
 	// cursor ("" for the first page), each with its expiry: an absolute time on
-	// the local clock, or the zero time for a mark that never expires. It
-	// yields every mark the store holds, expired ones not yet deleted
+	// the local clock, or the zero time for a mark that never expires. A page
+	// holds at most limit marks, but for a store that walks with a scan whose
+	// steps it cannot split (Redis's SCAN): it holds what its last step found
+	// too. It yields every mark the store holds, expired ones not yet deleted
 	// included, and never a claim. It returns the cursor of the next page, ""
 	// after the last; a page may be shorter than limit, even empty, before the
 	// last. The cursor is the store's own text (the last key, for the stores

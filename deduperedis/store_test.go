@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,12 +56,29 @@ func TestClusterConformance(t *testing.T) {
 	assert.NoError(t, err)
 }
 
+// runConformance runs the conformance suite on stores of client, each with
+// a prefix of its own, so each is isolated (dedupetest.Options.Isolated).
 func runConformance(t *testing.T, client redis.UniversalClient) {
+	var mu sync.Mutex
+	prefixes := map[dedupe.Store]string{}
 	dedupetest.Run(t, dedupetest.Config{
 		New: func(t *testing.T, o dedupetest.Options) dedupe.Store {
-			s, err := deduperedis.New(client, deduperedis.Config{Prefix: "dedupe-test:" + randomID(t) + ":", TTL: o.TTL, Lease: o.Lease})
+			prefix := "dedupe-test:" + randomID(t) + ":"
+			s, err := deduperedis.New(client, deduperedis.Config{Prefix: prefix, TTL: o.TTL, Lease: o.Lease})
 			require.NoError(t, err, "New")
+			mu.Lock()
+			defer mu.Unlock()
+			prefixes[s] = prefix
 			return s
+		},
+		// A mark without a TTL, as another program may write one; deleted
+		// at the end of the test.
+		MarkForever: func(t *testing.T, st dedupe.Store, k dedupe.Key) {
+			mu.Lock()
+			key := prefixes[st] + k.String()
+			mu.Unlock()
+			require.NoError(t, client.Set(context.Background(), key, "m", 0).Err(), "SET %s", key)
+			t.Cleanup(func() { _ = client.Del(context.Background(), key).Err() })
 		},
 		RealTime: true,
 		Unit:     unit,

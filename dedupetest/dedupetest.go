@@ -13,6 +13,19 @@
 // ExampleRun, in example_test.go, is this test for the memory store, compiled
 // by go test. Keys are unique to each run, so stores that share a server need
 // not be empty.
+//
+// # Capabilities
+//
+// Run also tests what a store can do beyond [dedupe.Store]: for each optional
+// interface declared beside it ([dedupe.Lister], [dedupe.BulkMarker],
+// [dedupe.Counter], [dedupe.Sizer], [dedupe.MinLeaser]) that a store of New
+// implements, Run adds a group of subtests named after the interface, and
+// logs which groups it added. The groups that count or walk the whole store
+// ask New for a store of its own ([Options].Isolated).
+//
+// [dedupe.TxStore] is generic in the database's transaction type, which Run
+// cannot name: a store that implements it runs [RunTx] as well, with a
+// [TxConfig] that writes and counts effects in that database.
 package dedupetest
 
 import (
@@ -39,6 +52,12 @@ type Options struct {
 	// [dedupe.MemoryConfig].MaxSize); stores without one ignore it. Run sets it
 	// for the test that floods a store with marks while a claim is held.
 	MaxSize int
+	// Isolated asks for a store in a namespace of its own: its own prefix,
+	// table or file, shared with no other store of the run, and empty. The
+	// capability groups that count or walk the whole store ask for it. A store
+	// whose every New is separate (a memory store, a new file) has nothing to
+	// do.
+	Isolated bool
 }
 
 // Config describes the store under test.
@@ -58,6 +77,15 @@ type Config struct {
 	// slowest of 10 probes, each a store call and a 1 ms sleep, so that the
 	// margins of the timing checks outlast the delays the machine adds.
 	Unit time.Duration
+
+	// MarkForever, if set, writes a mark of key on st that never expires, by
+	// means outside [dedupe.Store], as another program may have written it (a
+	// SQLite row whose expires_at is NULL, a Redis key without a TTL). The
+	// capability groups then check that such a mark is listed with the zero
+	// time, counted live but left out of the oldest and newest expiry, and
+	// kept forever by MarkUntil. Leave it nil for a store that has no such
+	// marks: those checks are skipped.
+	MarkForever func(t *testing.T, st dedupe.Store, key dedupe.Key)
 }
 
 // Run runs the conformance suite as subtests of t.
@@ -72,10 +100,7 @@ func Run(t *testing.T, cfg Config) {
 		cfg.Unit = max(cfg.Unit, 8*probeDelay(t, cfg))
 		t.Logf("dedupetest: real-time unit %v", cfg.Unit)
 	}
-	for _, tc := range []struct {
-		name string
-		f    func(*testing.T, *suite)
-	}{
+	groups := []group{
 		{"MarkExists", testMarkExists},
 		{"TTLExpiry", testTTLExpiry},
 		{"Remark", testRemark},
@@ -102,11 +127,18 @@ func Run(t *testing.T, cfg Config) {
 		{"InvalidKeys", testInvalidKeys},
 		{"Closed", testClosed},
 		{"CancelledContext", testCancelledContext},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			tc.f(t, &suite{cfg: cfg, id: randomID(t)})
+	}
+	for _, g := range append(groups, capabilityGroups(t, cfg)...) {
+		t.Run(g.name, func(t *testing.T) {
+			g.f(t, &suite{cfg: cfg, id: randomID(t)})
 		})
 	}
+}
+
+// group is a subtest of Run.
+type group struct {
+	name string
+	f    func(*testing.T, *suite)
 }
 
 // probeDelay returns the slowest of 10 probes of the delays a real-time test
@@ -166,6 +198,26 @@ func (s *suite) d(d time.Duration) time.Duration {
 		return d
 	}
 	return time.Duration(float64(d) / float64(time.Minute) * float64(s.cfg.Unit))
+}
+
+// now returns the time of the store's clock: the fake clock's, or in real
+// time the local clock's.
+func (s *suite) now() time.Time {
+	if s.cfg.RealTime {
+		return time.Now()
+	}
+	return s.clock.Now()
+}
+
+// tolerance is how far an expiry a store reports may be from the one the
+// test set: a millisecond with a fake clock (stores keep microseconds), one
+// unit in real time, where the store adds the remaining time its server
+// reports to the local clock, across a round trip.
+func (s *suite) tolerance() time.Duration {
+	if s.cfg.RealTime {
+		return s.cfg.Unit
+	}
+	return time.Millisecond
 }
 
 // wait lets d (in suite time) pass.

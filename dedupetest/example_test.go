@@ -2,7 +2,9 @@ package dedupetest_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -22,6 +24,43 @@ func ExampleRun() {
 				return dedupe.NewMemoryStore(dedupe.MemoryConfig{
 					TTL: o.TTL, Lease: o.Lease, MaxSize: o.MaxSize, Now: o.Now,
 				})
+			},
+		})
+	}
+}
+
+// A store kept in a database runs RunTx beside Run, with a table of effects
+// in that database, here for the SQLite store of package dedupe, whose
+// transactions are *sql.Tx. The stores of the run share one database file;
+// keys are unique to each run.
+func ExampleRunTx() {
+	_ = func(t *testing.T) { // func TestTxConformance(t *testing.T)
+		db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "gateway.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		if _, err := db.Exec("CREATE TABLE effects (key TEXT NOT NULL)"); err != nil {
+			t.Fatal(err)
+		}
+		dedupetest.RunTx(t, dedupetest.TxConfig[*sql.Tx]{
+			New: func(t *testing.T, o dedupetest.Options) dedupe.Store {
+				s, err := dedupe.NewSQLiteStore(db, dedupe.SQLiteConfig{TTL: o.TTL, Lease: o.Lease})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s
+			},
+			Effect: func(ctx context.Context, tx *sql.Tx, k dedupe.Key) error {
+				_, err := tx.ExecContext(ctx, "INSERT INTO effects (key) VALUES (?)", k.String())
+				return err
+			},
+			Effects: func(t *testing.T, _ dedupe.Store, k dedupe.Key) int {
+				var n int
+				if err := db.QueryRow("SELECT count(*) FROM effects WHERE key = ?", k.String()).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				return n
 			},
 		})
 	}

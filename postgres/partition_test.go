@@ -18,7 +18,8 @@ import (
 
 // TestConformancePartitioned runs the conformance suite on the partitioned
 // layout, with partitions of an hour (the suite's stores of a 24 h TTL then
-// have 25 ahead).
+// have 25 ahead). A store asked to be isolated gets a table of its own,
+// checked for one row per key before it is dropped.
 func TestConformancePartitioned(t *testing.T) {
 	pool := newPool(t, "", 0)
 	table := testTable(t)
@@ -26,6 +27,11 @@ func TestConformancePartitioned(t *testing.T) {
 		RealTime: true,
 		Unit:     conformanceUnit,
 		New: func(t *testing.T, o dedupetest.Options) dedupe.Store {
+			table := table
+			if o.Isolated {
+				table = testTable(t)
+				t.Cleanup(func() { checkOneRowPerKey(t, table) }) // before the drop
+			}
 			s, err := New(context.Background(), pool, Config{Table: table, TTL: o.TTL, Lease: o.Lease,
 				Partitioned: true, PartitionSpan: time.Hour})
 			require.NoError(t, err, "New")

@@ -25,6 +25,9 @@ import (
 // suite then takes about 35 s.
 const conformanceUnit = 300 * time.Millisecond
 
+// TestConformance runs the conformance suite on the plain layout: its
+// stores share one table, but those that ask to be isolated get a table of
+// their own.
 func TestConformance(t *testing.T) {
 	pool := newPool(t, "", 0)
 	table := testTable(t)
@@ -32,6 +35,10 @@ func TestConformance(t *testing.T) {
 		RealTime: true,
 		Unit:     conformanceUnit,
 		New: func(t *testing.T, o dedupetest.Options) dedupe.Store {
+			table := table
+			if o.Isolated {
+				table = testTable(t)
+			}
 			s, err := New(context.Background(), pool, Config{Table: table, TTL: o.TTL, Lease: o.Lease})
 			require.NoError(t, err, "New")
 			return s

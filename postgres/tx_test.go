@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/dedupetest"
 )
 
 // effectsTable creates a table of effects, one row per run of a handler,
@@ -29,6 +30,46 @@ func countEffects(t *testing.T, table, key string) int {
 	var n int
 	require.NoError(t, adminConn(t).QueryRow(context.Background(), "SELECT count(*) FROM "+table+" WHERE key = $1", key).Scan(&n))
 	return n
+}
+
+// TestTxConformance runs the conformance tests of DoTx on both layouts, the
+// stores of each on one table, with one table of effects.
+func TestTxConformance(t *testing.T) {
+	for _, l := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"plain", Config{}},
+		{"partitioned", Config{Partitioned: true, PartitionSpan: time.Hour}},
+	} {
+		t.Run(l.name, func(t *testing.T) {
+			pool := newPool(t, "", 0)
+			cfg := l.cfg
+			cfg.Table = testTable(t)
+			effects := effectsTable(t)
+			dedupetest.RunTx(t, dedupetest.TxConfig[pgx.Tx]{
+				New: func(t *testing.T, o dedupetest.Options) dedupe.Store {
+					cfg := cfg
+					cfg.TTL, cfg.Lease = o.TTL, o.Lease
+					s, err := New(context.Background(), pool, cfg)
+					if err != nil {
+						t.Fatalf("New: %v", err)
+					}
+					return s
+				},
+				Effect: func(ctx context.Context, tx pgx.Tx, k dedupe.Key) error {
+					_, err := tx.Exec(ctx, "INSERT INTO "+effects+" (key) VALUES ($1)", k.String())
+					return err
+				},
+				Effects: func(t *testing.T, _ dedupe.Store, k dedupe.Key) int {
+					return countEffects(t, effects, k.String())
+				},
+			})
+			if l.cfg.Partitioned {
+				checkOneRowPerKey(t, cfg.Table)
+			}
+		})
+	}
 }
 
 // DoTx commits fn's effects with the mark, rolls both back on failure, and
