@@ -84,7 +84,7 @@ func listWorkspace(t *testing.T) map[string]archPackage {
 	out, err = exec.Command(goTool, "list", "-f", format, modulePath+"/...").Output()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
-		t.Fatalf("go list: %v\n%s", err, exit.Stderr)
+		require.FailNowf(t, "go list failed", "%v\n%s", err, exit.Stderr)
 	}
 	require.NoError(t, err, "go list")
 	pkgs := make(map[string]archPackage)

@@ -25,7 +25,7 @@ func TestDurationOptionsZeroKeeps(t *testing.T) {
 			var running atomic.Int32
 			started, done := owner(d, 2*time.Second, nil, &running)
 			<-started
-			err := d.Do(context.Background(), key1, func(context.Context) error { t.Error("the copy ran"); return nil })
+			err := d.Do(context.Background(), key1, func(context.Context) error { assert.Fail(t, "the copy ran"); return nil })
 			require.ErrorIs(t, err, dedupe.ErrDuplicate, "WithWait(0) kept the 10 s wait: the copy waited for the owner")
 			require.NoError(t, <-done)
 		})
@@ -37,7 +37,7 @@ func TestDurationOptionsZeroKeeps(t *testing.T) {
 			started, done := owner(d, 2*time.Second, nil, &running)
 			<-started
 			begin := time.Now()
-			err := d.Do(context.Background(), key1, func(context.Context) error { t.Error("the copy ran"); return nil })
+			err := d.Do(context.Background(), key1, func(context.Context) error { assert.Fail(t, "the copy ran"); return nil })
 			require.ErrorIs(t, err, dedupe.ErrInFlight, "a negative wait turns waiting off")
 			assert.Zero(t, time.Since(begin))
 			require.NoError(t, <-done)

@@ -48,7 +48,7 @@ func redisAddr(t testing.TB) string {
 func skipOrFail(tb testing.TB, msg string) {
 	tb.Helper()
 	if os.Getenv(requireEnv) == "1" {
-		tb.Fatal(msg + " (" + requireEnv + "=1: failing instead of skipping)")
+		require.FailNow(tb, msg+" ("+requireEnv+"=1: failing instead of skipping)")
 	}
 	tb.Skip(msg)
 }

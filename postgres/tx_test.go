@@ -52,9 +52,7 @@ func TestTxConformance(t *testing.T) {
 					cfg := cfg
 					cfg.TTL, cfg.Lease = o.TTL, o.Lease
 					s, err := New(context.Background(), pool, cfg)
-					if err != nil {
-						t.Fatalf("New: %v", err)
-					}
+					require.NoError(t, err, "New")
 					return s
 				},
 				Effect: func(ctx context.Context, tx pgx.Tx, k dedupe.Key) error {
@@ -70,39 +68,6 @@ func TestTxConformance(t *testing.T) {
 			}
 		})
 	}
-}
-
-// DoTx commits fn's effects with the mark, rolls both back on failure, and
-// answers copies as Do does.
-func TestDoTx(t *testing.T) {
-	s := newTestStore(t, newPool(t, "", 0), Config{})
-	effects := effectsTable(t)
-	ctx := context.Background()
-	k := dedupe.Key{Channel: "tx", MessageID: "1"}
-	write := func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, "INSERT INTO "+effects+" (key) VALUES ($1)", k.String())
-		return err
-	}
-
-	errFail := errors.New("handler failed")
-	err := s.DoTx(ctx, k, func(ctx context.Context, tx pgx.Tx) error {
-		if err := write(ctx, tx); err != nil {
-			return err
-		}
-		return errFail
-	})
-	require.ErrorIs(t, err, errFail, "DoTx with a failing fn: want its error")
-	require.Equal(t, 0, countEffects(t, effects, k.String()), "effects a failed run left")
-	ok, _ := s.Exists(ctx, k)
-	require.False(t, ok, "a failed run left the key marked")
-
-	require.NoError(t, s.DoTx(ctx, k, write), "DoTx")
-	require.ErrorIs(t, s.DoTx(ctx, k, write), dedupe.ErrDuplicate, "second DoTx")
-	ok, _ = s.Exists(ctx, k)
-	require.True(t, ok, "the key is not marked after DoTx")
-	st, _ := s.Claim(ctx, dedupe.NewClaim(k), 0)
-	require.Equal(t, dedupe.Duplicate, st, "Claim after DoTx")
-	require.Equal(t, 1, countEffects(t, effects, k.String()), "effects")
 }
 
 // A claim of Do holds a key against DoTx, and an open DoTx holds it against
