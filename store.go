@@ -95,10 +95,10 @@ func checkResult(backend string, key Key, res []byte) error {
 //	postgres      x        x        x      x                pgx.Tx
 //
 // The Redis store's MinLease is 0 but on a Redis Cluster, where it is the
-// store's ClusterRetry (12 s by default). [LayeredStore] and the fallback of [WithFallback] are
-// Stores made of other stores: they implement only [Store]. The Store of
-// package dedupeotel, which wraps one, is also a [MinLeaser] that answers
-// for it (0 for a store that is not one).
+// store's ClusterRetry (12 s by default). [LayeredStore] and the fallback of
+// [WithFallback] are Stores made of other stores: they implement only
+// [Store]. The Store of package dedupeotel, which wraps one, is also a
+// [MinLeaser] that answers for it (0 for a store that is not one).
 
 // Lister is a store that can walk its marks: [migrate.Copy] and the dedupe
 // command's migrate and stats use it.
