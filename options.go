@@ -77,14 +77,7 @@ func WithLease(lease time.Duration) Option {
 // interval over half the lease could let it lapse, so it is clamped to a
 // third.
 func WithRenewal(every time.Duration) Option {
-	return func(s *settings) {
-		switch {
-		case every > 0:
-			s.renew = every
-		case every < 0:
-			s.renew = -1
-		}
-	}
+	return func(s *settings) { setDuration(&s.renew, every, -1) }
 }
 
 // WithWait makes Do wait up to max when another caller holds the message's
@@ -96,14 +89,7 @@ func WithRenewal(every time.Duration) Option {
 // waiting off. An HTTP gateway uses it to answer a copy with the first copy's
 // outcome.
 func WithWait(max time.Duration) Option {
-	return func(s *settings) {
-		switch {
-		case max > 0:
-			s.wait = max
-		case max < 0:
-			s.wait = 0
-		}
-	}
+	return func(s *settings) { setDuration(&s.wait, max, 0) }
 }
 
 // WithStoreTimeout bounds each store call Do makes (the claim with its
@@ -113,13 +99,17 @@ func WithWait(max time.Duration) Option {
 // otherwise wait on a stalled server as long as the context lets them; a
 // call cut short is handled as any failed call (see [Deduper.Do]).
 func WithStoreTimeout(d time.Duration) Option {
-	return func(s *settings) {
-		switch {
-		case d > 0:
-			s.storeTimeout = d
-		case d < 0:
-			s.storeTimeout = 0
-		}
+	return func(s *settings) { setDuration(&s.storeTimeout, d, 0) }
+}
+
+// setDuration applies the duration options' rule to the setting *p: a
+// positive d sets it, zero keeps it, and a negative d sets it to off.
+func setDuration(p *time.Duration, d, off time.Duration) {
+	switch {
+	case d > 0:
+		*p = d
+	case d < 0:
+		*p = off
 	}
 }
 

@@ -110,6 +110,17 @@ func (x *txSuite[Tx]) write(runs *atomic.Int32, key dedupe.Key, err error) func(
 }
 
 // wantEffects checks the number of committed effects of k.
+// commitOnce runs a DoTx of k that must commit, when, and checks that k then
+// has one effect.
+func (x *txSuite[Tx]) commitOnce(t *testing.T, ctx context.Context, st dedupe.Store, ts dedupe.TxStore[Tx], k dedupe.Key, when string) {
+	t.Helper()
+	var runs atomic.Int32
+	if err := ts.DoTx(ctx, k, x.write(&runs, k, nil)); err != nil {
+		t.Fatalf("DoTx %s: %v", when, err)
+	}
+	x.wantEffects(t, st, k, 1, "after DoTx "+when)
+}
+
 func (x *txSuite[Tx]) wantEffects(t *testing.T, st dedupe.Store, k dedupe.Key, want int, when string) {
 	t.Helper()
 	if got := x.cfg.Effects(t, st, k); got != want {
@@ -195,10 +206,7 @@ func testTxPanic[Tx any](t *testing.T, x *txSuite[Tx]) {
 	// the next DoTx would wait for it.
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := ts.DoTx(ctx, k, x.write(&runs, k, nil)); err != nil {
-		t.Fatalf("DoTx after a panic in fn: %v", err)
-	}
-	x.wantEffects(t, st, k, 1, "after a panic in fn and the next DoTx")
+	x.commitOnce(t, ctx, st, ts, k, "after a panic in fn")
 }
 
 // testTxClaimed: a key claimed by another token gets ErrInFlight without
@@ -216,10 +224,7 @@ func testTxClaimed[Tx any](t *testing.T, x *txSuite[Tx]) {
 	if err := st.Release(ctx, c); err != nil {
 		t.Fatalf("Release after DoTx of the claimed key: %v", err)
 	}
-	if err := ts.DoTx(ctx, k, x.write(&runs, k, nil)); err != nil {
-		t.Fatalf("DoTx after the claim's release: %v", err)
-	}
-	x.wantEffects(t, st, k, 1, "after the claim's release")
+	x.commitOnce(t, ctx, st, ts, k, "after the claim's release")
 }
 
 // testTxBesideClaim: while fn runs, the key is neither claimable nor

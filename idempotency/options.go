@@ -115,11 +115,8 @@ func WithTTL(ttl time.Duration) Option {
 // a negative max turns waiting off. The Deduper's own wait is not used.
 func WithWait(max time.Duration) Option {
 	return func(c *config) {
-		switch {
-		case max > 0:
-			c.wait = max
-		case max < 0:
-			c.wait = 0
+		if max != 0 {
+			c.wait = max // <= 0: no wait
 		}
 	}
 }
