@@ -86,8 +86,8 @@ func checkResult(backend string, key Key, res []byte) error {
 // which it runs on every store that implements it. The stores of this
 // repository implement them as follows (a mark means yes):
 //
-//	            Lister BulkMarker Counter Sizer MinLeaser TxStore
-//	memory        x        x        x
+//	            Lister BulkMarker Counter Sizer MinLeaser TxStore Evicter
+//	memory        x        x        x                             x
 //	sqlite        x        x        x      x                x
 //	redis         x        x        x            x (cluster)
 //	postgres      x        x        x      x                x
@@ -147,6 +147,19 @@ type MinLeaser interface {
 	// MinLease returns the shortest lease that outlasts the store's failover
 	// (a Redis Cluster's: its node timeout and the replica's promotion).
 	MinLease() time.Duration
+}
+
+// Evicter is a store that holds a bounded number of marks and evicts marks,
+// live ones too, to take new ones beyond it: [Stats].Evicted and package
+// idempotency's quota use it. A live mark evicted makes its key new again
+// before its TTL ran out.
+type Evicter interface {
+	// MaxMarks returns the most marks the store holds. It may evict before
+	// it holds that many (a sharded store evicts when a key's shard is full).
+	MaxMarks() int
+	// Evicted returns the number of marks the store evicted before their
+	// TTL ran out.
+	Evicted() uint64
 }
 
 // TxStore is a store kept in a database whose transactions the caller can

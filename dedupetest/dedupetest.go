@@ -90,6 +90,7 @@ func Run(t *testing.T, cfg Config) {
 		{"ClaimIdempotent", testClaimIdempotent},
 		{"InvalidTokens", testInvalidTokens},
 		{"ClaimsNotEvicted", testClaimsNotEvicted},
+		{"Evicter", testEvicter},
 		{"NothingStranded", testNothingStranded},
 		{"DeduperWait", testDeduperWait},
 		{"ResultRoundTrip", testResultRoundTrip},
