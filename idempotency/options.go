@@ -179,8 +179,9 @@ func WithBareKeys() Option { return func(c *config) { c.bare = true } }
 // key being held from its first request until the TTL after its request was
 // processed: a request with a new key beyond it is refused with 503
 // over-quota and a Retry-After that says when one of the scope's keys
-// expires, rather than stored; retries of keys held are served. n < 0 turns
-// the quota off, n == 0 keeps the default.
+// expires, rather than stored; retries of keys held are served. n == 0
+// keeps the default; n < 0 turns off both bounds below, and a bounded store
+// may then evict keys inside their TTL.
 //
 // The default depends on the store. On a store that evicts marks to take new
 // ones ([dedupe.Evicter]: the memory store, MaxSize marks) a key that a
