@@ -41,7 +41,8 @@
 // # Stores
 //
 // [MemoryStore] (the default) is a sharded LRU with TTLs, optionally
-// snapshotted to disk; [SQLiteStore] survives restarts and shares NekoBot's
+// snapshotted to disk; full, it evicts marks inside their TTL, which
+// [Stats].Evicted counts; [SQLiteStore] survives restarts and shares NekoBot's
 // table; [LayeredStore] puts a fast local layer in front of a shared one. The
 // modules github.com/gatewaykit/dedupe/deduperedis and .../postgres are shared by
 // many gateway instances. Package dedupetest is the conformance suite.

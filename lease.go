@@ -27,6 +27,11 @@ type leaseHold struct {
 	lost     error     // why fn's context was cancelled, or nil
 }
 
+// Lease returns the lease of the claims Do takes ([WithLease]): how long a
+// message stays claimed after the process that ran it died, before a copy
+// can be run. While fn runs the lease is renewed.
+func (d *Deduper) Lease() time.Duration { return d.lease }
+
 // hold starts keeping c's lease, taken at claimed, and returns the context
 // for fn, cancelled when the lease is lost.
 func (d *Deduper) hold(ctx context.Context, c Claim, claimed time.Time) (context.Context, *leaseHold) {

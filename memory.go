@@ -17,7 +17,8 @@ type MemoryConfig struct {
 	TTL   time.Duration // for Mark with ttl <= 0; default 24 h
 	Lease time.Duration // for Claim and Extend with lease <= 0; default 5 min
 	// MaxSize bounds the marks held: one more evicts the least recently used
-	// mark of its shard. Default 10000.
+	// mark of its shard, live or not (see [MemoryStore.Evicted]). Default
+	// 10000.
 	MaxSize int
 	// MaxClaims bounds the claims held, which are never evicted: beyond it
 	// Claim fails with [ErrStoreFull]. The bound is exact under concurrent
@@ -34,11 +35,13 @@ type MemoryConfig struct {
 	// SnapshotPath is the file [OpenMemoryStore] loads marks from and writes
 	// them to every SnapshotInterval (default 1 min) and on Close, so that a
 	// restarted gateway remembers what it processed. [NewMemoryStore] ignores
-	// these three fields; Logger receives the errors of background snapshots
-	// (default slog.Default()).
+	// these two fields.
 	SnapshotPath     string
 	SnapshotInterval time.Duration
-	Logger           *slog.Logger
+	// Logger receives the errors of background snapshots, and a warning the
+	// first time the store evicts a mark before its TTL ran out (default
+	// slog.Default()).
+	Logger *slog.Logger
 }
 
 // defaultMemorySize is the default [MemoryConfig.MaxSize].
@@ -50,7 +53,9 @@ const defaultMemorySize = 10000
 // Shards by a hash of the key, each a mutex, an LRU of marks and a map of
 // claims, keep callers on different keys apart. A full store evicts the least
 // recently used mark of the new key's shard (Exists, Claim and Mark are uses):
-// size MaxSize to hold the marks of one TTL. Claims are pinned, never evicted,
+// size MaxSize to hold the marks of one TTL. A live mark evicted makes its
+// key new again before its TTL ran out: [MemoryStore.Evicted] counts them,
+// and the first is logged. Claims are pinned, never evicted,
 // so a flood cannot let a second copy run beside the first; beyond
 // [MemoryConfig].MaxClaims, Claim fails with [ErrStoreFull].
 type MemoryStore struct {
@@ -64,8 +69,11 @@ type MemoryStore struct {
 	shards     []memShard
 	closed     atomic.Bool
 
-	snapshotPath  string     // "" without snapshots
-	snapshotMu    sync.Mutex // serialises snapshot writes
+	maxMarks      int           // MemoryConfig.MaxSize
+	evicted       atomic.Uint64 // live marks evicted, see Evicted
+	logger        *slog.Logger  // MemoryConfig.Logger
+	snapshotPath  string        // "" without snapshots
+	snapshotMu    sync.Mutex    // serialises snapshot writes
 	stopSnapshots chan struct{}
 	snapshotsDone chan struct{}
 	held          atomic.Int64 // claims held, at most maxClaims
@@ -118,6 +126,11 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 		maxClaims:  int64(cfg.MaxClaims),
 		shards:     make([]memShard, n),
 		maxResults: max(cfg.MaxResultBytes/n, MaxResultSize),
+		maxMarks:   cfg.MaxSize,
+		logger:     cfg.Logger,
+	}
+	if s.logger == nil {
+		s.logger = slog.Default()
 	}
 	for i := range s.shards {
 		size := cfg.MaxSize / n

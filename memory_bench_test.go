@@ -2,6 +2,7 @@ package dedupe_test
 
 import (
 	"context"
+	"log/slog"
 	"runtime"
 	"strconv"
 	"sync"
@@ -35,6 +36,10 @@ import (
 // than turning into lookups.
 
 const benchSize = 10000
+
+// quiet is the logger of the benchmarks' stores, which evict live marks at
+// every step and would warn so.
+var quiet = slog.New(slog.DiscardHandler)
 
 // watermillMap is Watermill's mapExpiringKeyRepository: IsDuplicate looks the
 // key up and, if absent, stores its expiry, under one mutex; a goroutine
@@ -147,7 +152,7 @@ type contender struct {
 var checkSetImpls = []contender{
 	{"dedupe", func(bk benchKeys) (func(int), func()) {
 		ctx := context.Background()
-		st := dedupe.NewMemoryStore(dedupe.MemoryConfig{MaxSize: benchSize})
+		st := dedupe.NewMemoryStore(dedupe.MemoryConfig{MaxSize: benchSize, Logger: quiet})
 		for _, k := range bk.keys[:benchSize] {
 			_ = st.Mark(ctx, k, time.Hour)
 		}
@@ -185,7 +190,7 @@ var checkSetImpls = []contender{
 var claimMarkImpls = []contender{
 	{"dedupe", func(bk benchKeys) (func(int), func()) {
 		ctx := context.Background()
-		st := dedupe.NewMemoryStore(dedupe.MemoryConfig{MaxSize: benchSize})
+		st := dedupe.NewMemoryStore(dedupe.MemoryConfig{MaxSize: benchSize, Logger: quiet})
 		for _, k := range bk.keys[:benchSize] {
 			_ = st.Mark(ctx, k, time.Hour)
 		}
@@ -215,7 +220,7 @@ func BenchmarkMemoryExists(b *testing.B) {
 	ctx := context.Background()
 	keys := newBenchKeys(1000).keys
 	b.Run("impl=dedupe", func(b *testing.B) {
-		st := dedupe.NewMemoryStore(dedupe.MemoryConfig{MaxSize: benchSize})
+		st := dedupe.NewMemoryStore(dedupe.MemoryConfig{MaxSize: benchSize, Logger: quiet})
 		for _, k := range keys {
 			_ = st.Mark(ctx, k, time.Hour)
 		}

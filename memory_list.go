@@ -84,10 +84,11 @@ func (s *MemoryStore) MarkUntil(ctx context.Context, keys []Key, expires []time.
 		} else if len(sh.results) != 0 {
 			sh.dropResult(k) // an expired mark's
 		}
-		if evicted, ok := sh.marks.add(k, h, exp); ok && len(sh.results) != 0 {
-			sh.dropResult(evicted)
-		}
+		evictedLive := s.addMark(sh, k, h, exp, now)
 		sh.mu.Unlock()
+		if evictedLive {
+			s.evictedLive()
+		}
 	}
 	return present, nil
 }

@@ -67,19 +67,20 @@ func (l *markLRU) get(k Key, h uint64) (expires int64, ok bool) {
 }
 
 // add sets k's expiry and makes it the most recently used key, evicting the
-// least recently used key if the LRU is full and returning it.
-func (l *markLRU) add(k Key, h uint64, expires int64) (evicted Key, ok bool) {
+// least recently used key if the LRU is full and returning it with its
+// expiry.
+func (l *markLRU) add(k Key, h uint64, expires int64) (evicted Key, evictedExpires int64, ok bool) {
 	if i := l.find(k, h); i != 0 {
 		l.entries[i].expires = expires
 		l.unlink(i)
 		l.pushFront(i)
-		return Key{}, false
+		return Key{}, 0, false
 	}
 	var i int32
 	switch {
 	case l.n >= l.size:
 		i = l.entries[0].prev // the least recently used
-		evicted, ok = l.entries[i].key, true
+		evicted, evictedExpires, ok = l.entries[i].key, l.entries[i].expires, true
 		l.drop(i)
 	case l.free != 0:
 		i = l.free
@@ -100,7 +101,7 @@ func (l *markLRU) add(k Key, h uint64, expires int64) (evicted Key, ok bool) {
 	l.index[h] = i
 	l.pushFront(i)
 	l.n++
-	return evicted, ok
+	return evicted, evictedExpires, ok
 }
 
 // remove deletes k, if present.

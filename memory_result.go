@@ -17,7 +17,8 @@ func (s *MemoryStore) MarkResult(ctx context.Context, key Key, result []byte, tt
 	if err := checkResult(s.Backend(), key, result); err != nil {
 		return err
 	}
-	expires := s.nanotime() + int64(orDefault(ttl, s.ttl))
+	now := s.nanotime()
+	expires := now + int64(orDefault(ttl, s.ttl))
 	sh, h := s.shard(key)
 	var kept []byte
 	if len(result) > 0 {
@@ -27,9 +28,7 @@ func (s *MemoryStore) MarkResult(ctx context.Context, key Key, result []byte, tt
 	if len(sh.claims) != 0 {
 		s.dropClaim(sh, key)
 	}
-	if evicted, ok := sh.marks.add(key, h, expires); ok && len(sh.results) != 0 {
-		sh.dropResult(evicted)
-	}
+	evictedLive := s.addMark(sh, key, h, expires, now)
 	if len(sh.results) != 0 || kept != nil {
 		sh.dropResult(key)
 	}
@@ -37,6 +36,9 @@ func (s *MemoryStore) MarkResult(ctx context.Context, key Key, result []byte, tt
 		sh.keepResult(key, kept, s.maxResults)
 	}
 	sh.mu.Unlock()
+	if evictedLive {
+		s.evictedLive()
+	}
 	return nil
 }
 

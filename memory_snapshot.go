@@ -72,10 +72,6 @@ func (s *MemoryStore) SaveSnapshot() error {
 func (s *MemoryStore) startSnapshots(cfg MemoryConfig) {
 	s.snapshotPath = cfg.SnapshotPath
 	every := orDefault(cfg.SnapshotInterval, defaultSnapshotInterval)
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
 	s.stopSnapshots = make(chan struct{})
 	s.snapshotsDone = make(chan struct{})
 	go func() {
@@ -88,7 +84,7 @@ func (s *MemoryStore) startSnapshots(cfg MemoryConfig) {
 				return
 			case <-t.C:
 				if err := s.SaveSnapshot(); err != nil {
-					logger.Warn("dedupe: memory: snapshot", slog.String("path", s.snapshotPath), slog.Any("error", err))
+					s.logger.Warn("dedupe: memory: snapshot", slog.String("path", s.snapshotPath), slog.Any("error", err))
 				}
 			}
 		}
@@ -237,8 +233,11 @@ func (s *MemoryStore) loadSnapshot(path string) error {
 		if left := m.expires - wall; left > 0 {
 			sh, h := s.shard(m.key)
 			sh.mu.Lock()
-			sh.marks.add(m.key, h, now+left)
+			evictedLive := s.addMark(sh, m.key, h, now+left, now)
 			sh.mu.Unlock()
+			if evictedLive {
+				s.evictedLive()
+			}
 		}
 	}
 	return nil

@@ -37,6 +37,14 @@ type Stats struct {
 	// Runs whose context Do cancelled because the lease ended before it could
 	// be renewed, or a renewal found the claim taken over.
 	Abandoned uint64
+	// Evicted counts the marks the primary store evicted before their TTL
+	// ran out, to take new ones ([Evicter]; a full [MemoryStore] does): each
+	// key is new again before its window ended. Not zero means the store is
+	// too small for one TTL of messages, or a flood of distinct ids (even
+	// authenticated ones) shortens every message's window. It is the
+	// store's count, shared by every Deduper over it; 0 for stores that
+	// never evict.
+	Evicted uint64
 	// Layers holds, for a [LayeredStore], the Exists and Claim calls each
 	// layer answered; it is nil for other stores.
 	Layers map[string]uint64
@@ -108,6 +116,9 @@ func (d *Deduper) Stats() Stats {
 		ReplayedReleases: c.releasesReplayed.Load(),
 		Abandoned:        c.abandoned.Load(),
 		Latency:          make(map[string]LatencyStats, numPhases),
+	}
+	if e, ok := d.shared.store.(Evicter); ok {
+		s.Evicted = e.Evicted()
 	}
 	if l, ok := d.shared.store.(interface{ Answered() map[string]uint64 }); ok {
 		s.Layers = l.Answered()

@@ -88,11 +88,11 @@ func checkResult(backend string, key Key, res []byte) error {
 // repository implement them as follows (a mark means yes; for TxStore, the
 // Tx):
 //
-//	            Lister BulkMarker Counter Sizer MinLeaser TxStore
-//	memory        x        x        x
-//	sqlite        x        x        x      x                *sql.Tx
+//	            Lister BulkMarker Counter Sizer MinLeaser TxStore Evicter
+//	memory        x        x        x                             x
+//	sqlite        x        x        x      x             *sql.Tx
 //	redis         x        x        x            x
-//	postgres      x        x        x      x                pgx.Tx
+//	postgres      x        x        x      x             pgx.Tx
 //
 // The Redis store's MinLease is 0 but on a Redis Cluster, where it is the
 // store's ClusterRetry (12 s by default). [LayeredStore] and the fallback of
@@ -154,6 +154,19 @@ type MinLeaser interface {
 	// MinLease returns the shortest lease that outlasts the store's failover
 	// (a Redis Cluster's: its node timeout and the replica's promotion).
 	MinLease() time.Duration
+}
+
+// Evicter is a store that holds a bounded number of marks and evicts marks,
+// live ones too, to take new ones beyond it: [Stats].Evicted and package
+// idempotency's quota use it. A live mark evicted makes its key new again
+// before its TTL ran out.
+type Evicter interface {
+	// MaxMarks returns the most marks the store holds. It may evict before
+	// it holds that many (a sharded store evicts when a key's shard is full).
+	MaxMarks() int
+	// Evicted returns the number of marks the store evicted before their
+	// TTL ran out.
+	Evicted() uint64
 }
 
 // TxStore is a store kept in a database whose transactions the caller can

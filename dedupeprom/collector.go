@@ -14,6 +14,7 @@ type Collector struct {
 	waits     *prometheus.Desc
 	faults    *prometheus.Desc
 	store     *prometheus.Desc
+	evicted   *prometheus.Desc
 	buckets   []float64 // dedupe.LatencyStats.Bounds in seconds
 }
 
@@ -72,6 +73,10 @@ func NewCollector(d *dedupe.Deduper, opts ...Option) *Collector {
 			prometheus.BuildFQName(cfg.namespace, "dedupe", "store_duration_seconds"),
 			"Duration of the deduplicator's store calls, by phase.",
 			[]string{"backend", "phase"}, cfg.labels),
+		evicted: prometheus.NewDesc(
+			prometheus.BuildFQName(cfg.namespace, "dedupe", "evicted_marks_total"),
+			"Marks the store evicted before their TTL ran out, to take new ones: each key was new again before its window ended. A bounded store (memory) that is too small for one TTL of messages, or a flood of distinct ids, evicts them.",
+			[]string{"backend"}, cfg.labels),
 		buckets: make([]float64, len(dedupe.LatencyStats{}.Bounds())),
 	}
 	for i, b := range (dedupe.LatencyStats{}).Bounds() {
@@ -86,6 +91,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.waits
 	ch <- c.faults
 	ch <- c.store
+	ch <- c.evicted
 }
 
 type labelled struct {
@@ -119,6 +125,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		labelled{"mark_deferred", s.Deferred},
 		labelled{"mark_replayed", s.Replayed},
 		labelled{"dropped", s.Dropped})
+	ch <- prometheus.MustNewConstMetric(c.evicted, prometheus.CounterValue, float64(s.Evicted), s.Backend)
 	for phase, l := range s.Latency {
 		buckets := make(map[float64]uint64, len(c.buckets))
 		for i, b := range c.buckets {

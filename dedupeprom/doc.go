@@ -38,6 +38,14 @@
 // met store faults: "ambiguous_claim", "mark_deferred", "mark_replayed" and
 // "dropped".
 //
+// dedupe_evicted_marks_total{backend} is a counter of the marks the store
+// evicted before their TTL ran out, to take new ones ([dedupe.Stats].Evicted,
+// of a [dedupe.Evicter] such as a full memory store; always 0 for the other
+// stores): each key was new again before its window ended, and a copy of its
+// message would be processed again. Alert on any increase: the store is too
+// small for one TTL of messages, or a flood of distinct ids, even
+// authenticated ones, is shortening every message's window.
+//
 // dedupe_store_duration_seconds{backend,phase} is a histogram of the duration
 // of the Deduper's store calls by phase: "claim", "mark", "release" and
 // "extend". Its buckets are [dedupe.LatencyStats.Bounds] in seconds.

@@ -26,6 +26,7 @@ var exportedFamilies = map[string]dto.MetricType{
 	"dedupe_waits_total":                       dto.MetricType_COUNTER,
 	"dedupe_store_faults_total":                dto.MetricType_COUNTER,
 	"dedupe_store_duration_seconds":            dto.MetricType_HISTOGRAM,
+	"dedupe_evicted_marks_total":               dto.MetricType_COUNTER,
 	"dedupe_http_deliveries_total":             dto.MetricType_COUNTER,
 	"dedupe_queue_depth":                       dto.MetricType_GAUGE,
 	"dedupe_queue_failed":                      dto.MetricType_GAUGE,

@@ -28,6 +28,7 @@ var capabilities = []struct {
 	{"Counter", implements[dedupe.Counter], testCounter},
 	{"Sizer", implements[dedupe.Sizer], testSizer},
 	{"MinLeaser", implements[dedupe.MinLeaser], testMinLeaser},
+	{"Evicter", implements[dedupe.Evicter], testEvicter},
 }
 
 func implements[I any](st dedupe.Store) bool {

@@ -16,14 +16,17 @@
 // default), section by section of the draft:
 //
 //	no Idempotency-Key          400 key-missing (2.7); passed through with WithOptional
-//	key not an sf-string        400 key-malformed (2.1; ParseKey)
+//	key not an sf-string        400 key-malformed (2.1; ParseKey); a bare key is told to
+//	                            quote itself, or taken as it is WithBareKeys
 //	new key                     the handler runs and answers (2.6 "First time request")
+//	new key, quota used         503 over-quota with Retry-After (see Quota)
 //	key processed, same request the first response, with Idempotent-Replayed: true (2.6 "Retry")
-//	key in flight, same request 409 key-in-flight with Retry-After (2.6 "Concurrent Request");
-//	                            with WithWait, waits and is answered as a retry
+//	key in flight, same request 409 key-in-flight with Retry-After (2.6 "Concurrent Request";
+//	                            see Interrupted requests); with WithWait, waits and is
+//	                            answered as a retry
 //	key used, another request   422 key-reused (2.7), processed or in flight
 //	first response too large    409 not-replayable (see below)
-//	store failing               503 unavailable with Retry-After
+//	store failing               503 unavailable with Retry-After: 1
 //
 // Other methods, and requests without a key under [WithOptional], pass to
 // the handler untouched. A request is the same request when its fingerprint
@@ -36,7 +39,17 @@
 // Link to the documentation (rel="describedby"), as the draft's examples in
 // section 2.7 show. The types are the documentation's URL ([WithDocs],
 // [DefaultDocs]) with a fragment: key-missing, key-malformed, key-in-flight,
-// key-reused, not-replayable, body-too-large, body-unreadable, unavailable.
+// key-reused, not-replayable, body-too-large, body-unreadable, unavailable,
+// over-quota.
+//
+// Keys are Strings of RFC 9651, quoted, as the draft's section 2.1 asks:
+// Idempotency-Key: "8e03978e-40d5". Stripe's clients, and others after them,
+// send them bare (Idempotency-Key: 8e03978e-40d5). The default stays the
+// draft's: the draft is the standard this package implements, a server that
+// takes bare keys lets its clients' mistake live on until they meet a
+// stricter one, and the refusal is loud and at once, with a detail that
+// shows the key quoted. A server whose clients are Stripe's adds
+// [WithBareKeys], which takes both forms as one key.
 //
 // # What is stored, and for how long
 //
@@ -64,7 +77,41 @@
 // Keys expire [DefaultTTL] (24 hours) after their request was processed
 // ([WithTTL]); after it a key is new again. The draft's section 2.3 asks a
 // resource to publish its expiry policy in its documentation: publish yours,
-// and point [WithDocs] at it. The 422 and not-replayable problems state it.
+// and point [WithDocs] at it. The 422, not-replayable and over-quota problems
+// state it. The promise holds as long as the store keeps the marks that
+// long: a store that does not evict (SQLite, PostgreSQL, Redis without an
+// eviction policy) does; a bounded one (the memory store, a
+// [dedupe.Evicter]) does while it has room, which the quota keeps for the
+// middleware's keys.
+//
+// # Quota
+//
+// A store that evicts marks to take new ones would let one caller's new
+// keys evict another's inside its TTL, and that caller's retry run the
+// handler again. So on such a store the middleware refuses new keys instead
+// ([WithQuota]): it holds at most as many keys as take half the store's
+// marks (2,500 keys in the memory store's default 10,000 marks), and under
+// [WithScope] one scope at most an eighth of those; a key is held from its
+// first request until the TTL after its request was processed. A new key
+// beyond either bound gets 503 over-quota, with a Retry-After that says
+// when one of the keys in its way expires, and is counted ([WithStats]);
+// retries of keys held are served. A key held never gives way. Size the
+// memory store's MaxSize for the keys of one TTL; on other stores there is
+// no quota unless [WithQuota] sets one.
+//
+// # Interrupted requests
+//
+// A request whose process dies while the handler runs (a crash, a
+// SIGKILL, a deploy that does not drain) holds its key until the claim's
+// lease runs out: the Deduper's [dedupe.WithLease], 5 minutes by default,
+// from its last renewal. A retry meanwhile gets 409 key-in-flight, whose
+// detail says so and whose Retry-After is what is left of the lease at
+// most: the lease less the time the retry waited ([WithWait]). A retry of a
+// request still running in this process gets Retry-After: 1, as it will
+// answer soon. After the lease the retry runs the handler, as the first
+// request did not finish. A shorter lease frees such keys sooner; the
+// Deduper renews it while the handler runs, so it does not bound the
+// handler.
 //
 // # Scope
 //

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/internal/httpreplay"
@@ -20,29 +22,37 @@ import (
 // runs once per key, and a retry gets the first response again. See the
 // package overview for what it answers and what it stores. It keeps the
 // bindings and responses with the marks of d's store ([dedupe.Store.MarkResult]);
-// d's TTL and wait are replaced by [WithTTL]'s and [WithWait]'s. d must not
-// be nil.
+// d's TTL and wait are replaced by [WithTTL]'s and [WithWait]'s; d's lease
+// ([dedupe.WithLease]) is how long the key of a request interrupted in flight
+// stays held. d must not be nil. The handlers one Middleware returns share
+// its quota ([WithQuota]).
 //
 // The shape is net/http's middleware convention, as dedupehttp.Middleware's:
 // it wraps any handler or router, for one route or all of them.
 func Middleware(d *dedupe.Deduper, opts ...Option) func(http.Handler) http.Handler {
 	c := newConfig(opts)
 	rs := d.Store()
+	q := newQuota(&c, rs)
+	running := new(sync.Map)
+	lease := d.Lease()
 	wait := c.wait
 	if wait <= 0 {
 		wait = -1 // no wait: dedupe.WithWait(0) would keep d's own
 	}
 	d = d.With(dedupe.WithTTL(c.ttl), dedupe.WithWait(wait))
 	return func(next http.Handler) http.Handler {
-		return &handler{c: c, d: d, rs: rs, next: next}
+		return &handler{c: c, d: d, rs: rs, q: q, running: running, lease: lease, next: next}
 	}
 }
 
 type handler struct {
-	c    config
-	d    *dedupe.Deduper
-	rs   dedupe.Store // d's primary store, which keeps the bindings
-	next http.Handler
+	c       config
+	d       *dedupe.Deduper
+	rs      dedupe.Store // d's primary store, which keeps the bindings
+	q       *quota       // nil without a quota
+	running *sync.Map    // the main keys' ids of the runs in this process
+	lease   time.Duration
+	next    http.Handler
 }
 
 // Errors of a run under a claim that the handler did not answer, or whose
@@ -69,8 +79,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	key, err := h.c.parseKey(strings.Join(fields, ","))
 	if err != nil {
-		reason := strings.TrimPrefix(err.Error(), ErrMalformedKey.Error()+": ")
-		h.c.problem(w, keyMalformed, "Malformed Idempotency-Key: "+reason+". "+detailRequired)
+		h.c.problem(w, keyMalformed, detailMalformed(strings.Join(fields, ","), err))
 		return
 	}
 	body, ok := h.readBody(w, r)
@@ -78,11 +87,40 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fp := fingerprint(sha256.Sum256(h.c.fingerprint(r, body)))
-	ks := keysFor(h.c.channel, h.c.scope(r), key)
+	scope := h.c.scope(r)
+	ks := keysFor(h.c.channel, scope, key)
+	if h.q != nil && !h.admitted(w, r, scope, ks) {
+		return
+	}
 	if h.c.wait > 0 && h.refusedEarly(w, r, ks, fp) {
 		return
 	}
-	h.serve(w, r, ks, fp)
+	if h.serve(w, r, ks, fp) && h.q != nil {
+		h.q.hold(scope, ks.main.MessageID) // held until the TTL after this run
+	}
+}
+
+// admitted counts the key of ks in scope against the quota, and returns
+// true, unless the key is new and its scope or the store has no room: then
+// it answers 503 over-quota with the time until room is made. A key the
+// store holds already is not new, whatever the quota counted.
+func (h *handler) admitted(w http.ResponseWriter, r *http.Request, scope string, ks keys) bool {
+	ok, after := h.q.admit(scope, ks.main.MessageID)
+	if ok {
+		return true
+	}
+	bound, err := h.boundTo(r.Context(), ks.bind)
+	switch {
+	case err != nil:
+		h.c.problem(w, unavailable, detailUnavailable)
+		return false
+	case bound != nil:
+		h.q.hold(scope, ks.main.MessageID)
+		return true
+	}
+	h.c.stats.OverQuota.Add(1)
+	h.c.retryProblem(w, overQuota, h.c.detailOverQuota(), after)
+	return false
 }
 
 // refusedEarly answers 422, and returns true, if the key is bound to another
@@ -127,23 +165,26 @@ func (h *handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 }
 
 // serve runs the handler under the claim of ks.main, unless another request
-// holds or held it, and answers for the handler if it did not run.
-func (h *handler) serve(w http.ResponseWriter, r *http.Request, ks keys, fp fingerprint) {
+// holds or held it, and answers for the handler if it did not run. It
+// reports whether the handler ran.
+func (h *handler) serve(w http.ResponseWriter, r *http.Request, ks keys, fp fingerprint) (ran bool) {
 	rec := httpreplay.NewRecorder(w, httpreplay.Config{
 		Headers: h.c.headers,
 		Limit:   dedupe.MaxResultSize - recordOverhead,
 	})
-	ran := false
+	start := h.c.now()
 	res, err := h.d.DoResult(r.Context(), ks.main, func(ctx context.Context) ([]byte, error) {
 		if err := h.bind(ctx, ks.bind, fp); err != nil {
 			return nil, err
 		}
 		ran = true
+		h.running.Store(ks.main.MessageID, struct{}{})
+		defer h.running.Delete(ks.main.MessageID)
 		h.next.ServeHTTP(rec, r.WithContext(ctx))
 		return h.record(rec, fp)
 	})
 	if ran {
-		return // the handler answered; the Deduper logs a mark that failed
+		return true // the handler answered; the Deduper logs a mark that failed
 	}
 	switch {
 	case errors.Is(err, dedupe.ErrDuplicate):
@@ -151,14 +192,29 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, ks keys, fp fing
 	case errors.Is(err, dedupe.ErrInFlight):
 		if bound, _ := h.boundTo(r.Context(), ks.bind); bound != nil && *bound != fp {
 			h.c.problem(w, keyReused, h.c.detailReused())
-			return
+			return false
 		}
-		h.c.problem(w, keyInFlight, detailInFlight)
+		h.inFlight(w, ks, start)
 	case errors.Is(err, errReused):
 		h.c.problem(w, keyReused, h.c.detailReused())
 	default:
 		h.c.problem(w, unavailable, detailUnavailable)
 	}
+	return false
+}
+
+// inFlight answers 409 for a key whose claim another request held since
+// before since. A run of this process is alive and answers soon: Retry-After
+// is 1 s. Any other, in another process or interrupted (its process died),
+// holds the key until its lease runs out: as its last renewal came before
+// since, Retry-After is the lease less the time since, the longest a retry
+// may still find the key held by a request that stopped.
+func (h *handler) inFlight(w http.ResponseWriter, ks keys, since time.Time) {
+	if _, ok := h.running.Load(ks.main.MessageID); ok {
+		h.c.retryProblem(w, keyInFlight, detailInFlight, time.Second)
+		return
+	}
+	h.c.retryProblem(w, keyInFlight, h.c.detailInterrupted(h.lease), h.lease-h.c.now().Sub(since))
 }
 
 // bind binds the key whose binding is bind to fp, under its claim, before

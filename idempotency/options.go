@@ -30,6 +30,10 @@ type config struct {
 	headers     []string
 	docs        string
 	bare        bool
+	scoped      bool // WithScope was given
+	quota       int  // WithQuota's n: 0 the default, < 0 none
+	now         func() time.Time
+	stats       *Stats
 }
 
 func newConfig(opts []Option) config {
@@ -41,6 +45,8 @@ func newConfig(opts []Option) config {
 		channel:     DefaultChannel,
 		maxBody:     DefaultMaxBody,
 		docs:        DefaultDocs,
+		now:         time.Now,
+		stats:       new(Stats),
 	}
 	for _, o := range opts {
 		o(&c)
@@ -76,7 +82,7 @@ func WithMethods(methods ...string) Option {
 func WithScope(scope func(*http.Request) string) Option {
 	return func(c *config) {
 		if scope != nil {
-			c.scope = scope
+			c.scope, c.scoped = scope, true
 		}
 	}
 }
@@ -168,6 +174,57 @@ func WithDocs(url string) Option {
 
 // WithBareKeys also accepts a key sent without quotes
 // (Idempotency-Key: 8e03978e-40d5), as Stripe's clients send it: visible
-// ASCII without quotes, commas, semicolons or backslashes. The draft asks for
-// a String; by default a bare key is refused with 400.
+// ASCII without quotes, commas, semicolons or backslashes, at most
+// [MaxKeyLen] bytes. A key sent bare and the same key quoted are one key. The
+// draft asks for a String; by default a bare key is refused with 400, whose
+// detail shows the key quoted and names this option (the package overview
+// says why the default is strict).
 func WithBareKeys() Option { return func(c *config) { c.bare = true } }
+
+// WithQuota sets how many keys one scope ([WithScope]) may hold at once, a
+// key being held from its first request until the TTL after its request was
+// processed: a request with a new key beyond it is refused with 503
+// over-quota and a Retry-After that says when one of the scope's keys
+// expires, rather than stored; retries of keys held are served. n == 0
+// keeps the default; n < 0 turns off both bounds below, and a bounded store
+// may then evict keys inside their TTL.
+//
+// The default depends on the store. On a store that evicts marks to take new
+// ones ([dedupe.Evicter]: the memory store, MaxSize marks) a key that a
+// flood of other keys evicted would be new again inside its TTL, and its
+// retry would run the handler a second time; so by default the middleware
+// holds at most as many keys as take half the store's marks (each key takes
+// two: 2,500 keys in the default 10,000 marks), and under WithScope one
+// scope at most an eighth of those (312), so that no one caller can take
+// the others' room. New keys beyond either are refused, never evicting a
+// key held. The half leaves room for the store's shards, which fill
+// unevenly; it assumes the store is the middleware's own (size a store
+// shared with other work for both, and watch [dedupe.Stats].Evicted). On a
+// store that does not evict (SQLite, PostgreSQL, Redis without an eviction
+// policy) there is no quota by default: n bounds each scope's keys.
+//
+// Keys are counted in this process's memory, by hash, about 50 bytes each:
+// each instance of a gateway counts the keys it was sent. A key the store
+// holds from before the process started is counted when it is sent again.
+func WithQuota(n int) Option { return func(c *config) { c.quota = n } }
+
+// WithStats makes the middleware count what it refuses on its own account
+// in s (see [Stats]), which the caller reads.
+func WithStats(s *Stats) Option {
+	return func(c *config) {
+		if s != nil {
+			c.stats = s
+		}
+	}
+}
+
+// WithClock sets the clock of the quota's expiries ([WithQuota]) and of the
+// Retry-After of a key in flight (default time.Now). Give it the store's
+// clock when you inject one.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) {
+		if now != nil {
+			c.now = now
+		}
+	}
+}
