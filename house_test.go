@@ -135,7 +135,9 @@ var (
 )
 
 // The webhook middleware's documentation stays readable: go doc -all of
-// dedupehttp prints at most 700 lines.
+// dedupehttp prints at most 760 lines. Raised from 700 (issue 34): replay
+// only when authenticated (WithReplayUnauthenticated) and the Outcome that a
+// tracing wrapper reads are documented rather than crammed.
 func TestDedupehttpDocLength(t *testing.T) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
@@ -145,7 +147,7 @@ func TestDedupehttpDocLength(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go doc: %v", err)
 	}
-	if n := strings.Count(string(out), "\n"); n > 700 {
-		t.Errorf("go doc -all ./dedupehttp prints %d lines, over 700", n)
+	if n := strings.Count(string(out), "\n"); n > 760 {
+		t.Errorf("go doc -all ./dedupehttp prints %d lines, over 760", n)
 	}
 }

@@ -51,6 +51,9 @@ type config struct {
 	refuseNoID    bool             // WithRefuseUndeduplicated
 	replay        bool             // WithReplay; also the preset's Replay
 	replayHeaders []string         // WithReplay: kept besides Content-Type
+	// replayUnauthenticated is WithReplayUnauthenticated; replaying is
+	// whether the middleware replays, decided once the options are applied.
+	replayUnauthenticated, replaying bool
 	stats         counters
 	warnings      [numWarnings]limiter
 
@@ -72,6 +75,7 @@ func newConfig(opts []Option) *config {
 	for _, o := range opts {
 		o(c)
 	}
+	c.replaying = c.replayAllowed()
 	c.warnUnauthenticated()
 	return c
 }
@@ -110,14 +114,19 @@ func defaultConfig() *config {
 // authenticate deliveries, or that its secret cannot work.
 func (c *config) warnUnauthenticated() {
 	ctx := context.Background()
+	var attrs []slog.Attr
+	if c.replayAsked() && !c.replayAllowed() {
+		attrs = append(attrs, slog.String("replay", "off: copies get the plain duplicate answer (WithReplayUnauthenticated)"))
+	}
 	if c.preset == nil {
-		c.log(ctx, slog.LevelWarn, "dedupe: dedupehttp: endpoint is unauthenticated: deliveries are remembered without checking that they come from the platform; use dedupehttp.New or WithVerify with a preset given its secret")
+		c.log(ctx, slog.LevelWarn, "dedupe: dedupehttp: endpoint is unauthenticated: deliveries are remembered without checking that they come from the platform; use dedupehttp.New or WithVerify with a preset given its secret",
+			attrs...)
 		return
 	}
 	switch err := c.preset.CheckSecret(); {
 	case errors.Is(err, platform.ErrNoSecret):
 		c.log(ctx, slog.LevelWarn, "dedupe: dedupehttp: endpoint is unauthenticated: the preset has no secret (platform.Preset.WithSecret)",
-			slog.String("platform", c.preset.Name))
+			append(attrs, slog.String("platform", c.preset.Name))...)
 	case err != nil:
 		c.log(ctx, slog.LevelError, "dedupe: dedupehttp: the preset's secret cannot be the platform's: every delivery will be refused",
 			slog.String("platform", c.preset.Name), slog.Any("error", err))
