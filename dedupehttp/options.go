@@ -54,8 +54,8 @@ type config struct {
 	// replayUnauthenticated is WithReplayUnauthenticated; replaying is
 	// whether the middleware replays, decided once the options are applied.
 	replayUnauthenticated, replaying bool
-	stats         counters
-	warnings      [numWarnings]limiter
+	stats                            counters
+	warnings                         [numWarnings]limiter
 
 	// Read by Async alone.
 	workers        int
