@@ -47,15 +47,14 @@ type config struct {
 	now          func() time.Time
 	allow        func(*http.Request) bool // WithSourceFilter
 
-	preset        *platform.Preset // set by WithVerify: authenticate with it
-	refuseNoID    bool             // WithRefuseUndeduplicated
-	replay        bool             // WithReplay; also the preset's Replay
-	replayHeaders []string         // WithReplay: kept besides Content-Type
-	// replayUnauthenticated is WithReplayUnauthenticated; replaying is
-	// whether the middleware replays, decided once the options are applied.
-	replayUnauthenticated, replaying bool
-	stats                            counters
-	warnings                         [numWarnings]limiter
+	preset                *platform.Preset // set by WithVerify: authenticate with it
+	refuseNoID            bool             // WithRefuseUndeduplicated
+	replay                bool             // WithReplay; also the preset's Replay
+	replayHeaders         []string         // WithReplay: kept besides Content-Type
+	replayUnauthenticated bool             // WithReplayUnauthenticated
+	replaying             bool             // replay allowed: decided once the options are applied
+	stats                 counters
+	warnings              [numWarnings]limiter
 
 	// Read by Async alone.
 	workers        int
