@@ -259,7 +259,9 @@ func WithRetryAfter(d time.Duration) Option {
 // WithLogger sets the logger for the middleware's own records: at warn level
 // an unauthenticated endpoint (once, at construction), refused forgeries,
 // deliveries served without deduplication and answers too large to replay
-// (each at most once a minute), and a full queue; at debug level other refused requests; at error level a
+// (each at most once a minute), a full queue, and each delivery whose
+// handler failed, with its key, the status it answered (0 if it panicked
+// first) and the error; at debug level other refused requests; at error level a
 // secret that cannot work and the failures of requests [Async] had already
 // accepted, which the platform will not redeliver. The default is
 // [slog.Default]. The [dedupe.Deduper] logs its verdicts and store errors to
