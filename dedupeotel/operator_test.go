@@ -130,6 +130,7 @@ func TestOneSpanPerWait(t *testing.T) {
 		a := attrs(wait)
 		assert.Equal(t, "in_flight", a[dedupeotel.WaitResultKey].AsString())
 		assert.Greater(t, a[dedupeotel.WaitPollsKey].AsInt64(), int64(100), "the claims asked during the wait")
+		t.Logf("%d claims asked during the wait, %d claim spans", a[dedupeotel.WaitPollsKey].AsInt64(), len(claims))
 		if len(tr.children(wait)) == 1 {
 			for _, c := range claims {
 				if c.Parent.SpanID() == wait.SpanContext.SpanID() {
