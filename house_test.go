@@ -122,7 +122,9 @@ var (
 )
 
 // The webhook middleware's documentation stays readable: go doc -all of
-// dedupehttp prints at most 700 lines.
+// dedupehttp prints at most 760 lines. Raised from 700 (issue 34): replay
+// only when authenticated (WithReplayUnauthenticated) and the Outcome that a
+// tracing wrapper reads are documented rather than crammed.
 func TestDedupehttpDocLength(t *testing.T) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
@@ -130,5 +132,5 @@ func TestDedupehttpDocLength(t *testing.T) {
 	}
 	out, err := exec.Command(goTool, "doc", "-all", "./dedupehttp").Output()
 	require.NoError(t, err, "go doc")
-	assert.LessOrEqual(t, strings.Count(string(out), "\n"), 700, "go doc -all ./dedupehttp prints lines")
+	assert.LessOrEqual(t, strings.Count(string(out), "\n"), 760, "go doc -all ./dedupehttp prints lines")
 }

@@ -222,7 +222,11 @@ type job struct {
 // ServeHTTP claims the message of r and queues it, or answers it as a
 // duplicate, a copy in flight, or with 503. See [Async].
 func (a *Async) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	observe := observerOf(r.Context())
 	r, d, next := a.c.prepare(w, r, a.extract)
+	if observe != nil {
+		defer func() { observe(d.outcome()) }()
+	}
 	switch next {
 	case nextDone:
 		return

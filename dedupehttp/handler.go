@@ -31,8 +31,8 @@ type Handler struct {
 // with its own TTL, and a copy that arrives while the first is processed
 // waits up to p.AckBudget for its outcome, then is answered as a duplicate if
 // the first was processed and 503 with Retry-After otherwise, never
-// acknowledged blindly. If p.Replay is set, copies get the first answer
-// ([WithReplay]). opts are those of [Middleware]; a [WithVerify] among them
+// acknowledged blindly. If p.Replay is set and p has its secret, copies get
+// the first answer ([WithReplay]). opts are those of [Middleware]; a [WithVerify] among them
 // replaces p's.
 func New(d *dedupe.Deduper, p platform.Preset, next http.Handler, opts ...Option) *Handler {
 	c := newConfig(append([]Option{WithVerify(p)}, opts...))

@@ -110,7 +110,11 @@ type handler struct {
 
 // ServeHTTP deduplicates r and serves it as [Middleware] says.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	observe := observerOf(r.Context())
 	r, d, next := h.c.prepare(w, r, h.extract)
+	if observe != nil {
+		defer func() { observe(d.outcome()) }()
+	}
 	switch next {
 	case nextDone:
 		return
@@ -119,6 +123,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run := &run{ResponseWriter: w, h: h, r: r, d: d}
+	defer run.failedByPanic()
 	var (
 		kept []byte
 		err  error
@@ -128,6 +133,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		err = h.d.Do(r.Context(), d.key, run.serve)
 	}
+	run.decided = true
+	h.c.decided(r.Context(), d, err, run.ran, run.status)
 	if !run.ran {
 		if kept != nil && errors.Is(err, dedupe.ErrDuplicate) && h.c.replayTo(w, r, d, kept) {
 			return
@@ -137,6 +144,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if run.panicked != nil {
 		h.panickedAfterSuccess(r, run, err)
+	}
+}
+
+// failedByPanic logs a handler that panicked before answering with a
+// success status: the panic goes on to the server, and Do released the
+// claim.
+func (rn *run) failedByPanic() {
+	if rn.ran && !rn.decided {
+		rn.h.c.handlerFailed(rn.r.Context(), rn.d, rn.status)
 	}
 }
 
@@ -158,11 +174,12 @@ func (h *handler) panickedAfterSuccess(r *http.Request, rn *run, err error) {
 // answers with. The handler gets it as its ResponseWriter.
 type run struct {
 	http.ResponseWriter
-	h      *handler
-	r      *http.Request
-	d      *delivery
-	status int
-	ran    bool
+	h       *handler
+	r       *http.Request
+	d       *delivery
+	status  int
+	ran     bool
+	decided bool // Do returned: a panic of the handler did not go through it
 
 	// panicked and stack are the panic of a handler that had answered with a
 	// success status, recovered so that the message is marked.
@@ -173,6 +190,7 @@ type run struct {
 func (rn *run) serve(ctx context.Context) error {
 	rn.ran = true
 	rn.d.verdict = VerdictNew
+	rn.d.result, rn.d.err = resultFailed, errPanicked // unless the handler returns
 	r := rn.r
 	if ctx != r.Context() {
 		r = r.WithContext(ctx)

@@ -47,12 +47,14 @@ type config struct {
 	now          func() time.Time
 	allow        func(*http.Request) bool // WithSourceFilter
 
-	preset        *platform.Preset // set by WithVerify: authenticate with it
-	refuseNoID    bool             // WithRefuseUndeduplicated
-	replay        bool             // WithReplay; also the preset's Replay
-	replayHeaders []string         // WithReplay: kept besides Content-Type
-	stats         counters
-	warnings      [numWarnings]limiter
+	preset                *platform.Preset // set by WithVerify: authenticate with it
+	refuseNoID            bool             // WithRefuseUndeduplicated
+	replay                bool             // WithReplay; also the preset's Replay
+	replayHeaders         []string         // WithReplay: kept besides Content-Type
+	replayUnauthenticated bool             // WithReplayUnauthenticated
+	replaying             bool             // replay allowed: decided once the options are applied
+	stats                 counters
+	warnings              [numWarnings]limiter
 
 	// Read by Async alone.
 	workers        int
@@ -72,6 +74,7 @@ func newConfig(opts []Option) *config {
 	for _, o := range opts {
 		o(c)
 	}
+	c.replaying = c.replayAllowed()
 	c.warnUnauthenticated()
 	return c
 }
@@ -110,14 +113,19 @@ func defaultConfig() *config {
 // authenticate deliveries, or that its secret cannot work.
 func (c *config) warnUnauthenticated() {
 	ctx := context.Background()
+	var attrs []slog.Attr
+	if c.replayAsked() && !c.replayAllowed() {
+		attrs = append(attrs, slog.String("replay", "off: copies get the plain duplicate answer (WithReplayUnauthenticated)"))
+	}
 	if c.preset == nil {
-		c.log(ctx, slog.LevelWarn, "dedupe: dedupehttp: endpoint is unauthenticated: deliveries are remembered without checking that they come from the platform; use dedupehttp.New or WithVerify with a preset given its secret")
+		c.log(ctx, slog.LevelWarn, "dedupe: dedupehttp: endpoint is unauthenticated: deliveries are remembered without checking that they come from the platform; use dedupehttp.New or WithVerify with a preset given its secret",
+			attrs...)
 		return
 	}
 	switch err := c.preset.CheckSecret(); {
 	case errors.Is(err, platform.ErrNoSecret):
 		c.log(ctx, slog.LevelWarn, "dedupe: dedupehttp: endpoint is unauthenticated: the preset has no secret (platform.Preset.WithSecret)",
-			slog.String("platform", c.preset.Name))
+			append(attrs, slog.String("platform", c.preset.Name))...)
 	case err != nil:
 		c.log(ctx, slog.LevelError, "dedupe: dedupehttp: the preset's secret cannot be the platform's: every delivery will be refused",
 			slog.String("platform", c.preset.Name), slog.Any("error", err))
@@ -255,7 +263,9 @@ func WithRetryAfter(d time.Duration) Option {
 // WithLogger sets the logger for the middleware's own records: at warn level
 // an unauthenticated endpoint (once, at construction), refused forgeries,
 // deliveries served without deduplication and answers too large to replay
-// (each at most once a minute), and a full queue; at debug level other refused requests; at error level a
+// (each at most once a minute), a full queue, and each delivery whose
+// handler failed, with its key, the status it answered (0 if it panicked
+// first) and the error; at debug level other refused requests; at error level a
 // secret that cannot work and the failures of requests [Async] had already
 // accepted, which the platform will not redeliver. The default is
 // [slog.Default]. The [dedupe.Deduper] logs its verdicts and store errors to

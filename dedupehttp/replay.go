@@ -19,6 +19,11 @@ import (
 // [platform.Preset]). A copy gets the [WithDuplicate] answer if the first
 // was an empty 200, over [dedupe.MaxResultSize] ([Stats].ReplayTooLarge), or
 // gone from the store before its mark. [Async] ignores it.
+//
+// Only an endpoint that authenticates its deliveries replays (a preset given
+// its secret): elsewhere anyone who knows a message id could forge a copy and
+// read the first answer, so copies get the plain duplicate answer unless
+// [WithReplayUnauthenticated] says otherwise.
 func WithReplay(headers ...string) Option {
 	var kept []string // nil: httpreplay.DefaultHeaders
 	if len(headers) > 0 {
@@ -30,11 +35,32 @@ func WithReplay(headers ...string) Option {
 	}
 }
 
-// replays reports whether the middleware keeps and replays answers: given
+// WithReplayUnauthenticated lets an endpoint that authenticates nothing (a
+// preset without a secret, or a custom [Extractor] without [WithVerify])
+// replay answers as [WithReplay] says. Without it such an endpoint answers
+// every copy with the plain duplicate answer, since it cannot tell a copy
+// from a forgery. Use it only behind an authentication of your own, such as
+// edge.RequireAuth or a private network.
+func WithReplayUnauthenticated() Option {
+	return func(c *config) { c.replayUnauthenticated = true }
+}
+
+// replayAsked reports whether the options ask to keep and replay answers:
 // WithReplay, or authenticating with a preset whose Replay is set.
-func (c *config) replays() bool {
+func (c *config) replayAsked() bool {
 	return c.replay || c.preset != nil && c.preset.Replay
 }
+
+// replayAllowed reports whether the middleware replays as asked: it
+// authenticates each delivery, or WithReplayUnauthenticated allows it. Read
+// once, at construction.
+func (c *config) replayAllowed() bool {
+	authenticated := c.preset != nil && c.preset.CheckSecret() == nil
+	return c.replayAsked() && (authenticated || c.replayUnauthenticated)
+}
+
+// replays reports whether the middleware keeps and replays answers.
+func (c *config) replays() bool { return c.replaying }
 
 // serveKept serves the request as serve does, recording the handler's
 // answer, and returns the answer to keep with the mark: nil for an empty

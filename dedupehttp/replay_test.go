@@ -299,6 +299,7 @@ func TestReplayFallsBack(t *testing.T) {
 
 // TestReplayMiddlewareHeaders checks WithReplay on a custom extractor: the
 // status, Content-Type and the headers named are replayed, others are not.
+// The extractor authenticates nothing, hence WithReplayUnauthenticated.
 func TestReplayMiddlewareHeaders(t *testing.T) {
 	var calls atomic.Int32
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -311,7 +312,7 @@ func TestReplayMiddlewareHeaders(t *testing.T) {
 		_, _ = io.WriteString(w, `{"id":"r"}`)
 		w.Header().Set("X-Reply-Id", "after the status: not sent, not kept")
 	})
-	mw := dedupehttp.Middleware(dedupe.New(nil), telegram, dedupehttp.WithReplay("x-reply-id"), dedupehttp.WithLogger(quiet))
+	mw := dedupehttp.Middleware(dedupe.New(nil), telegram, dedupehttp.WithReplay("x-reply-id"), dedupehttp.WithReplayUnauthenticated(), dedupehttp.WithLogger(quiet))
 	srv := serve(t, mw(handler))
 	first := post(srv, update(9))
 	require.NoError(t, first.err)

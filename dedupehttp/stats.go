@@ -129,6 +129,8 @@ type delivery struct {
 	body    body
 	key     dedupe.Key
 	verdict Verdict
+	result  string // the decision record's, for Outcome
+	err     error  // behind a failed result
 }
 
 type deliveryKey struct{}

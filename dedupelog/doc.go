@@ -35,16 +35,26 @@
 //
 // A message id is the platform's (a Telegram update id, a Slack event id, a
 // OneBot "{self_id}:{message_id}" holding the bot's account number) or the
-// caller's own, and can identify a user or a conversation. These fields can
-// hold it, and [Mask] hides them:
+// caller's own, and can identify a user or a conversation. These fields of
+// the records of the Deduper and of dedupehttp, and attributes of the spans
+// of dedupeotel, can hold it; [Fields] returns the list, the one a [Masker]
+// reads, and [Mask] (for records) and dedupeotel's WithMask (for spans) hide
+// them:
 //
-//	message_id  the message id
-//	key         "{platform}:{message_id}"
-//	error       an error's text can quote the key
+//	message_id            the message id
+//	key                   "{platform}:{message_id}"
+//	error                 an error's text can quote the key or the id
+//	mark_error            dedupehttp: the error of the mark after a handler
+//	                      panicked having answered; its text quotes the key
+//	panic                 dedupehttp: a handler's panic value, as text
+//	messaging.message.id  dedupeotel: the message id
+//	exception.message     dedupeotel: a recorded error's text (and the span's
+//	                      status description)
 //
 // platform is the channel the gateway configured ("telegram"), trace_id is
 // the tracing system's; neither comes from a user. The Deduper never logs a
-// message's body, its sender or its chat.
+// message's body, its sender or its chat. A field added to a record or a
+// span that can hold an id belongs in the list.
 //
 // The handlers are safe for concurrent use, as the handlers they wrap are.
 package dedupelog

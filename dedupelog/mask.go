@@ -2,9 +2,6 @@ package dedupelog
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"log/slog"
 	"strings"
 )
@@ -28,23 +25,21 @@ const (
 // key are found again by trying them all.
 const MinKeyLen = 16
 
-// Mask returns a handler that hides in each record the message id in the
-// fields that can hold user data (see the package documentation) before
-// passing it to h: message_id is hashed ([Hash]) or left out ([Drop]); key
-// "{platform}:{message_id}" becomes "{platform}:{hash}" or "{platform}"; the
-// key quoted in error's text is replaced the same way (error is then a
-// string). Records without message_id or key pass unchanged. key is copied.
+// Mask returns a handler that hides in each record the message id in every
+// field that can hold it ([Fields]; the package documentation lists them)
+// before passing it to h, as [NewMasker](mode, key) does: message_id is
+// hashed ([Hash]) or left out ([Drop]); key "{platform}:{message_id}" becomes
+// "{platform}:{hash}" or "{platform}"; in the texts of error, mark_error and
+// panic the key, and the id standing on its own, are replaced the same way
+// (the field is then a string). Records without message_id or key pass
+// unchanged. key is copied.
 func Mask(h slog.Handler, mode Mode, key []byte) slog.Handler {
-	if mode != Hash || len(key) < MinKeyLen {
-		mode, key = Drop, nil
-	}
-	return &maskHandler{h: h, mode: mode, key: append([]byte(nil), key...)}
+	return &maskHandler{h: h, m: NewMasker(mode, key)}
 }
 
 type maskHandler struct {
-	h    slog.Handler
-	mode Mode
-	key  []byte
+	h slog.Handler
+	m *Masker
 }
 
 // Enabled reports whether h takes records at level.
@@ -58,36 +53,23 @@ func (m *maskHandler) Handle(ctx context.Context, r slog.Record) error {
 	if !ok {
 		return m.h.Handle(ctx, r)
 	}
-	raw, masked := platform+":"+id, platform
-	hashed := ""
-	if m.mode == Hash {
-		hashed = m.hash(id)
-		masked += ":" + hashed
-	}
 	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
 	r.Attrs(func(a slog.Attr) bool {
-		switch a.Key {
-		case "message_id":
-			if m.mode == Hash {
-				out.AddAttrs(slog.String(a.Key, hashed))
-			}
-		case "key":
-			out.AddAttrs(slog.String(a.Key, masked))
-		case "error":
-			out.AddAttrs(slog.String(a.Key, strings.ReplaceAll(a.Value.String(), raw, masked)))
-		default:
+		if fields[a.Key] == 0 {
 			out.AddAttrs(a)
+			return true
+		}
+		v := a.Value.Resolve().String()
+		switch masked, keep := m.m.Field(a.Key, v, platform, id); {
+		case !keep:
+		case masked == v:
+			out.AddAttrs(a) // nothing to hide: the value keeps its kind
+		default:
+			out.AddAttrs(slog.String(a.Key, masked))
 		}
 		return true
 	})
 	return m.h.Handle(ctx, out)
-}
-
-// hash returns the hex of the first 16 bytes of id's HMAC-SHA256.
-func (m *maskHandler) hash(id string) string {
-	mac := hmac.New(sha256.New, m.key)
-	mac.Write([]byte(id))
-	return hex.EncodeToString(mac.Sum(nil)[:16])
 }
 
 // messageOf returns the platform and message id a record names, in the
@@ -112,10 +94,10 @@ func messageOf(r slog.Record) (platform, id string, ok bool) {
 
 // WithAttrs returns the handler over h.WithAttrs(attrs); attrs are not masked.
 func (m *maskHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return &maskHandler{h: m.h.WithAttrs(attrs), mode: m.mode, key: m.key}
+	return &maskHandler{h: m.h.WithAttrs(attrs), m: m.m}
 }
 
 // WithGroup returns the handler over h.WithGroup(name).
 func (m *maskHandler) WithGroup(name string) slog.Handler {
-	return &maskHandler{h: m.h.WithGroup(name), mode: m.mode, key: m.key}
+	return &maskHandler{h: m.h.WithGroup(name), m: m.m}
 }

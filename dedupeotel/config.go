@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/dedupelog"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -18,19 +19,28 @@ const instrumentationName = "github.com/gatewaykit/dedupe/dedupeotel"
 
 // Attributes of this package's own, where the semantic conventions have none.
 const (
-	// VerdictKey is the decision of a Do or a delivery: processed, duplicate,
-	// in_flight, failed, store_error or abandoned for a Do (the results of the
-	// Deduper's decision record); a dedupehttp verdict or header value for a
-	// delivery.
+	// VerdictKey is the decision of a Do or a delivery: the result of its
+	// Deduper's decision record (processed, duplicate, in_flight, failed,
+	// store_error or abandoned), or for a delivery the Deduper did not
+	// decide, the dedupehttp verdict or header value (see [Handler]).
 	VerdictKey = attribute.Key("dedupe.verdict")
 	// ClaimStatusKey is the answer of a store's Claim: claimed, duplicate or
 	// in_flight.
 	ClaimStatusKey = attribute.Key("dedupe.claim.status")
 	// BackendKey is the store's [dedupe.Store.Backend].
 	BackendKey = attribute.Key("dedupe.store.backend")
+	// AnswerKey is, on a delivery's span, the [dedupehttp.HeaderVerdict] the
+	// middleware answered with when it differs from the verdict: "replayed"
+	// for a duplicate given the first answer, "unavailable" for a store
+	// error, "queued" for a message [dedupehttp.Async] took.
+	AnswerKey = attribute.Key("dedupe.answer")
 	// WaitResultKey is how a wait for an in-flight copy ended: claimed,
 	// duplicate, or the Do's verdict if the wait lasted to its end.
 	WaitResultKey = attribute.Key("dedupe.wait.result")
+	// WaitPollsKey is how many times a wait asked for the claim again: one
+	// span holds a wait, however long; of its claims only the last is a
+	// span (a copy waiting out Telegram's 40 s budget asks about 160 times).
+	WaitPollsKey = attribute.Key("dedupe.wait.polls")
 )
 
 // An Option configures [NewStore], [NewDeduper], [Handler] and [Annotate].
@@ -39,12 +49,12 @@ type Option func(*config)
 type config struct {
 	tp          trace.TracerProvider
 	propagators propagation.TextMapPropagator
-	messageID   bool
+	mask        *dedupelog.Masker // nil: ids as they are
 	tracer      trace.Tracer
 }
 
 func newConfig(opts []Option) *config {
-	c := &config{messageID: true}
+	c := &config{}
 	for _, o := range opts {
 		o(c)
 	}
@@ -70,29 +80,50 @@ func WithPropagators(p propagation.TextMapPropagator) Option {
 	return func(c *config) { c.propagators = p }
 }
 
+// WithMask hides the message id in the spans as [dedupelog.Mask] hides it
+// in the log records, with the same [dedupelog.Masker] rule and the fields it
+// lists ([dedupelog.Fields]): messaging.message.id is hashed under key
+// ([dedupelog.Hash], so that a message's spans match its records masked
+// with the same key) or left out ([dedupelog.Drop]), and the key or the id
+// quoted in a recorded error (exception.message) and in a span's status
+// description is replaced. The platform (messaging.system) stays. A message
+// id can identify a user or a conversation (see docs/observability.md).
+func WithMask(mode dedupelog.Mode, key []byte) Option {
+	m := dedupelog.NewMasker(mode, key)
+	return func(c *config) { c.mask = m }
+}
+
 // WithoutMessageID leaves the attribute messaging.message.id out of the
-// spans: a message id can identify a user or a conversation (see
-// docs/observability.md). The platform (messaging.system) stays.
-func WithoutMessageID() Option {
-	return func(c *config) { c.messageID = false }
+// spans, and hides the id in their error texts: it is
+// WithMask([dedupelog.Drop], nil). The platform (messaging.system) stays.
+func WithoutMessageID() Option { return WithMask(dedupelog.Drop, nil) }
+
+// masked returns value, the value of the attribute name, with key's message
+// id hidden as [WithMask] says; ok is false for an attribute to leave out.
+func (c *config) masked(key dedupe.Key, name attribute.Key, value string) (string, bool) {
+	if c.mask == nil {
+		return value, true
+	}
+	return c.mask.Field(string(name), value, key.Channel, key.MessageID)
 }
 
 // keyAttrs returns the attributes naming key.
 func (c *config) keyAttrs(key dedupe.Key) []attribute.KeyValue {
-	if !c.messageID {
-		return []attribute.KeyValue{semconv.MessagingSystemKey.String(key.Channel)}
+	attrs := []attribute.KeyValue{semconv.MessagingSystemKey.String(key.Channel)}
+	if id, ok := c.masked(key, semconv.MessagingMessageIDKey, key.MessageID); ok {
+		attrs = append(attrs, semconv.MessagingMessageID(id))
 	}
-	return []attribute.KeyValue{
-		semconv.MessagingSystemKey.String(key.Channel),
-		semconv.MessagingMessageID(key.MessageID),
-	}
+	return attrs
 }
 
 // recordError marks span failed with err, as redisotel's recordError does,
-// with error.type set.
-func recordError(span trace.Span, err error) {
-	span.RecordError(err)
-	span.SetStatus(codes.Error, err.Error())
+// with error.type set: an exception event and an error status, whose texts
+// hide key's message id as [WithMask] says.
+func (c *config) recordError(span trace.Span, key dedupe.Key, err error) {
+	msg, _ := c.masked(key, semconv.ExceptionMessageKey, err.Error())
+	span.AddEvent(semconv.ExceptionEventName, trace.WithAttributes(
+		semconv.ExceptionType(semconv.ErrorType(err).Value.AsString()), semconv.ExceptionMessage(msg)))
+	span.SetStatus(codes.Error, msg)
 	span.SetAttributes(semconv.ErrorTypeKey.String(errorType(err)))
 }
 

@@ -159,41 +159,39 @@ func TestStoreErrorSpans(t *testing.T) {
 	assert.Equal(t, do.SpanContext.SpanID(), claim.Parent.SpanID())
 }
 
-// inFlightClaims signals once n claim spans answered in_flight.
-type inFlightClaims struct {
-	sdktrace.SpanProcessor
+// countingStore signals once its Claim was asked n times.
+type countingStore struct {
+	dedupe.Store
 	mu   sync.Mutex
 	n    int
 	done chan struct{}
 }
 
-func (p *inFlightClaims) OnEnd(s sdktrace.ReadOnlySpan) {
-	if s.Name() != "dedupe.claim" {
-		return
+func (s *countingStore) Claim(ctx context.Context, c dedupe.Claim, lease time.Duration) (dedupe.Status, error) {
+	status, err := s.Store.Claim(ctx, c, lease)
+	s.mu.Lock()
+	if s.n--; s.n == 0 {
+		close(s.done)
 	}
-	for _, kv := range s.Attributes() {
-		if kv.Key == dedupeotel.ClaimStatusKey && kv.Value.AsString() == "in_flight" {
-			p.mu.Lock()
-			if p.n++; p.n == 3 {
-				close(p.done)
-			}
-			p.mu.Unlock()
-		}
-	}
+	s.mu.Unlock()
+	return status, err
 }
 
+// TestWaitSpan makes a copy wait for a message another Do processes: the
+// copy's Do has its first claim and one dedupe.wait span, which counts the
+// claims asked again and has the last of them (duplicate) as its only child.
 func TestWaitSpan(t *testing.T) {
 	ctx := context.Background()
-	seen := &inFlightClaims{SpanProcessor: tracetest.NewSpanRecorder(), done: make(chan struct{})}
-	tp, exp := traced(t, seen)
+	tp, exp := traced(t)
 	opt := dedupeotel.WithTracerProvider(tp)
-	d := dedupeotel.NewDeduper(dedupe.New(dedupeotel.NewStore(dedupe.NewMemoryStore(dedupe.MemoryConfig{}), opt),
-		dedupe.WithWait(time.Minute)), opt)
+	// The owner's claim, the copy's first and two asked again during the wait.
+	st := &countingStore{Store: dedupe.NewMemoryStore(dedupe.MemoryConfig{}), n: 4, done: make(chan struct{})}
+	d := dedupeotel.NewDeduper(dedupe.New(dedupeotel.NewStore(st, opt), dedupe.WithWait(time.Minute)), opt)
 
 	second := make(chan error)
 	require.NoError(t, d.Do(ctx, key, func(context.Context) error {
 		go func() { second <- d.Do(ctx, key, ok) }()
-		<-seen.done // the copy asked three times, and waits
+		<-st.done // the copy waits
 		return nil
 	}))
 	require.ErrorIs(t, <-second, dedupe.ErrDuplicate)
@@ -208,19 +206,17 @@ func TestWaitSpan(t *testing.T) {
 	assert.Equal(t, []string{"dedupe.claim", "dedupe.wait"}, tr.children(copyDo))
 	wait := tr.one(t, "dedupe.wait")
 	assert.Equal(t, "duplicate", attrs(wait)[dedupeotel.WaitResultKey].AsString())
-	asked := tr.children(wait)
-	require.GreaterOrEqual(t, len(asked), 3, "the claims asked again while waiting")
-	var statuses []string
-	for _, s := range tr.named(t, "dedupe.claim") {
+	assert.GreaterOrEqual(t, attrs(wait)[dedupeotel.WaitPollsKey].AsInt64(), int64(2), "the claims asked again while waiting")
+	require.Equal(t, []string{"dedupe.claim"}, tr.children(wait), "only the last claim of the wait is a span")
+	claims := tr.named(t, "dedupe.claim")
+	require.Len(t, claims, 3)
+	for _, s := range claims {
 		if s.Parent.SpanID() == wait.SpanContext.SpanID() {
-			statuses = append(statuses, attrs(s)[dedupeotel.ClaimStatusKey].AsString())
+			assert.Equal(t, "duplicate", attrs(s)[dedupeotel.ClaimStatusKey].AsString())
+			assert.Equal(t, "1001", attrs(s)["messaging.message.id"].AsString())
 		}
 	}
-	assert.Equal(t, "duplicate", statuses[len(statuses)-1])
-	for _, s := range statuses[:len(statuses)-1] {
-		assert.Equal(t, "in_flight", s)
-	}
-	first := tr.named(t, "dedupe.claim")[0]
+	first := claims[0]
 	assert.False(t, wait.StartTime.Before(first.EndTime), "the wait starts when the first claim found the copy in flight")
 }
 
@@ -264,7 +260,7 @@ func TestHandlerSpans(t *testing.T) {
 		verdict  string
 		children []string
 	}{
-		{"new", []string{"dedupe.claim", "dedupe.mark"}},
+		{"processed", []string{"dedupe.claim", "dedupe.mark"}},
 		{"duplicate", []string{"dedupe.claim"}},
 	} {
 		s := servers[i]

@@ -12,11 +12,12 @@ import (
 
 // Deduper is a [dedupe.Deduper] whose Do is a span: "dedupe.Do", with the
 // attributes messaging.system (the key's channel), messaging.message.id
-// (unless [WithoutMessageID]), messaging.operation.type "process" and
+// (masked by [WithMask]), messaging.operation.type "process" and
 // dedupe.verdict, the result of the Deduper's decision record: processed,
 // duplicate, in_flight, failed (fn's error), abandoned (fn's error after its
 // lease was lost) or store_error (the store failed the claim, or the mark
-// after fn succeeded); a failure also sets error.type and an error status.
+// after fn succeeded); a failure also records its error (masked by
+// [WithMask]) with error.type and an error status.
 // The store calls, fn's own spans and a wait for an in-flight copy are its
 // children when the Deduper's store is a [Store]. It is safe for concurrent
 // use.
@@ -59,7 +60,7 @@ func (d *Deduper) Do(ctx context.Context, key dedupe.Key, fn func(context.Contex
 	cl.finish(v)
 	span.SetAttributes(VerdictKey.String(v))
 	if v != "processed" && v != "duplicate" && v != "in_flight" {
-		recordError(span, err)
+		d.cfg.recordError(span, key, err)
 	}
 	return err
 }

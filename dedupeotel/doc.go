@@ -23,9 +23,8 @@
 //
 //	dedupe.Do or "POST /telegram"   dedupe.verdict, messaging.system, messaging.message.id
 //	├── dedupe.claim               dedupe.claim.status (in_flight)
-//	├── dedupe.wait                dedupe.wait.result, when the Deduper waits (dedupe.WithWait)
-//	│   ├── dedupe.claim           in_flight, asked again
-//	│   └── dedupe.claim           claimed or duplicate
+//	├── dedupe.wait                dedupe.wait.result, dedupe.wait.polls, when the Deduper waits (dedupe.WithWait)
+//	│   └── dedupe.claim           the last claim of the wait: claimed, duplicate, or in_flight
 //	├── (fn's own spans)
 //	├── dedupe.extend              each lease renewal
 //	└── dedupe.mark or dedupe.release
@@ -33,7 +32,13 @@
 // The wait is derived from the claims, since the Deduper has no hook of its
 // own: it starts when a claim under the Do's span finds the copy in flight,
 // and shows once a second claim is asked (a wait shorter than the first
-// backoff, 5 ms, is not shown).
+// backoff, 5 ms, is not shown). However long the wait (a copy waiting out
+// Telegram's 40 s budget asks about 160 times), it is one span: it counts
+// the claims asked (dedupe.wait.polls), and only the last is a span.
+//
+// Every root span names its message (messaging.system, messaging.message.id),
+// and a delivery's dedupe.verdict is the result of its decision record, as a
+// Do's is.
 //
 // # Trace ids in the logs
 //
@@ -42,6 +47,8 @@
 // puts the OpenTelemetry trace id in the Deduper's log records. A gateway
 // without OpenTelemetry keeps using ContextWithTraceID.
 //
-// A message id can identify a user or a conversation: [WithoutMessageID]
-// leaves it out of the spans (docs/observability.md lists the fields).
+// A message id can identify a user or a conversation: [WithMask] hides it in
+// the spans as [dedupelog.Mask] does in the log records, with one rule and
+// one list of fields ([dedupelog.Fields]); [WithoutMessageID] leaves it out
+// (docs/observability.md lists the fields).
 package dedupeotel

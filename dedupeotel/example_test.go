@@ -88,7 +88,7 @@ func ExampleHandler() {
 	// Output:
 	// dedupe.claim claimed
 	// dedupe.mark
-	// POST /telegram new
+	// POST /telegram processed
 	// dedupe.claim duplicate
 	// POST /telegram duplicate
 }

@@ -1,6 +1,7 @@
 package dedupeotel
 
 import (
+	"context"
 	"net/http"
 	"strings"
 
@@ -13,18 +14,29 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Handler wraps a dedupehttp handler ([dedupehttp.New], [dedupehttp.Middleware])
-// so that each delivery is a server span, as otelhttp.NewHandler makes one
-// per request (go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp,
+// Handler wraps a dedupehttp handler ([dedupehttp.New], [dedupehttp.Middleware],
+// [dedupehttp.Async]) so that each delivery is a server span, as
+// otelhttp.NewHandler makes one per request
+// (go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp,
 // handler.go): named "{method} {route}" (the ServeMux pattern) or "{method}",
 // with the caller's trace context read from the headers ([WithPropagators]),
 // the attributes http.request.method, url.path, http.route,
-// http.response.status_code (an error status from 500 on) and dedupe.verdict:
-// the middleware's own answer ([dedupehttp.HeaderVerdict]: duplicate,
-// in_flight, unauthenticated, unavailable, …) or, for a delivery that
-// reached the handler, the verdict [Annotate] saw. The Deduper's store calls
-// are children of the span when its store is a [Store], and so is a wait for
-// an in-flight copy.
+// http.response.status_code (an error status from 500 on), and what the
+// middleware reports of the delivery ([dedupehttp.ContextWithObserver]):
+//   - messaging.system and messaging.message.id ([WithMask]) of every
+//     delivery with a key: the duplicates and the copies that waited too;
+//   - dedupe.verdict: the result of the delivery's decision record
+//     (processed, duplicate, in_flight, failed, store_error, abandoned), or
+//     for a delivery the Deduper did not decide, the middleware's own answer
+//     ([dedupehttp.HeaderVerdict]: unauthenticated, queued, …) or its verdict
+//     (protocol, undeduplicated);
+//   - dedupe.answer: the HeaderVerdict when it differs from the verdict
+//     (replayed, unavailable);
+//   - for a failed, abandoned or store_error delivery, its error (error.type,
+//     an exception event and an error status), masked as [WithMask] says.
+//
+// The Deduper's store calls are children of the span when its store is a
+// [Store], and so is a wait for an in-flight copy.
 //
 // Behind otelhttp (or any handler that started a recording span), Handler
 // starts no span of its own and adds its attributes to that one:
@@ -51,9 +63,28 @@ type handler struct {
 
 // ServeHTTP serves r in the delivery's span.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx, span, own := h.start(r)
+	if own {
+		defer span.End()
+	}
+	if sc := span.SpanContext(); sc.HasTraceID() && dedupe.TraceID(ctx) == "" {
+		ctx = dedupe.ContextWithTraceID(ctx, sc.TraceID().String())
+	}
+	ctx, cl := withCall(ctx)
+	var out dedupehttp.Outcome
+	ctx = dedupehttp.ContextWithObserver(ctx, func(o dedupehttp.Outcome) { out = o })
+	rw := &recorder{ResponseWriter: w, status: http.StatusOK}
+	returned := false
+	defer func() { h.settle(span, cl, rw, out, returned) }() // also when the handler panics
+	h.next.ServeHTTP(rw, r.WithContext(ctx))
+	returned = true
+}
+
+// start returns the context and span of the delivery r: a new server span
+// (own), or the recording span r's context carries, given the request's
+// attributes.
+func (h *handler) start(r *http.Request) (context.Context, trace.Span, bool) {
 	ctx := r.Context()
-	span := trace.SpanFromContext(ctx)
-	own := !span.IsRecording()
 	route := r.Pattern
 	if i := strings.IndexByte(route, ' '); i >= 0 {
 		route = route[i+1:]
@@ -62,44 +93,63 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if route != "" {
 		attrs = append(attrs, semconv.HTTPRoute(route))
 	}
-	if own {
-		ctx = h.cfg.propagators.Extract(ctx, propagation.HeaderCarrier(r.Header))
-		name := r.Method
-		if route != "" {
-			name += " " + route
-		}
-		ctx, span = h.cfg.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
-		defer span.End()
-	} else {
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(attrs...)
+		return ctx, span, false
 	}
-	if sc := span.SpanContext(); sc.HasTraceID() && dedupe.TraceID(ctx) == "" {
-		ctx = dedupe.ContextWithTraceID(ctx, sc.TraceID().String())
+	ctx = h.cfg.propagators.Extract(ctx, propagation.HeaderCarrier(r.Header))
+	name := r.Method
+	if route != "" {
+		name += " " + route
 	}
-	ctx, cl := withCall(ctx)
-	rw := &recorder{ResponseWriter: w, status: http.StatusOK}
-	h.next.ServeHTTP(rw, r.WithContext(ctx))
+	ctx, span := h.cfg.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+	return ctx, span, true
+}
 
-	v := rw.Header().Get(dedupehttp.HeaderVerdict)
-	if v == "" {
-		v = cl.verdict()
+// settle gives the delivery's span what the middleware reported (out): the
+// message, the verdict of its decision record (or else the middleware's own
+// answer, or what the handler saw), the answer when it differs, the status,
+// and a failure's error. returned is false when the handler panicked.
+func (h *handler) settle(span trace.Span, cl *call, rw *recorder, out dedupehttp.Outcome, returned bool) {
+	answer := rw.Header().Get(dedupehttp.HeaderVerdict)
+	v := out.Result
+	for _, alt := range []string{answer, string(out.Verdict), cl.verdict()} {
+		if v == "" {
+			v = alt
+		}
 	}
 	if v != "" {
 		span.SetAttributes(VerdictKey.String(v))
 	}
+	if answer != "" && answer != v {
+		span.SetAttributes(AnswerKey.String(answer))
+	}
+	if out.Key.Channel != "" {
+		span.SetAttributes(h.cfg.keyAttrs(out.Key)...)
+	}
 	cl.finish(v)
-	span.SetAttributes(semconv.HTTPResponseStatusCode(rw.status))
-	if rw.status >= 500 {
-		span.SetStatus(codes.Error, "")
+	switch {
+	case !returned:
+		span.SetStatus(codes.Error, "panic")
+	case out.Err != nil:
+		span.SetAttributes(semconv.HTTPResponseStatusCode(rw.status))
+		h.cfg.recordError(span, out.Key, out.Err)
+	default:
+		span.SetAttributes(semconv.HTTPResponseStatusCode(rw.status))
+		if rw.status >= 500 {
+			span.SetStatus(codes.Error, "")
+		}
 	}
 }
 
 // Annotate wraps the handler a dedupehttp middleware runs, so that the
 // span of the delivery (the [Handler]'s, otelhttp's, or any the request's
-// context carries) gets what [dedupehttp.KeyFrom] says: dedupe.verdict (new,
-// duplicate, in_flight, protocol, undeduplicated), messaging.system and
-// messaging.message.id (unless [WithoutMessageID]) when the delivery has a
-// key.
+// context carries) gets what [dedupehttp.KeyFrom] says while the handler
+// runs: dedupe.verdict (new, protocol, undeduplicated; duplicate and
+// in_flight under [dedupehttp.WithDuplicate] and [dedupehttp.WithInFlight]),
+// messaging.system and messaging.message.id ([WithMask]) when the delivery
+// has a key. Behind [Handler], which needs no Annotate, the verdict is then
+// replaced by the result of the decision record.
 func Annotate(next http.Handler, opts ...Option) http.Handler {
 	cfg := newConfig(opts)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

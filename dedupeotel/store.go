@@ -16,14 +16,15 @@ import (
 // "dedupe.extend", "dedupe.exists" and "dedupe.result", with the attributes db.system.name
 // (redis, postgresql, sqlite, or the backend's name), db.operation.name,
 // dedupe.store.backend, messaging.system (the key's channel),
-// messaging.message.id (unless [WithoutMessageID]), dedupe.claim.status for
+// messaging.message.id (masked by [WithMask]), dedupe.claim.status for
 // a claim, and error.type with an error status when the call fails.
 //
 // Under a [Deduper]'s Do span or a [Handler]'s delivery span, a claim that
-// finds the message in flight starts a wait: the claims asked again while
-// the Deduper waits ([dedupe.WithWait]) are children of a "dedupe.wait" span,
-// which runs from the end of the first claim to the end of the one that
-// ended the wait, or to the end of the Do.
+// finds the message in flight starts a wait: one "dedupe.wait" span, from
+// the end of that claim to the end of the one that ended the wait, or to the
+// end of the Do, holds the claims asked again while the Deduper waits
+// ([dedupe.WithWait]) as their number ([WaitPollsKey]); only the last of them
+// is a span, a child of the wait's.
 //
 // Wrap the store a [dedupe.Deduper] is given, or the last layer of a
 // [dedupe.LayeredStore] (the shared store, whose round trips are the ones
@@ -60,19 +61,19 @@ func dbSystem(backend string) attribute.KeyValue {
 func (s *Store) Unwrap() dedupe.Store { return s.st }
 
 // start starts the span of the call op on key.
-func (s *Store) start(ctx context.Context, op string, key dedupe.Key) (context.Context, trace.Span) {
+func (s *Store) start(ctx context.Context, op string, key dedupe.Key, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	attrs := append(s.cfg.keyAttrs(key), s.system,
 		semconv.DBOperationName(op), BackendKey.String(s.st.Backend()))
-	return s.cfg.tracer.Start(ctx, "dedupe."+op,
-		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	opts = append(opts, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	return s.cfg.tracer.Start(ctx, "dedupe."+op, opts...)
 }
 
-// end ends span, failed if err is not nil.
-func end(span trace.Span, err error) {
+// end ends the span of a call on key, failed if err is not nil.
+func (s *Store) end(span trace.Span, key dedupe.Key, err error, opts ...trace.SpanEndOption) {
 	if err != nil {
-		recordError(span, err)
+		s.cfg.recordError(span, key, err)
 	}
-	span.End()
+	span.End(opts...)
 }
 
 // Exists asks the wrapped store, in a "dedupe.exists" span.
@@ -80,7 +81,7 @@ func (s *Store) Exists(ctx context.Context, key dedupe.Key) (bool, error) {
 	ctx, span := s.start(ctx, "exists", key)
 	ok, err := s.st.Exists(ctx, key)
 	span.SetAttributes(attribute.Bool("dedupe.exists", ok))
-	end(span, err)
+	s.end(span, key, err)
 	return ok, err
 }
 
@@ -88,22 +89,41 @@ func (s *Store) Exists(ctx context.Context, key dedupe.Key) (bool, error) {
 func (s *Store) Mark(ctx context.Context, key dedupe.Key, ttl time.Duration) error {
 	ctx, span := s.start(ctx, "mark", key)
 	err := s.st.Mark(ctx, key, ttl)
-	end(span, err)
+	s.end(span, key, err)
 	return err
 }
 
-// Claim claims c on the wrapped store, in a "dedupe.claim" span (a child of
-// the wait span while a Do waits for an in-flight copy).
+// Claim claims c on the wrapped store, in a "dedupe.claim" span; while a Do
+// waits for an in-flight copy, under the wait's span, which counts the
+// claims and makes a span of the last one only.
 func (s *Store) Claim(ctx context.Context, c dedupe.Claim, lease time.Duration) (dedupe.Status, error) {
 	cl := callFrom(ctx)
-	sctx, span := s.start(cl.beforeClaim(ctx, s.cfg.tracer), "claim", c.Key)
+	if wctx, waiting := cl.polling(ctx, s.cfg.tracer); waiting {
+		start := time.Now()
+		status, err := s.st.Claim(wctx, c, lease)
+		cl.polled(poll{s: s, key: c.Key, start: start, end: time.Now(), status: status, err: err})
+		return status, err
+	}
+	sctx, span := s.start(ctx, "claim", c.Key)
 	status, err := s.st.Claim(sctx, c, lease)
+	s.endClaim(span, c.Key, status, err)
+	cl.afterClaim(status, err)
+	return status, err
+}
+
+// endClaim ends the span of a claim on key that answered status, or err.
+func (s *Store) endClaim(span trace.Span, key dedupe.Key, status dedupe.Status, err error, opts ...trace.SpanEndOption) {
 	if err == nil {
 		span.SetAttributes(ClaimStatusKey.String(status.String()))
 	}
-	end(span, err)
-	cl.afterClaim(status, err)
-	return status, err
+	s.end(span, key, err, opts...)
+}
+
+// pollSpan makes, once it returned, the span of a claim asked during a
+// wait: the wait's last, under the wait's span ctx carries.
+func (s *Store) pollSpan(ctx context.Context, p poll) {
+	_, span := s.start(ctx, "claim", p.key, trace.WithTimestamp(p.start))
+	s.endClaim(span, p.key, p.status, p.err, trace.WithTimestamp(p.end))
 }
 
 // MarkResult marks key on the wrapped store with result, in a "dedupe.mark"
@@ -111,7 +131,7 @@ func (s *Store) Claim(ctx context.Context, c dedupe.Claim, lease time.Duration) 
 func (s *Store) MarkResult(ctx context.Context, key dedupe.Key, result []byte, ttl time.Duration) error {
 	ctx, span := s.start(ctx, "mark", key)
 	err := s.st.MarkResult(ctx, key, result, ttl)
-	end(span, err)
+	s.end(span, key, err)
 	return err
 }
 
@@ -121,7 +141,7 @@ func (s *Store) Result(ctx context.Context, key dedupe.Key) ([]byte, bool, error
 	ctx, span := s.start(ctx, "result", key)
 	res, ok, err := s.st.Result(ctx, key)
 	span.SetAttributes(attribute.Bool("dedupe.exists", ok))
-	end(span, err)
+	s.end(span, key, err)
 	return res, ok, err
 }
 
@@ -129,7 +149,7 @@ func (s *Store) Result(ctx context.Context, key dedupe.Key) ([]byte, bool, error
 func (s *Store) Extend(ctx context.Context, c dedupe.Claim, lease time.Duration) error {
 	ctx, span := s.start(ctx, "extend", c.Key)
 	err := s.st.Extend(ctx, c, lease)
-	end(span, err)
+	s.end(span, c.Key, err)
 	return err
 }
 
@@ -137,7 +157,7 @@ func (s *Store) Extend(ctx context.Context, c dedupe.Claim, lease time.Duration)
 func (s *Store) Release(ctx context.Context, c dedupe.Claim) error {
 	ctx, span := s.start(ctx, "release", c.Key)
 	err := s.st.Release(ctx, c)
-	end(span, err)
+	s.end(span, c.Key, err)
 	return err
 }
 

@@ -46,7 +46,9 @@ type Preset struct {
 	// a Feishu card's update or toast), so that a copy of a delivery must get
 	// the first copy's answer, not an empty 200. dedupehttp.New then keeps
 	// the handler's answer with the message's mark and replays it to
-	// redeliveries and to copies that waited (see dedupehttp.WithReplay).
+	// redeliveries and to copies that waited (see dedupehttp.WithReplay),
+	// when the preset has its secret: an endpoint that authenticates nothing
+	// does not replay.
 	// [Slack], [Discord] and [Feishu] set it; set it to false on a copy to
 	// answer copies with an empty 200 instead.
 	Replay bool
