@@ -78,7 +78,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 	}
-	from, err := openStore(ctx, f.from, source)
+	from, err := openStoreLog(ctx, f.from, source, stderr)
 	if err != nil {
 		return fmt.Errorf("open --from: %w", err)
 	}
@@ -87,7 +87,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if f.dryRun {
 		toRole = dryDest
 	}
-	to, err := openStore(ctx, f.to, toRole)
+	to, err := openStoreLog(ctx, f.to, toRole, stderr)
 	if err != nil {
 		return fmt.Errorf("open --to: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -35,19 +36,27 @@ const (
 	dryDest             // read, as a destination: a missing file is empty
 )
 
-// openStore opens the store that raw names, for r. A memory snapshot that is
-// only read is opened from a copy of the file, so that closing it never
-// rewrites the original. A SQLite file is opened as the store opens it,
-// which puts it in WAL mode and adds the claims table if missing, as a
-// gateway sharing the file would.
+// openStore is openStoreLog with the stores' warnings discarded.
 func openStore(ctx context.Context, raw string, r role) (*store, error) {
+	return openStoreLog(ctx, raw, r, io.Discard)
+}
+
+// openStoreLog opens the store that raw names, for r, with the stores'
+// warnings written to warn. A store only read (a source, or the destination
+// of a dry run) is opened read-only: nothing is created or changed in it,
+// and a table that does not exist is an error. A memory snapshot that is
+// only read is opened from a copy of the file, so that closing it never
+// rewrites the original. A SQLite file written to is opened as the store
+// opens it, which puts it in WAL mode and adds the claims table if missing,
+// as a gateway sharing the file would.
+func openStoreLog(ctx context.Context, raw string, r role, warn io.Writer) (*store, error) {
 	scheme, rest, ok := strings.Cut(raw, ":")
 	if !ok {
 		return nil, fmt.Errorf("%w: store URL %q has no scheme", errUsage, raw)
 	}
 	switch scheme {
 	case "sqlite":
-		return openSQLite(rest, r)
+		return openSQLite(rest, r, warn)
 	case "memory":
 		return openMemory(rest, r)
 	case "redis", "rediss", "unix":
@@ -68,12 +77,12 @@ func splitQuery(s string) (string, url.Values, error) {
 	return path, v, nil
 }
 
-func openSQLite(rest string, r role) (*store, error) {
+func openSQLite(rest string, r role, warn io.Writer) (*store, error) {
 	path, q, err := splitQuery(rest)
 	if err != nil {
 		return nil, err
 	}
-	cfg := dedupe.SQLiteConfig{Table: q.Get("table")}
+	cfg := dedupe.SQLiteConfig{Table: q.Get("table"), ReadOnly: r != dest, Logger: warnLogger(warn)}
 	if tz := q.Get("tz"); tz != "" {
 		if cfg.Location, err = time.LoadLocation(tz); err != nil {
 			return nil, fmt.Errorf("%w: tz=%s: %v", errUsage, tz, err)
@@ -133,6 +142,20 @@ func openMemory(rest string, r role) (*store, error) {
 		}
 		return err
 	}}, nil
+}
+
+// warnLogger returns a logger of the stores' warnings to w, one line each
+// without a time stamp.
+func warnLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{
+		Level: slog.LevelWarn,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
 }
 
 // copyFile copies the file at from to to; a missing file copies as none.
