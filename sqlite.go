@@ -35,7 +35,11 @@ type SQLiteConfig struct {
 	// 64 bytes and not start with "sqlite_".
 	Table string
 	// Location is the time zone of the naive timestamps in the marks table:
-	// that of the NekoBot process sharing the file. Default time.Local.
+	// that of the NekoBot process sharing the file. Default time.Local. A
+	// wrong zone shifts every time (a file written 8 h east reads 8 h
+	// ahead: expired marks live, every expiry 8 h late); when the marks
+	// inserted last read as created more than 5 min in the future, the
+	// store logs a warning through Logger at open.
 	Location *time.Location
 	Now      func() time.Time // the store's clock; default time.Now
 	// CleanupInterval, when > 0, starts a goroutine that calls

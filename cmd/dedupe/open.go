@@ -62,7 +62,7 @@ func openStoreLog(ctx context.Context, raw string, r role, warn io.Writer) (*sto
 	case "redis", "rediss", "unix":
 		return openRedis(ctx, raw)
 	case "postgres", "postgresql":
-		return openPostgres(ctx, raw)
+		return openPostgres(ctx, raw, r)
 	}
 	return nil, fmt.Errorf("%w: store URL scheme %q: want sqlite, memory, redis, rediss, unix, postgres", errUsage, scheme)
 }
@@ -179,35 +179,10 @@ func copyFile(from, to string) error {
 	return out.Close()
 }
 
-// takeParam removes the query parameter name from raw and returns its value.
-func takeParam(raw, name string) (string, string, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "", "", fmt.Errorf("%w: store URL: %v", errUsage, redact(err))
-	}
-	q := u.Query()
-	v := q.Get(name)
-	q.Del(name)
-	u.RawQuery = q.Encode()
-	return u.String(), v, nil
-}
-
-// redact returns err without the URL it may quote, which may hold a password.
-func redact(err error) error {
-	var ue *url.Error
-	if e, ok := err.(*url.Error); ok {
-		ue = e
-		return fmt.Errorf("%s: %v", ue.Op, ue.Err)
-	}
-	return err
-}
-
+// openRedis opens a Redis store by its URL, as the library does; nothing
+// is created, so a store only read is opened as one written.
 func openRedis(ctx context.Context, raw string) (*store, error) {
-	raw, prefix, err := takeParam(raw, "prefix")
-	if err != nil {
-		return nil, err
-	}
-	s, err := deduperedis.OpenURL(raw, deduperedis.Config{Prefix: prefix})
+	s, err := deduperedis.OpenURL(raw, deduperedis.Config{})
 	if err != nil {
 		return nil, err
 	}
@@ -218,12 +193,11 @@ func openRedis(ctx context.Context, raw string) (*store, error) {
 	return &store{s, s.Close}, nil
 }
 
-func openPostgres(ctx context.Context, raw string) (*store, error) {
-	raw, table, err := takeParam(raw, "table")
-	if err != nil {
-		return nil, err
-	}
-	s, err := postgres.Open(ctx, raw, postgres.Config{Table: table})
+// openPostgres opens a PostgreSQL store by its URL, as the library does, in
+// the layout of an existing table unless the URL names one, and read-only
+// unless r is dest.
+func openPostgres(ctx context.Context, raw string, r role) (*store, error) {
+	s, err := postgres.Open(ctx, raw, postgres.Config{AdoptLayout: true, ReadOnly: r != dest})
 	if err != nil {
 		return nil, err
 	}
