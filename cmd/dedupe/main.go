@@ -51,6 +51,10 @@ const (
 // errUsage marks an error in the command line.
 var errUsage = errors.New("usage")
 
+// errHelp reports that the command line asked for help (-h), which was
+// printed: exit status 0.
+var errHelp = errors.New("help requested")
+
 const usage = `usage:
   dedupe migrate --from URL --to URL [--dry-run] [--batch N] [--checkpoint FILE] [--restart] [--no-expiry-ttl D]
   dedupe stats URL
@@ -87,7 +91,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = fmt.Errorf("%w: unknown command %q", errUsage, args[0])
 	}
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, errHelp):
 		return exitOK
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(stderr, "dedupe: %v\n%s", err, usage)

@@ -11,6 +11,10 @@ import (
 )
 
 func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
 	if len(args) != 1 {
 		return fmt.Errorf("%w: stats takes one store URL", errUsage)
 	}
