@@ -56,6 +56,6 @@
 //
 // Package platform (presets that authenticate each platform's webhooks),
 // dedupehttp (net/http middleware), sequence (ordered processing) and the
-// prometheus module complete the gateway kit. Every type in this package is
+// dedupeprom module (Prometheus metrics) complete the gateway kit. Every type in this package is
 // safe for concurrent use unless its documentation says otherwise.
 package dedupe

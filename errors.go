@@ -18,6 +18,9 @@ var (
 	ErrStoreFull = errors.New("dedupe: store full of claims")
 	// ErrClosed reports a call on a closed store.
 	ErrClosed = errors.New("dedupe: store closed")
+	// ErrReadOnly reports a write refused by a store opened read-only
+	// ([SQLiteConfig].ReadOnly, the postgres module's Config.ReadOnly).
+	ErrReadOnly = errors.New("dedupe: store opened read-only")
 	// ErrDuplicate is returned by [Deduper.Do] for a message processed
 	// already: acknowledge the delivery and drop it.
 	ErrDuplicate = errors.New("dedupe: duplicate message")

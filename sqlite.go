@@ -35,7 +35,11 @@ type SQLiteConfig struct {
 	// 64 bytes and not start with "sqlite_".
 	Table string
 	// Location is the time zone of the naive timestamps in the marks table:
-	// that of the NekoBot process sharing the file. Default time.Local.
+	// that of the NekoBot process sharing the file. Default time.Local. A
+	// wrong zone shifts every time (a file written 8 h east reads 8 h
+	// ahead: expired marks live, every expiry 8 h late); when the marks
+	// inserted last read as created more than 5 min in the future, the
+	// store logs a warning through Logger at open.
 	Location *time.Location
 	Now      func() time.Time // the store's clock; default time.Now
 	// CleanupInterval, when > 0, starts a goroutine that calls
@@ -52,8 +56,17 @@ type SQLiteConfig struct {
 	// CleanupBatch bounds the rows per table of one cleanup transaction, so
 	// writers never wait long. Default 1000.
 	CleanupBatch int
-	// Logger receives the background sweeper's errors. Default slog.Default().
+	// Logger receives the background sweeper's errors, and the warning of
+	// [SQLiteStore] about marks created in the future (a wrong Location).
+	// Default slog.Default().
 	Logger *slog.Logger
+	// ReadOnly opens the file for reading only, as a tool inspecting a live
+	// gateway's file does: the database is opened with mode=ro and
+	// query_only, nothing is created, the journal mode is left as it is, and
+	// every write returns [ErrReadOnly]. The file and the marks table must
+	// exist; the claims and results tables may be missing (no claims, no
+	// results). CleanupInterval must be 0. Default false.
+	ReadOnly bool
 }
 
 // SQLiteStore is a [Store] in a SQLite database file (modernc.org/sqlite, no
@@ -83,6 +96,9 @@ type SQLiteStore struct {
 	now          func() time.Time
 	busy         time.Duration
 	cleanupBatch int
+	readOnly     bool   // SQLiteConfig.ReadOnly
+	noClaims     bool   // read-only, and the claims table is missing
+	noResults    bool   // read-only, and the results table is missing
 	table        string // the marks table's name, for messages
 	marks        string // quoted identifiers
 	claims       string
@@ -125,6 +141,12 @@ func OpenSQLite(path string, cfg SQLiteConfig) (*SQLiteStore, error) {
 	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(filepath.ToSlash(path))
 	dsn := fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=synchronous(%s)",
 		esc, sqliteBusySlice.Milliseconds(), cfg.Synchronous)
+	if cfg.ReadOnly {
+		if _, err := os.Stat(path); err != nil {
+			return nil, sqliteFail("open", path, err, cfg.BusyTimeout)
+		}
+		dsn += "&mode=ro&_pragma=query_only(1)"
+	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, sqliteFail("open", path, err, cfg.BusyTimeout)
@@ -200,6 +222,9 @@ func (cfg *SQLiteConfig) normalize() error {
 	if cfg.CleanupInterval < 0 {
 		return fmt.Errorf("dedupe: sqlite: negative CleanupInterval %v", cfg.CleanupInterval)
 	}
+	if cfg.ReadOnly && cfg.CleanupInterval > 0 {
+		return errors.New("dedupe: sqlite: a ReadOnly store cannot have a CleanupInterval")
+	}
 	switch strings.ToUpper(cfg.Synchronous) {
 	case "", "FULL":
 		cfg.Synchronous = "FULL"
@@ -234,6 +259,7 @@ func newSQLiteStore(db *sql.DB, cfg SQLiteConfig, path string) (*SQLiteStore, er
 		now:          cfg.Now,
 		busy:         cfg.BusyTimeout,
 		cleanupBatch: cfg.CleanupBatch,
+		readOnly:     cfg.ReadOnly,
 		table:        cfg.Table,
 		marks:        `"` + cfg.Table + `"`,
 		claims:       `"` + cfg.Table + `_claims"`,
@@ -256,6 +282,7 @@ func newSQLiteStore(db *sql.DB, cfg SQLiteConfig, path string) (*SQLiteStore, er
 		s.closeConn()
 		return nil, s.fail("open", path, err)
 	}
+	s.warnFutureMarks(ctx)
 	go s.writer()
 	if cfg.CleanupInterval > 0 {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -276,6 +303,9 @@ func (s *SQLiteStore) setup(ctx context.Context, cfg SQLiteConfig) error {
 	}
 	if err := s.checkTables(ctx); err != nil {
 		return err
+	}
+	if s.readOnly {
+		return s.setupReadOnly(ctx)
 	}
 	if s.ownDB {
 		if err := s.setWAL(ctx); err != nil {

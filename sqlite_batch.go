@@ -59,6 +59,9 @@ var errSQLiteTxLost = errors.New("transaction rolled back")
 // so an error always means that nothing was written. A failure is returned
 // as the failure of op on subject.
 func (s *SQLiteStore) submit(ctx context.Context, op, subject string, fn sqliteWrite) error {
+	if s.readOnly {
+		return fmt.Errorf("dedupe: sqlite: %s %s: %w", op, subject, ErrReadOnly)
+	}
 	c := &sqliteCall{fn: fn, err: make(chan error, 1)}
 	q := &s.queue
 	q.mu.Lock()

@@ -150,7 +150,9 @@ func (s *SQLiteStore) CountLive(ctx context.Context) (marks, claims int64, oldes
 	now := s.now()
 	err = s.retryBusy(ctx, nil, func() error {
 		marks, oldest, newest = 0, time.Time{}, time.Time{}
-		if err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM "+s.claims+" WHERE expires_at > ?", now.UnixNano()).Scan(&claims); err != nil {
+		if s.noClaims {
+			claims = 0
+		} else if err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM "+s.claims+" WHERE expires_at > ?", now.UnixNano()).Scan(&claims); err != nil {
 			return err
 		}
 		rows, err := s.db.QueryContext(ctx, "SELECT expires_at FROM "+s.marks)

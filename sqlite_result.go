@@ -31,6 +31,9 @@ func (s *SQLiteStore) Result(ctx context.Context, key Key) ([]byte, bool, error)
 	if err := checkCall(ctx, s.closed.Load(), key); err != nil {
 		return nil, false, err
 	}
+	if s.noResults {
+		return nil, false, nil
+	}
 	var exp sql.NullString
 	var res []byte
 	dkey := key.String()

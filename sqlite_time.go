@@ -1,6 +1,7 @@
 package dedupe
 
 import (
+	"context"
 	"database/sql"
 	"time"
 )
@@ -121,3 +122,45 @@ func parseSQLiteTime(s string, loc *time.Location) (time.Time, bool) {
 // compares them exactly with the formatted current time.
 const sqliteOwnFormat = "(expires_at GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]'" +
 	" OR expires_at GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9][0-9][0-9][0-9]')"
+
+// sqliteFutureSkew is how far in the future the newest created_at of the
+// marks table may lie before the store warns of a wrong Location.
+const sqliteFutureSkew = 5 * time.Minute
+
+// sqliteRecentRows is how many of the rows inserted last warnFutureMarks
+// reads: the newest marks, found without reading the whole table.
+const sqliteRecentRows = 100
+
+// warnFutureMarks logs a warning when the marks inserted last were created
+// more than [sqliteFutureSkew] after the store's now. Their timestamps are
+// naive, read in [SQLiteConfig].Location: a file that NekoBot wrote in a zone
+// 8 h east of Location reads 8 h ahead, its expired marks as live and every
+// expiry 8 h late. A failed read warns of nothing.
+func (s *SQLiteStore) warnFutureMarks(ctx context.Context) {
+	var newest time.Time
+	var text string
+	_ = s.retryBusy(ctx, nil, func() error {
+		rows, err := s.db.QueryContext(ctx, "SELECT created_at FROM "+s.marks+" ORDER BY rowid DESC LIMIT ?", sqliteRecentRows)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c sql.NullString
+			if rows.Scan(&c) != nil || !c.Valid {
+				continue
+			}
+			if t, ok := parseSQLiteTime(c.String, s.loc); ok && t.After(newest) {
+				newest, text = t, c.String
+			}
+		}
+		return rows.Err()
+	})
+	ahead := newest.Sub(s.now())
+	if newest.IsZero() || ahead <= sqliteFutureSkew {
+		return
+	}
+	s.log.Warn("dedupe: sqlite: marks created in the future: their naive times are read in the wrong zone; "+
+		"set SQLiteConfig.Location (the dedupe command's ?tz=) to the zone of the process that wrote them",
+		"table", s.table, "newest_created_at", text, "ahead", ahead.Round(time.Minute).String(), "location", s.loc.String())
+}

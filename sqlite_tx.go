@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 )
 
 // DoTx runs fn once in effect for key: in one transaction on the store's
@@ -23,6 +24,9 @@ import (
 func (s *SQLiteStore) DoTx(ctx context.Context, key Key, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	if err := checkCall(ctx, s.closed.Load(), key); err != nil {
 		return err
+	}
+	if s.readOnly {
+		return fmt.Errorf("dedupe: sqlite: do in transaction %s: %w", key, ErrReadOnly)
 	}
 	dkey := key.String()
 	tx, err := s.db.BeginTx(ctx, nil)

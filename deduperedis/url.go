@@ -24,9 +24,14 @@ const DefaultClusterReload = 5 * time.Second
 // server; call [Store.Ping] to check it. The store owns the client and
 // [Store.Close] closes it.
 //
+// The query option prefix= sets [Config.Prefix] ("redis://host:6379/0?prefix=bot:"),
+// overriding cfg's, and is not passed to the client: the grammar of the
+// dedupe command's URLs, which docs/urls.md describes.
+//
 // For Sentinel or client options no URL can express, make the client and
 // call [New].
 func OpenURL(rawURL string, cfg Config) (*Store, error) {
+	rawURL = takePrefix(rawURL, &cfg)
 	if u, err := url.Parse(rawURL); err == nil && u.Query().Has("addr") {
 		return OpenClusterURL(rawURL, cfg)
 	}
@@ -48,7 +53,10 @@ func OpenURL(rawURL string, cfg Config) (*Store, error) {
 // and reloads its slot map every [DefaultClusterReload]. OpenClusterURL does
 // not contact the cluster; call [Store.Ping] to check it. The store owns the
 // client and [Store.Close] closes it.
+//
+// As in [OpenURL], prefix= sets [Config.Prefix].
 func OpenClusterURL(rawURL string, cfg Config) (*Store, error) {
+	rawURL = takePrefix(rawURL, &cfg)
 	opt, err := redis.ParseClusterURL(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("dedupe: redis: parse cluster URL: %w", err)
@@ -68,4 +76,19 @@ func own(client redis.UniversalClient, cfg Config) (*Store, error) {
 	}
 	s.ownsClient = true
 	return s, nil
+}
+
+// takePrefix moves the query option prefix= of rawURL, if any, into
+// cfg.Prefix and returns the URL without it. A URL that does not parse is
+// returned as it is, for go-redis to report.
+func takePrefix(rawURL string, cfg *Config) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || !u.Query().Has("prefix") {
+		return rawURL
+	}
+	q := u.Query()
+	cfg.Prefix = q.Get("prefix")
+	q.Del("prefix")
+	u.RawQuery = q.Encode()
+	return u.String()
 }

@@ -33,6 +33,9 @@ func (s *Store) CleanupExpired(ctx context.Context) (int64, error) {
 	if s.closed.Load() {
 		return 0, dedupe.ErrClosed
 	}
+	if s.ro {
+		return 0, fmt.Errorf("dedupe: postgres: cleanup %s: %w", s.table, dedupe.ErrReadOnly)
+	}
 	return s.cleanup(ctx)
 }
 

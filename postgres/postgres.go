@@ -64,6 +64,18 @@ type Config struct {
 	// it was made with, and New refuses another. Used only with Partitioned.
 	// Default [DefaultPartitionSpan] (24 h).
 	PartitionSpan time.Duration
+	// ReadOnly opens an existing table for reading only, as a tool
+	// inspecting it does: nothing is created, upgraded or partitioned ahead,
+	// the layout is the table's own (Partitioned and PartitionSpan are read
+	// from it), a table that does not exist is an error naming it, and every
+	// write returns [dedupe.ErrReadOnly]. [Open] also makes every transaction
+	// of its pool read-only. CleanupInterval must be 0. Default false.
+	ReadOnly bool
+	// AdoptLayout opens an existing table in the layout it has, plain or
+	// partitioned with the span its comment records, whatever Partitioned
+	// and PartitionSpan say; a missing table is created as they ask. Default
+	// false: a table of the other layout is refused.
+	AdoptLayout bool
 	// Logger receives the errors of the background cleanup, which has no caller to
 	// return them to, at warn level, and at debug level a record of each sweep
 	// of the cleanup, of each claim statement run again after it met a
@@ -103,6 +115,7 @@ type Store struct {
 	log     *slog.Logger
 	sql     statements
 	part    *partitions // nil for the plain layout
+	ro      bool        // Config.ReadOnly
 	b       batch.Batcher[*pgBatch]
 
 	closed    atomic.Bool
@@ -266,13 +279,21 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.ReadOnly && cfg.CleanupInterval > 0 {
+		return nil, errors.New("dedupe: postgres: a ReadOnly store cannot have a CleanupInterval")
+	}
+	if cfg.ReadOnly || cfg.AdoptLayout {
+		if err := readLayout(ctx, pool, ident, &cfg); err != nil {
+			return nil, err
+		}
+	}
 	var part *partitions
 	if cfg.Partitioned {
 		if part, err = newPartitions(ident, cfg.PartitionSpan, cfg.TTL, cfg.Lease); err != nil {
 			return nil, err
 		}
 	}
-	if err := ensureSchema(ctx, pool, ident, part); err != nil {
+	if err := ensureSchema(ctx, pool, ident, part, cfg.ReadOnly); err != nil {
 		return nil, err
 	}
 	t := ident.Sanitize()
@@ -285,6 +306,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		log:   cfg.Logger,
 		sql:   buildStatements(t),
 		part:  part,
+		ro:    cfg.ReadOnly,
 	}
 	if part != nil {
 		s.sql = part.statements(t)
@@ -302,10 +324,25 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 // Open connects to the database at dsn, a URL such as
 // "postgres://user@host:5432/db?sslmode=disable" or a key=value string (see
 // [pgxpool.ParseConfig] for the pool settings it accepts, such as
-// pool_max_conns), and returns a store on it as [New] does. The store owns the
+// pool_max_conns), and returns a store on it as [New] does. A URL may also
+// set the store's options, which override cfg's and are not sent to the
+// server: table=, partitioned= and partition_span=
+// ("postgres://host/db?table=gateway.dedupe_keys&partitioned=true"), the
+// grammar of the dedupe command's URLs, which docs/urls.md describes. The store owns the
 // pool: [Store.Close] closes it.
 func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
-	pool, err := pgxpool.New(ctx, dsn)
+	dsn, err := takeURLOptions(dsn, &cfg)
+	if err != nil {
+		return nil, err
+	}
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("dedupe: postgres: open: %w", err)
+	}
+	if cfg.ReadOnly {
+		pcfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("dedupe: postgres: open: %w", err)
 	}
@@ -532,6 +569,9 @@ func (s *Store) check(ctx context.Context, op string, key dedupe.Key) error {
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("dedupe: postgres: %s %s: %w", op, key, err)
+	}
+	if s.ro && op != "exists" && op != "result" {
+		return fmt.Errorf("dedupe: postgres: %s %s: %w", op, key, dedupe.ErrReadOnly)
 	}
 	return key.Validate()
 }

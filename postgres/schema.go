@@ -66,15 +66,21 @@ func checkIdent(s string, limit int) error {
 // that instances starting together neither race on CREATE nor upgrade twice.
 // An existing table of the current version is only read, so a role without
 // the CREATE privilege can use a table made by a migration. pt is nil for the
-// plain layout.
-func ensureSchema(ctx context.Context, pool *pgxpool.Pool, ident pgx.Identifier, pt *partitions) (err error) {
+// plain layout. readOnly ([Config.ReadOnly]) only checks, in a read-only
+// transaction: a missing table is an error, and no index or partition is
+// created.
+func ensureSchema(ctx context.Context, pool *pgxpool.Pool, ident pgx.Identifier, pt *partitions, readOnly bool) (err error) {
 	name := ident.Sanitize()
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("dedupe: postgres: table %s: %w", name, err)
 		}
 	}()
-	tx, err := pool.Begin(ctx)
+	mode := pgx.ReadWrite
+	if readOnly {
+		mode = pgx.ReadOnly
+	}
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{AccessMode: mode})
 	if err != nil {
 		return err
 	}
@@ -90,6 +96,9 @@ func ensureSchema(ctx context.Context, pool *pgxpool.Pool, ident pgx.Identifier,
 	}
 	switch kind {
 	case "":
+		if readOnly {
+			return errors.New("does not exist")
+		}
 		if err := createTable(ctx, tx, ident, pt); err != nil {
 			return err
 		}
@@ -110,11 +119,15 @@ func ensureSchema(ctx context.Context, pool *pgxpool.Pool, ident pgx.Identifier,
 	if err := checkShape(ctx, tx, name, pt != nil); err != nil {
 		return err
 	}
-	if pt != nil {
-		if err := pt.check(ctx, tx); err != nil {
-			return err
-		}
-	} else if err := ensureExpiryIndex(ctx, tx, ident); err != nil {
+	switch {
+	case pt != nil && readOnly:
+		err = pt.resolve(ctx, tx)
+	case pt != nil:
+		err = pt.check(ctx, tx)
+	case !readOnly:
+		err = ensureExpiryIndex(ctx, tx, ident)
+	}
+	if err != nil {
 		return err
 	}
 	return tx.Commit(ctx)

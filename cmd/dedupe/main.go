@@ -4,16 +4,18 @@
 //	dedupe migrate --from URL --to URL [--dry-run] [--batch N] [--checkpoint FILE] [--restart] [--no-expiry-ttl D]
 //	dedupe stats URL
 //
-// A store URL is one of:
+// A store URL is one of the forms docs/urls.md describes, the grammar the
+// library's deduperedis.OpenURL and postgres.Open take as well:
 //
 //	sqlite:PATH[?table=T&tz=ZONE]   a SQLite file; NekoBot's gateway.db by default
-//	                                 (table gateway_dedupe, naive times in ZONE,
-//	                                 default the local zone)
 //	memory:PATH[?max_size=N]        a memory store's snapshot file
-//	redis://…, rediss://…, unix://… Redis (deduperedis.OpenURL); prefix= sets the
-//	                                 key prefix (default "dedupe:")
-//	postgres://…, postgresql://…    PostgreSQL (postgres.Open); table= sets the
-//	                                 table (default dedupe_keys)
+//	redis://…, rediss://…, unix://… Redis; prefix= sets the key prefix
+//	postgres://…, postgresql://…    PostgreSQL; table=, partitioned=, partition_span=
+//
+// A store only read (the source, the store of "stats", the destination of a
+// dry run) is opened read-only: nothing is created or changed in it, and a
+// table that does not exist is an error. A PostgreSQL table opens in the
+// layout it has (plain or partitioned) unless the URL says partitioned=.
 //
 // "dedupe migrate" copies every live mark with its remaining TTL (package
 // migrate says what is copied and why claims are not), a batch at a time,
@@ -49,12 +51,18 @@ const (
 // errUsage marks an error in the command line.
 var errUsage = errors.New("usage")
 
+// errHelp reports that the command line asked for help (-h), which was
+// printed: exit status 0.
+var errHelp = errors.New("help requested")
+
 const usage = `usage:
   dedupe migrate --from URL --to URL [--dry-run] [--batch N] [--checkpoint FILE] [--restart] [--no-expiry-ttl D]
   dedupe stats URL
 
-store URLs: sqlite:PATH[?table=T&tz=ZONE], memory:SNAPSHOT[?max_size=N],
-redis://HOST:PORT/DB[?prefix=P], postgres://USER@HOST/DB[?table=T]
+store URLs (the grammar of the library's deduperedis.OpenURL and postgres.Open;
+docs/urls.md in github.com/gatewaykit/dedupe describes every option):
+  sqlite:PATH[?table=T&tz=ZONE]      memory:SNAPSHOT[?max_size=N]
+  redis://HOST:PORT/DB[?prefix=P]    postgres://USER@HOST/DB[?table=T&partitioned=B&partition_span=D]
 `
 
 func main() {
@@ -83,7 +91,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = fmt.Errorf("%w: unknown command %q", errUsage, args[0])
 	}
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, errHelp):
 		return exitOK
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(stderr, "dedupe: %v\n%s", err, usage)

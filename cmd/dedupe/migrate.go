@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/gatewaykit/dedupe/migrate"
@@ -24,10 +25,14 @@ type migrateFlags struct {
 	noExpiryTTL          time.Duration
 }
 
-func parseMigrate(args []string, stderr io.Writer) (migrateFlags, error) {
+// parseMigrate parses the command line of "dedupe migrate". Asked for help
+// (-h), it writes the usage and the options to stdout and returns errHelp;
+// an error is left for run to print, once, with the usage.
+func parseMigrate(args []string, stdout io.Writer) (migrateFlags, error) {
 	var f migrateFlags
 	fs := flag.NewFlagSet("dedupe migrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	fs.StringVar(&f.from, "from", "", "the source store's URL")
 	fs.StringVar(&f.to, "to", "", "the destination store's URL")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "read both stores and count, writing nothing")
@@ -36,6 +41,12 @@ func parseMigrate(args []string, stderr io.Writer) (migrateFlags, error) {
 	fs.BoolVar(&f.restart, "restart", false, "ignore a checkpoint and copy from the start")
 	fs.DurationVar(&f.noExpiryTTL, "no-expiry-ttl", migrate.DefaultNoExpiryTTL, "TTL given to marks that never expire at the source")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage+"\nmigrate options:\n")
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return f, errHelp
+		}
 		return f, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	switch {
@@ -47,6 +58,9 @@ func parseMigrate(args []string, stderr io.Writer) (migrateFlags, error) {
 		return f, fmt.Errorf("%w: --from and --to name the same store", errUsage)
 	case f.batch <= 0:
 		return f, fmt.Errorf("%w: --batch must be positive", errUsage)
+	case f.noExpiryTTL < 0:
+		return f, fmt.Errorf("%w: --no-expiry-ttl %v is negative: want a positive duration (0: the default, %v)",
+			errUsage, f.noExpiryTTL, migrate.DefaultNoExpiryTTL)
 	}
 	if f.checkpoint == "" {
 		f.checkpoint = ".dedupe-migrate-" + f.runID()[:16] + ".json"
@@ -68,9 +82,12 @@ type checkpointFile struct {
 }
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f, err := parseMigrate(args, stderr)
+	f, err := parseMigrate(args, stdout)
 	if err != nil {
 		return err
+	}
+	if !f.dryRun {
+		removeStaleTemps(f.checkpoint)
 	}
 	var resume *migrate.Checkpoint
 	if !f.restart && !f.dryRun {
@@ -78,7 +95,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 	}
-	from, err := openStore(ctx, f.from, source)
+	from, err := openStoreLog(ctx, f.from, source, stderr)
 	if err != nil {
 		return fmt.Errorf("open --from: %w", err)
 	}
@@ -87,7 +104,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if f.dryRun {
 		toRole = dryDest
 	}
-	to, err := openStore(ctx, f.to, toRole)
+	to, err := openStoreLog(ctx, f.to, toRole, stderr)
 	if err != nil {
 		return fmt.Errorf("open --to: %w", err)
 	}
@@ -161,7 +178,7 @@ func writeCheckpoint(f migrateFlags, cp migrate.Checkpoint) error {
 		return err
 	}
 	dir := filepath.Dir(f.checkpoint)
-	tmp, err := os.CreateTemp(dir, filepath.Base(f.checkpoint)+".*.tmp")
+	tmp, err := os.CreateTemp(dir, filepath.Base(f.checkpoint)+tempPattern)
 	if err != nil {
 		return err
 	}
@@ -177,4 +194,22 @@ func writeCheckpoint(f migrateFlags, cp migrate.Checkpoint) error {
 		err = os.Rename(tmp.Name(), f.checkpoint)
 	}
 	return err
+}
+
+// tempPattern ends the name of a checkpoint file being written, before it
+// is renamed over the checkpoint: os.CreateTemp puts a random string at '*'.
+const tempPattern = ".*.tmp"
+
+// removeStaleTemps removes the temporary files that writeCheckpoint left
+// beside checkpoint when the process was killed inside a write: a
+// checkpoint is only ever the renamed file, so they hold nothing to keep.
+func removeStaleTemps(checkpoint string) {
+	dir, base := filepath.Dir(checkpoint), filepath.Base(checkpoint)
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if n := e.Name(); e.Type().IsRegular() && strings.HasPrefix(n, base+".") && strings.HasSuffix(n, ".tmp") &&
+			len(n) > len(base)+len(".tmp") {
+			_ = os.Remove(filepath.Join(dir, n))
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -35,25 +36,33 @@ const (
 	dryDest             // read, as a destination: a missing file is empty
 )
 
-// openStore opens the store that raw names, for r. A memory snapshot that is
-// only read is opened from a copy of the file, so that closing it never
-// rewrites the original. A SQLite file is opened as the store opens it,
-// which puts it in WAL mode and adds the claims table if missing, as a
-// gateway sharing the file would.
+// openStore is openStoreLog with the stores' warnings discarded.
 func openStore(ctx context.Context, raw string, r role) (*store, error) {
+	return openStoreLog(ctx, raw, r, io.Discard)
+}
+
+// openStoreLog opens the store that raw names, for r, with the stores'
+// warnings written to warn. A store only read (a source, or the destination
+// of a dry run) is opened read-only: nothing is created or changed in it,
+// and a table that does not exist is an error. A memory snapshot that is
+// only read is opened from a copy of the file, so that closing it never
+// rewrites the original. A SQLite file written to is opened as the store
+// opens it, which puts it in WAL mode and adds the claims table if missing,
+// as a gateway sharing the file would.
+func openStoreLog(ctx context.Context, raw string, r role, warn io.Writer) (*store, error) {
 	scheme, rest, ok := strings.Cut(raw, ":")
 	if !ok {
 		return nil, fmt.Errorf("%w: store URL %q has no scheme", errUsage, raw)
 	}
 	switch scheme {
 	case "sqlite":
-		return openSQLite(rest, r)
+		return openSQLite(rest, r, warn)
 	case "memory":
 		return openMemory(rest, r)
 	case "redis", "rediss", "unix":
 		return openRedis(ctx, raw)
 	case "postgres", "postgresql":
-		return openPostgres(ctx, raw)
+		return openPostgres(ctx, raw, r)
 	}
 	return nil, fmt.Errorf("%w: store URL scheme %q: want sqlite, memory, redis, rediss, unix, postgres", errUsage, scheme)
 }
@@ -68,12 +77,12 @@ func splitQuery(s string) (string, url.Values, error) {
 	return path, v, nil
 }
 
-func openSQLite(rest string, r role) (*store, error) {
+func openSQLite(rest string, r role, warn io.Writer) (*store, error) {
 	path, q, err := splitQuery(rest)
 	if err != nil {
 		return nil, err
 	}
-	cfg := dedupe.SQLiteConfig{Table: q.Get("table")}
+	cfg := dedupe.SQLiteConfig{Table: q.Get("table"), ReadOnly: r != dest, Logger: warnLogger(warn)}
 	if tz := q.Get("tz"); tz != "" {
 		if cfg.Location, err = time.LoadLocation(tz); err != nil {
 			return nil, fmt.Errorf("%w: tz=%s: %v", errUsage, tz, err)
@@ -135,6 +144,20 @@ func openMemory(rest string, r role) (*store, error) {
 	}}, nil
 }
 
+// warnLogger returns a logger of the stores' warnings to w, one line each
+// without a time stamp.
+func warnLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{
+		Level: slog.LevelWarn,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+}
+
 // copyFile copies the file at from to to; a missing file copies as none.
 func copyFile(from, to string) error {
 	in, err := os.Open(from)
@@ -156,35 +179,10 @@ func copyFile(from, to string) error {
 	return out.Close()
 }
 
-// takeParam removes the query parameter name from raw and returns its value.
-func takeParam(raw, name string) (string, string, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "", "", fmt.Errorf("%w: store URL: %v", errUsage, redact(err))
-	}
-	q := u.Query()
-	v := q.Get(name)
-	q.Del(name)
-	u.RawQuery = q.Encode()
-	return u.String(), v, nil
-}
-
-// redact returns err without the URL it may quote, which may hold a password.
-func redact(err error) error {
-	var ue *url.Error
-	if e, ok := err.(*url.Error); ok {
-		ue = e
-		return fmt.Errorf("%s: %v", ue.Op, ue.Err)
-	}
-	return err
-}
-
+// openRedis opens a Redis store by its URL, as the library does; nothing
+// is created, so a store only read is opened as one written.
 func openRedis(ctx context.Context, raw string) (*store, error) {
-	raw, prefix, err := takeParam(raw, "prefix")
-	if err != nil {
-		return nil, err
-	}
-	s, err := deduperedis.OpenURL(raw, deduperedis.Config{Prefix: prefix})
+	s, err := deduperedis.OpenURL(raw, deduperedis.Config{})
 	if err != nil {
 		return nil, err
 	}
@@ -195,12 +193,11 @@ func openRedis(ctx context.Context, raw string) (*store, error) {
 	return &store{s, s.Close}, nil
 }
 
-func openPostgres(ctx context.Context, raw string) (*store, error) {
-	raw, table, err := takeParam(raw, "table")
-	if err != nil {
-		return nil, err
-	}
-	s, err := postgres.Open(ctx, raw, postgres.Config{Table: table})
+// openPostgres opens a PostgreSQL store by its URL, as the library does, in
+// the layout of an existing table unless the URL names one, and read-only
+// unless r is dest.
+func openPostgres(ctx context.Context, raw string, r role) (*store, error) {
+	s, err := postgres.Open(ctx, raw, postgres.Config{AdoptLayout: true, ReadOnly: r != dest})
 	if err != nil {
 		return nil, err
 	}

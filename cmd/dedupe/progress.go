@@ -60,8 +60,10 @@ func (p *progress) update(s migrate.Summary) {
 	done := s.Listed
 	rate := float64(done) / max(time.Since(p.started).Seconds(), 1e-3)
 	const width = 30
-	if p.total > 0 {
-		frac := min(float64(done)/float64(p.total), 1)
+	// The total counts the live marks; a copy also lists the expired ones,
+	// so done may pass it: then the bar gives way to the count alone.
+	if p.total > 0 && done <= p.total {
+		frac := float64(done) / float64(p.total)
 		n := int(frac * width)
 		fmt.Fprintf(p.w, "\r[%s%s] %5.1f%% %d/%d marks, %.0f/s ", strings.Repeat("#", n), strings.Repeat(".", width-n),
 			100*frac, done, p.total, rate)

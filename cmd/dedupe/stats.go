@@ -10,11 +10,15 @@ import (
 	"github.com/gatewaykit/dedupe/migrate"
 )
 
-func runStats(ctx context.Context, args []string, stdout, _ io.Writer) error {
+func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
 	if len(args) != 1 {
 		return fmt.Errorf("%w: stats takes one store URL", errUsage)
 	}
-	s, err := openStore(ctx, args[0], source)
+	s, err := openStoreLog(ctx, args[0], source, stderr)
 	if err != nil {
 		return err
 	}
