@@ -149,7 +149,9 @@ const abandonTimeout = time.Second
 // A store error while claiming is returned without running fn ([WithFallback]
 // changes that); if the store may have taken the claim all the same (a lost
 // reply, a deadline passed mid-call), Do asks again with the same token while
-// ctx allows, or else releases it by its token. A mark or a release the store
+// ctx allows, or else releases it by its token. It releases it too if the
+// second ask finds another claim holding the key, since the first may still
+// reach the store once that claim is gone. A mark or a release the store
 // does not take is queued in the backlog and retried until it lands or is no
 // longer needed (the TTL or the lease ran out); copies of a message whose mark
 // is queued are answered with ErrDuplicate. Do waits up to 10 s for such a mark
@@ -192,7 +194,7 @@ func (d *Deduper) do(ctx context.Context, key Key, fn func(context.Context) ([]b
 	claimed := start
 	status, layer, err := d.claim(ctx, c)
 	if err == nil && status == InFlight && d.wait > 0 {
-		status, layer, claimed, err = d.waitForOwner(ctx, c)
+		c, status, layer, claimed, err = d.waitForOwner(ctx, c)
 	}
 	if err != nil {
 		d.decided(ctx, key, resultStoreError, layer, start)
@@ -252,6 +254,13 @@ func (d *Deduper) claim(ctx context.Context, c Claim) (status Status, layer stri
 // while ctx lives, and otherwise releases the claim by its token, queueing the
 // release in b if that fails too: a failed call strands no claim. The layer is
 // the part of st that decided, if st says (see decider).
+//
+// A retry answered InFlight settles nothing: the failed call may still be on
+// its way (its connection failed, not its request), and take the key for c
+// once the other claim is gone, after Do has answered ErrInFlight. So c is
+// released then too, which fences its token on the stores that can be
+// reached late (Redis, PostgreSQL): the late call takes nothing. The token
+// is spent: a caller that claims the key again does so with a new one.
 func claimSettled(ctx context.Context, st Store, c Claim, lease time.Duration, b *backlog) (Status, string, error) {
 	status, layer, err := claimBy(ctx, st, c, lease)
 	if err == nil || !ambiguous(err) {
@@ -259,10 +268,21 @@ func claimSettled(ctx context.Context, st Store, c Claim, lease time.Duration, b
 	}
 	b.cs.ambiguous.Add(1)
 	if ctx.Err() == nil && !isContextErr(err) {
-		if status, layer, err2 := claimBy(ctx, st, c, lease); err2 == nil {
+		status, layer, err2 := claimBy(ctx, st, c, lease)
+		if err2 == nil {
+			if status == InFlight {
+				abandon(ctx, st, c, lease, b)
+			}
 			return status, layer, nil
 		}
 	}
+	abandon(ctx, st, c, lease, b)
+	return 0, layer, err
+}
+
+// abandon releases c, whose Claim may have taken the key or may yet, within
+// abandonTimeout, and queues the release in b if st does not take it.
+func abandon(ctx context.Context, st Store, c Claim, lease time.Duration, b *backlog) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonTimeout)
 	rerr := st.Release(rctx, c)
 	cancel()
@@ -270,7 +290,6 @@ func claimSettled(ctx context.Context, st Store, c Claim, lease time.Duration, b
 		b.cs.storeErrors.Add(1)
 		b.queueRelease(st, c, lease)
 	}
-	return 0, layer, err
 }
 
 // claimBy is st.Claim, and names the part of st that decided if st says.
@@ -282,10 +301,12 @@ func claimBy(ctx context.Context, st Store, c Claim, lease time.Duration) (Statu
 	return status, "", err
 }
 
-// waitForOwner asks for c again, with a backoff, while another caller holds
-// its key, for at most the Deduper's wait. It returns when the last claim
-// was asked for, from which a lease it gets runs.
-func (d *Deduper) waitForOwner(ctx context.Context, c Claim) (Status, string, time.Time, error) {
+// waitForOwner asks for c's key again, with a backoff, while another caller
+// holds it, for at most the Deduper's wait. Each ask has a token of its own,
+// since an ask answered InFlight may have spent its token (see claimSettled).
+// It returns the claim it asked for last, and when, from which a lease it
+// gets runs.
+func (d *Deduper) waitForOwner(ctx context.Context, c Claim) (Claim, Status, string, time.Time, error) {
 	cs := &d.shared.counters
 	cs.waits.Add(1)
 	wctx, cancel := context.WithTimeout(ctx, d.wait)
@@ -296,23 +317,24 @@ func (d *Deduper) waitForOwner(ctx context.Context, c Claim) (Status, string, ti
 		select {
 		case <-wctx.Done():
 			cs.waitsTimedOut.Add(1)
-			return InFlight, "", time.Time{}, nil
+			return c, InFlight, "", time.Time{}, nil
 		case <-timer.C:
 		}
 		asked := time.Now()
+		c = NewClaim(c.Key)
 		status, layer, err := d.claim(wctx, c)
 		switch {
 		case err != nil && wctx.Err() != nil && ctx.Err() == nil:
 			cs.waitsTimedOut.Add(1) // the wait ended during the call
-			return InFlight, "", time.Time{}, nil
+			return c, InFlight, "", time.Time{}, nil
 		case err != nil:
-			return status, layer, asked, err
+			return c, status, layer, asked, err
 		case status == Duplicate:
 			cs.waitsDuplicate.Add(1)
-			return status, layer, asked, nil
+			return c, status, layer, asked, nil
 		case status == Claimed:
 			cs.waitsClaimed.Add(1)
-			return status, layer, asked, nil
+			return c, status, layer, asked, nil
 		}
 		timer.Reset(min(2*backoff, maxWaitBackoff))
 	}

@@ -20,6 +20,8 @@ const fallbackLayer = "fallback"
 // serves alone while the primary fails. Work the primary misses (the release
 // of a claim it may hold, a mark) goes to the backlog, so its Mark and
 // Release report no outage: the local store took them, the primary will.
+// What the primary refuses for good (a closed or full store) they report,
+// since it never will.
 type fallbackStore struct {
 	primary, local Store
 	lease          time.Duration // of the Deduper's claims, for queued releases
@@ -112,7 +114,9 @@ func (f *fallbackStore) heldLocally(c Claim, forget bool) bool {
 
 // Mark marks key on the local store and on the primary. A mark the primary
 // does not take, or that the open breaker keeps from it, is queued in the
-// backlog, and a layered primary's front layers answer copies meanwhile.
+// backlog, and a layered primary's front layers answer copies meanwhile. A
+// mark the primary refuses for good (a closed or full store) is not: Mark
+// returns its error, as the primary alone would, since no retry can land it.
 func (f *fallbackStore) Mark(ctx context.Context, key Key, ttl time.Duration) error {
 	return f.MarkResult(ctx, key, nil, ttl)
 }
@@ -132,6 +136,9 @@ func (f *fallbackStore) MarkResult(ctx context.Context, key Key, res []byte, ttl
 		}
 		if err == nil {
 			return nil
+		}
+		if !ambiguous(err) {
+			return err // the Deduper reports it: processed but not marked
 		}
 		f.onError(ctx, key, f.primary, phaseMark, err)
 	}

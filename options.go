@@ -153,7 +153,9 @@ func WithClock(now func() time.Time) Option {
 // failures in a row local serves alone for 5 s (on the [WithClock] clock); then one
 // call probes the primary before the others return to it. Marks go to local
 // too; one the primary did not take is queued ([WithBacklog]) and written once
-// it answers, so other instances recognise the message after the outage.
+// it answers, so other instances recognise the message after the outage. One
+// the primary refuses for good (a full or closed store) is not queued: Do
+// returns the error, as it does without a fallback.
 func WithFallback(local Store) Option {
 	return func(s *settings) {
 		s.local = local

@@ -38,11 +38,12 @@ type Proxy struct {
 
 // Stats counts what a Proxy did.
 type Stats struct {
-	Accepted int   // connections accepted
-	Silenced int   // connections that swallowed a reply, and went silent
-	Cut      int   // connections cut by Cut or Close
-	Dropped  int64 // reply bytes swallowed
-	Lost     int   // chunks lost by SetLoss, each dropping its connection
+	Accepted  int   // connections accepted
+	Silenced  int   // connections that swallowed a reply, and went silent
+	Cut       int   // connections cut by Cut, CutClients or Close
+	Dropped   int64 // reply bytes swallowed
+	Lost      int   // chunks lost by SetLoss, each dropping its connection
+	Requested int64 // bytes read from the clients, to be sent to the server
 }
 
 // Start listens on a free loopback port and forwards each connection it
@@ -101,6 +102,29 @@ func (p *Proxy) Cut() int {
 	p.mu.Unlock()
 	for _, l := range links {
 		l.close()
+	}
+	return len(links)
+}
+
+// CutClients closes the client's side of every open connection and returns
+// how many it cut. Unlike [Proxy.Cut], the bytes already read from a client
+// still reach the server, each when it is due ([Proxy.SetLatency]), before the
+// server's side is closed: the client sees its connection fail while its
+// request is still on the way, and the server carries the request out later,
+// after whatever the client did next (a retry on a new connection).
+func (p *Proxy) CutClients() int {
+	p.mu.Lock()
+	links := make([]*link, 0, len(p.links))
+	for l := range p.links {
+		if !l.clientCut {
+			l.clientCut = true
+			links = append(links, l)
+		}
+	}
+	p.stats.Cut += len(links)
+	p.mu.Unlock()
+	for _, l := range links {
+		_ = l.client.Close()
 	}
 	return len(links)
 }
@@ -166,6 +190,7 @@ type link struct {
 	client, server net.Conn
 	once           sync.Once
 	silent         bool // a reply was swallowed: swallow the rest too (guarded by p.mu)
+	clientCut      bool // CutClients closed the client's side (guarded by p.mu)
 }
 
 // chunk is bytes read from one side, due to be written to the other. A lost
@@ -189,7 +214,9 @@ func (l *link) read(src net.Conn, q chan<- chunk, reply bool) {
 	defer close(q)
 	lost := false
 	defer func() {
-		if !lost { // else the writer drops the link when the lost chunk is due
+		// After a lost chunk the writer drops the link when it is due; after
+		// CutClients it closes the link once it sent what was read.
+		if !lost && (reply || !l.cutByProxy()) {
 			l.close()
 		}
 	}()
@@ -202,6 +229,9 @@ func (l *link) read(src net.Conn, q chan<- chunk, reply bool) {
 			lost = l.p.loss > 0 && rand.Float64() < l.p.loss
 			if lost {
 				l.p.stats.Lost++
+			}
+			if !reply {
+				l.p.stats.Requested += int64(n)
 			}
 			if reply && (l.p.drop || l.silent) {
 				if !l.silent {
@@ -248,11 +278,21 @@ func (l *link) write(dst net.Conn, q <-chan chunk) {
 			return
 		}
 		if _, err := dst.Write(c.b); err != nil {
+			if dst == l.client && l.cutByProxy() {
+				continue // the server's side stays open until the request is sent
+			}
 			for range q { // let the reader finish
 			}
 			return
 		}
 	}
+}
+
+// cutByProxy reports whether CutClients closed the client's side.
+func (l *link) cutByProxy() bool {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	return l.clientCut
 }
 
 // close closes both sides, once, and forgets the link.
