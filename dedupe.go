@@ -187,7 +187,7 @@ func (d *Deduper) do(ctx context.Context, key Key, fn func(context.Context) ([]b
 	cs := &d.shared.counters
 	if res, ok := d.shared.backlog.markQueued(key); ok { // processed here; its mark is queued
 		cs.duplicates.Add(1)
-		d.decided(ctx, key, resultDuplicate, backlogPhase, start)
+		d.decided(ctx, key, resultDuplicate, backlogPhase, start, nil)
 		return res, ErrDuplicate
 	}
 	c := NewClaim(key)
@@ -197,7 +197,7 @@ func (d *Deduper) do(ctx context.Context, key Key, fn func(context.Context) ([]b
 		c, status, layer, claimed, err = d.waitForOwner(ctx, c)
 	}
 	if err != nil {
-		d.decided(ctx, key, resultStoreError, layer, start)
+		d.decided(ctx, key, resultStoreError, layer, start, err)
 		return nil, err
 	}
 	switch status {
@@ -207,17 +207,18 @@ func (d *Deduper) do(ctx context.Context, key Key, fn func(context.Context) ([]b
 		if withResult {
 			res = d.storedResult(ctx, key)
 		}
-		d.decided(ctx, key, resultDuplicate, layer, start)
+		d.decided(ctx, key, resultDuplicate, layer, start, nil)
 		return res, ErrDuplicate
 	case InFlight:
 		cs.inFlight.Add(1)
-		d.decided(ctx, key, resultInFlight, layer, start)
+		d.decided(ctx, key, resultInFlight, layer, start, nil)
 		return nil, ErrInFlight
 	case Claimed:
 	default:
 		cs.storeErrors.Add(1)
-		d.decided(ctx, key, resultStoreError, layer, start)
-		return nil, fmt.Errorf("dedupe: %s store returned claim status %d", d.st.Backend(), status)
+		err := fmt.Errorf("dedupe: %s store returned claim status %d", d.st.Backend(), status)
+		d.decided(ctx, key, resultStoreError, layer, start, err)
+		return nil, err
 	}
 	return d.run(ctx, c, layer, start, claimed, fn)
 }
@@ -357,7 +358,7 @@ func (d *Deduper) run(ctx context.Context, c Claim, layer string, start, claimed
 			h.stop()
 			cs.failed.Add(1)
 			d.release(ctx, c)
-			d.decided(ctx, c.Key, resultFailed, layer, start)
+			d.decided(ctx, c.Key, resultFailed, layer, start, errFnPanicked)
 		}
 	}()
 	res, ferr := fn(fctx)
@@ -368,21 +369,22 @@ func (d *Deduper) run(ctx context.Context, c Claim, layer string, start, claimed
 		cs.failed.Add(1)
 		d.release(ctx, c)
 		if lost != nil {
-			d.decided(ctx, c.Key, resultAbandoned, layer, start)
-			return res, fmt.Errorf("dedupe: %s abandoned: %w: %w", c.Key, lost, ferr)
+			err := fmt.Errorf("dedupe: %s abandoned: %w: %w", c.Key, lost, ferr)
+			d.decided(ctx, c.Key, resultAbandoned, layer, start, err)
+			return res, err
 		}
-		d.decided(ctx, c.Key, resultFailed, layer, start)
+		d.decided(ctx, c.Key, resultFailed, layer, start, ferr)
 		return res, ferr
 	}
 	if err := d.markProcessed(ctx, c.Key, d.keptResult(ctx, c.Key, res)); err != nil {
-		d.decided(ctx, c.Key, resultStoreError, layer, start)
+		d.decided(ctx, c.Key, resultStoreError, layer, start, err)
 		return res, err
 	}
 	cs.processed.Add(1)
 	if lost != nil {
 		d.log(ctx, slog.LevelWarn, "dedupe: processed after its lease ran out", c.Key, phaseMark, lost, layerAttr(layer)...)
 	}
-	d.decided(ctx, c.Key, resultProcessed, layer, start)
+	d.decided(ctx, c.Key, resultProcessed, layer, start, nil)
 	return res, nil
 }
 
@@ -499,23 +501,35 @@ const backlogPhase = "backlog"
 // decided logs the record of one decision of Do, at debug level: trace_id,
 // platform (the key's channel), message_id, dedup_phase (the layer that
 // decided, "fallback", "backlog", or else the primary store's backend),
-// processing_time (since Do started) and result. docs/observability.md
-// lists the fields that can hold user data.
-func (d *Deduper) decided(ctx context.Context, key Key, result, layer string, start time.Time) {
+// processing_time (since Do started), result and, for a decision that
+// ended in an error (failed, abandoned, store_error), error.
+// docs/observability.md lists the fields that can hold user data.
+func (d *Deduper) decided(ctx context.Context, key Key, result, layer string, start time.Time, err error) {
 	if !d.logger.Enabled(ctx, slog.LevelDebug) {
 		return
 	}
 	if layer == "" {
 		layer = d.shared.store.Backend()
 	}
-	d.logger.LogAttrs(ctx, slog.LevelDebug, decisionMsg,
+	attrs := [7]slog.Attr{
 		slog.String("trace_id", d.traceID(ctx)),
 		slog.String("platform", key.Channel),
 		slog.String("message_id", key.MessageID),
 		slog.String("dedup_phase", layer),
 		slog.Duration("processing_time", time.Since(start)),
-		slog.String("result", result))
+		slog.String("result", result),
+	}
+	n := 6
+	if err != nil {
+		attrs[n] = slog.Any("error", err)
+		n++
+	}
+	d.logger.LogAttrs(ctx, slog.LevelDebug, decisionMsg, attrs[:n]...)
 }
+
+// errFnPanicked is the error of the decision record of a fn that panicked
+// or called runtime.Goexit: the panic goes on to Do's caller.
+var errFnPanicked = errors.New("dedupe: fn panicked or called runtime.Goexit")
 
 func (d *Deduper) log(ctx context.Context, level slog.Level, msg string, key Key, phase int, err error, extra ...slog.Attr) {
 	if !d.logger.Enabled(ctx, level) {

@@ -472,3 +472,32 @@ func TestDoWith(t *testing.T) {
 	assert.Equal(t, uint64(3), s.Processed, "one set of counters")
 	assert.Equal(t, s, short.Stats())
 }
+
+// A decision that ended in an error carries it: the failed record says why
+// fn failed (or that it panicked), the store_error record what the store
+// said; a processed or duplicate record has no error field (issue 34, item 11).
+func TestDecisionRecordCarriesError(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	d := dedupe.New(nil, dedupe.WithLogger(logger))
+	boom := errors.New("AI core unavailable")
+	require.ErrorIs(t, d.Do(context.Background(), key1, func(context.Context) error { return boom }), boom)
+	assert.Regexp(t, `msg="dedupe: decision" .* result=failed error="AI core unavailable"\n`, buf.String())
+
+	buf.Reset()
+	require.Panics(t, func() {
+		_ = d.Do(context.Background(), key(2), func(context.Context) error { panic("handler bug") })
+	})
+	assert.Regexp(t, `result=failed error="dedupe: fn panicked or called runtime.Goexit"\n`, buf.String())
+
+	buf.Reset()
+	require.NoError(t, d.Do(context.Background(), key1, nop))
+	assert.Regexp(t, `result=processed\n`, buf.String())
+	assert.NotContains(t, buf.String(), "error=")
+
+	buf.Reset()
+	st := &flakyStore{Store: dedupe.NewMemoryStore(dedupe.MemoryConfig{})}
+	st.down.Store(true)
+	_ = dedupe.New(st, dedupe.WithLogger(logger)).Do(context.Background(), key1, nop)
+	assert.Regexp(t, `msg="dedupe: decision" .* result=store_error error=`, buf.String())
+}
