@@ -88,16 +88,16 @@ func checkResult(backend string, key Key, res []byte) error {
 // repository implement them as follows (a mark means yes; for TxStore, the
 // Tx):
 //
-//	            Lister BulkMarker Counter Sizer MinLeaser TxStore Evicter
-//	memory        x        x        x                             x
-//	sqlite        x        x        x      x             *sql.Tx
-//	redis         x        x        x            x
-//	postgres      x        x        x      x             pgx.Tx
+//	            Lister BulkMarker BatchStore Counter Sizer MinLeaser TxStore Evicter
+//	memory        x        x          x         x                             x
+//	sqlite        x        x          x         x      x             *sql.Tx
+//	redis         x        x          x         x            x
+//	postgres      x        x          x         x      x             pgx.Tx
 //
 // The Redis store's MinLease is 0 but on a Redis Cluster, where it is the
 // store's ClusterRetry (12 s by default). [LayeredStore] and the fallback of
-// [WithFallback] are Stores made of other stores: they implement only
-// [Store]. The Store of package dedupeotel, which wraps one, is also a
+// [WithFallback] are Stores made of other stores: they implement [Store] and
+// [BatchStore] (one call per key on a part that is not one). The Store of package dedupeotel, which wraps one, is also a
 // [MinLeaser] that answers for it (0 for a store that is not one).
 
 // Lister is a store that can walk its marks: [migrate.Copy] and the dedupe
@@ -129,6 +129,36 @@ type BulkMarker interface {
 	// error means that some, all or none of the batch was written: writing it
 	// again is harmless.
 	MarkUntil(ctx context.Context, keys []Key, expires []time.Time) (present int, err error)
+}
+
+// BatchStore is a store that claims, renews, marks and releases many keys
+// in one round trip each (a transaction, a pipeline per hash slot, one SQL
+// statement): [Deduper.DoEach] uses it, and calls a store that is not one
+// once per key, concurrently. Each method is its one-key peer applied to
+// every item in order, with the same validation, TTL and lease defaults and
+// errors, and returns one error per item (nil for success):
+//   - The items are independent: an invalid key or token, a result over
+//     [MaxResultSize] or a claim not held is refused alone ([ErrInvalidKey],
+//     [ErrTooLarge], [ErrNotOwner]), and the others are done.
+//   - Items on one key are done in their order: a second claim of a key with
+//     another token is [InFlight] (with the same token, [Claimed] again).
+//   - A failure of a round trip (the server unreachable, ctx done) is the
+//     error of every item it carried, and leaves each as unknown as the
+//     one-key call's error would: retrying the same claims is safe.
+//   - A batch of any length is taken: a store splits one longer than it
+//     sends at once into several round trips.
+type BatchStore interface {
+	// ClaimEach is [Store.Claim] for each claims[i], for lease.
+	ClaimEach(ctx context.Context, claims []Claim, lease time.Duration) ([]Status, []error)
+	// ExtendEach is [Store.Extend] for each claims[i], for lease.
+	ExtendEach(ctx context.Context, claims []Claim, lease time.Duration) []error
+	// ReleaseEach is [Store.Release] for each claims[i].
+	ReleaseEach(ctx context.Context, claims []Claim) []error
+	// MarkEach is [Store.MarkResult] for each keys[i] with results[i], for
+	// ttl, and [Store.Mark] where results is nil or results[i] is empty. If
+	// results is neither nil nor as long as keys, every item is refused with
+	// [ErrInvalidKey].
+	MarkEach(ctx context.Context, keys []Key, results [][]byte, ttl time.Duration) []error
 }
 
 // Counter is a store that can count what it holds: [migrate.Stats] and the
