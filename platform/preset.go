@@ -60,6 +60,15 @@ type Preset struct {
 	// [dedupe.ErrInvalidKey] for an id that is not a string or an integer.
 	MessageID func(body []byte, header http.Header) (string, error)
 
+	// Events, for a platform that delivers several events in one request
+	// (LINE's events[], Meta's entry[], a Matrix transaction), finds each
+	// event of a delivery's body (the one [Preset.Verify] returned): its id
+	// across the platform's redeliveries, and its JSON as delivered. It is nil
+	// for a platform with one message per delivery, whose MessageID is used
+	// instead. Events that are not messages to deduplicate are left out; a
+	// delivery without any returns an empty slice, not an error.
+	Events func(body []byte, header http.Header) ([]Event, error)
+
 	// newVerifier makes the verifier of a secret; nil for a preset whose
 	// platform this package cannot authenticate.
 	newVerifier func(secret string) (verifier, error)
@@ -74,6 +83,19 @@ type Preset struct {
 	// verifier authenticates deliveries; nil until WithSecret.
 	verifier verifier
 }
+
+// Event is one event of a delivery that carries several ([Preset].Events).
+type Event struct {
+	// ID is the event's id, kept across the platform's redeliveries: the
+	// MessageID of its key.
+	ID string
+	// Raw is the event's JSON as the delivery holds it: a slice of the body,
+	// not a copy.
+	Raw []byte
+}
+
+// Key returns the event's key on the preset p: channel p.Name, message e.ID.
+func (e Event) Key(p Preset) dedupe.Key { return dedupe.Key{Channel: p.Name, MessageID: e.ID} }
 
 // verifier authenticates the deliveries of one platform with one secret. It
 // returns the body the preset keys on: the delivery's, or its plaintext.
