@@ -24,10 +24,11 @@ import (
 // one by one, never by batch. The key does not read isRedelivery: a first
 // delivery and its redelivery are one key.
 //
-// An event without webhookEventId (LINE has sent one in every event since
-// 2021; bodies from before, such as the old SDK tests, lack it) makes the
-// whole delivery [dedupe.ErrNoMessageID], rather than being left out of
-// Events where it would be lost. MessageID returns the id of a body with one
+// An event without webhookEventId (every event LINE sends today has one;
+// bodies written before it was added, such as the SDKs' older tests, lack
+// it) makes the whole delivery [dedupe.ErrNoMessageID], rather than being
+// left out of Events where it would be lost: served without deduplication
+// or refused, as the caller's policy says. MessageID returns the id of a body with one
 // event, [ErrNotAMessage] for one without events, and
 // [dedupe.ErrNoMessageID] for one with several: key those with Events.
 //
