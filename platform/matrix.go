@@ -51,7 +51,10 @@ import (
 // v1.4). [Preset.Verify] compares the token in constant time. Before v1.4 the
 // token came in an access_token query parameter, which homeservers "should
 // only send … if supporting legacy versions"; the preset sees no query, so a
-// request without the header is refused, whatever its query holds. Serve a
+// request without the header is refused, whatever its query holds (Synapse
+// sends the header always, and the parameter too only when
+// use_appservice_legacy_authorization is set: synapse/appservice/api.py,
+// push_bulk). Serve a
 // homeserver that predates v1.4 behind a proxy that moves the parameter to
 // the header. When both come, the spec asks that they match: compare
 // r.URL.Query().Get("access_token"), if present, with the token yourself.
