@@ -39,9 +39,11 @@ import (
 // of it that were processed before the failure; lengthen the TTL on a copy
 // for a bridge that may be down for days.
 //
-// AckBudget 10 s: the spec sets no deadline for the answer; the homeserver
-// waits for it and retries the same transaction, so a copy may wait a
-// while for the first one's outcome.
+// AckBudget 10 s: the spec sets no deadline for the answer; Synapse, the
+// reference homeserver, gives up on a request after 60 seconds
+// (synapse/http/client.py, SimpleHttpClient: timeout_deferred(…, 60, …))
+// and retries the transaction, so a copy may wait a while for the first
+// one's outcome.
 //
 // Secret: the hs_token of the application service's registration.
 // "Homeservers MUST include an Authorization header, containing the hs_token

@@ -56,17 +56,19 @@ import (
 // TTL 8 days: WhatsApp retries a delivery that did not get a 200 "with
 // decreasing frequency until the request succeeds, for up to 7 days" (Cloud
 // API, Webhooks, https://developers.facebook.com/docs/whatsapp/cloud-api/guides/set-up-webhooks;
-// the 360dialog partner docs, "Receiving messages", say the same: "for up to
-// 7 days with exponential backoff"); for other objects, "we will retry
-// immediately, then try a few more times with decreasing frequency over the
-// next 36 hours" (Graph API, Webhooks, Getting Started, Event Notifications,
+// Meta's partner 360dialog says the same: "Meta retries failed webhooks for
+// up to 7 days using exponential backoff", https://docs.360dialog.com/docs/messaging/webhook);
+// for other objects, "we will retry immediately, then try a few more times
+// with decreasing frequency over the next 36 hours" (Graph API, Webhooks,
+// Getting Started, Event Notifications,
 // https://developers.facebook.com/docs/graph-api/webhooks/getting-started/).
 // A day of margin covers the longer of the two; an app on Messenger and
 // Instagram only may set 48 h on a copy.
 //
-// AckBudget 5 s: Meta asks for a 200 to every event notification and
-// retries otherwise; its pages give no single answer deadline for every
-// product, so a copy waits 5 seconds, well inside the shortest one cited.
+// AckBudget 3 s: "A notification is considered successfully delivered when
+// the Webhook URL returns an HTTP 200 OK response within 5 seconds"
+// (360dialog, above; Meta's own pages give no single deadline for every
+// product); two seconds are left for the network and the answer.
 //
 // Secret: the App Secret. Meta sends X-Hub-Signature-256, "sha256=" and the
 // hex HMAC-SHA256 of the body as sent, keyed with it (Graph API, Webhooks,
@@ -83,7 +85,7 @@ import (
 var Meta = Preset{
 	Name:        "meta",
 	TTL:         8 * 24 * time.Hour,
-	AckBudget:   5 * time.Second,
+	AckBudget:   3 * time.Second,
 	MessageID:   metaMessageID,
 	Events:      metaEvents,
 	newVerifier: newMetaVerifier,
