@@ -30,8 +30,11 @@ import (
 // The fns run one after another in the order of keys, or up to n at once
 // with [WithConcurrency](n). A key that keys holds twice runs once, at its
 // first place; its other places get its outcome, ErrDuplicate where it was
-// processed. An invalid key is refused alone. Everything Do promises holds
-// for each key: the wait for a copy in flight ([WithWait]), the backlog and
+// processed. An invalid key is refused alone. The keys other callers hold
+// are waited for ([WithWait]) once the batch's own keys ran, so that two
+// batches holding parts of each other never wait for each other; those
+// claimed then run last. Everything Do promises holds for each key: the
+// wait for a copy in flight, the backlog and
 // the fallback, fencing of an ambiguous claim, the cancellation of fn's
 // context when its lease is lost (each key's on its own). A fn not started
 // when ctx ends is not run: its claim is released and its error is ctx's.
@@ -80,8 +83,15 @@ func (d *Deduper) doEach(ctx context.Context, keys []Key, fn func(context.Contex
 		first: make([]int, n), claims: make([]Claim, n), claimed: make([]time.Time, n),
 		lost: make([]error, n), results: make([][]byte, n), errs: make([]error, n),
 	}
-	held := r.claimAll(r.sortOut())
+	held, busy := r.claimAll(r.sortOut())
 	r.runAll(held)
+	if len(busy) > 0 && r.d.wait > 0 && !r.stopped {
+		// Only now: a batch that waited before running its own keys could
+		// wait for a batch waiting for it.
+		held, busy = r.waitAll(busy)
+		r.runAll(held)
+	}
+	r.inFlight(busy)
 	r.copyRepeats()
 	if r.panic != nil {
 		panic(r.panic)
@@ -115,31 +125,41 @@ func (r *eachRun) sortOut() []int {
 	return pending
 }
 
-// claimAll claims the keys of pending, waits for those in flight if the
-// Deduper waits, answers the others, and returns the indices claimed, in
-// order.
-func (r *eachRun) claimAll(pending []int) []int {
+// claimAll claims the keys of pending and returns those claimed and those
+// in flight, in order; it answers the others.
+func (r *eachRun) claimAll(pending []int) (held, busy []int) {
 	now := time.Now()
 	for _, i := range pending {
 		r.claims[i], r.claimed[i] = NewClaim(r.keys[i]), now
 	}
 	held, busy, failed := r.claimEach(r.ctx, pending)
-	if len(busy) > 0 && r.d.wait > 0 {
-		var more, fails []int
-		more, busy, fails = r.waitEach(busy)
-		held, failed = append(held, more...), append(failed, fails...)
-		slices.Sort(held)
-	}
+	r.storeFailed(failed)
+	return held, busy
+}
+
+// waitAll waits for the keys of busy, in flight elsewhere ([WithWait]), and
+// returns those it claimed, in order, and those still in flight.
+func (r *eachRun) waitAll(busy []int) (held, still []int) {
+	held, still, failed := r.waitEach(busy)
+	slices.Sort(held)
+	r.storeFailed(failed)
+	return held, still
+}
+
+// storeFailed answers the keys whose claim failed.
+func (r *eachRun) storeFailed(failed []int) {
 	for _, i := range failed {
 		r.d.decided(r.ctx, r.keys[i], resultStoreError, "", r.start, r.errs[i])
 	}
-	cs := &r.d.shared.counters
+}
+
+// inFlight answers the keys of busy, held by other callers.
+func (r *eachRun) inFlight(busy []int) {
 	for _, i := range busy {
-		cs.inFlight.Add(1)
+		r.d.shared.counters.inFlight.Add(1)
 		r.errs[i] = ErrInFlight
 		r.d.decided(r.ctx, r.keys[i], resultInFlight, "", r.start, nil)
 	}
-	return held
 }
 
 // claimEach asks the store for the claims of idx at once, settling the
