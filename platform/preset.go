@@ -73,6 +73,9 @@ type Preset struct {
 	// newVerifier makes the verifier of a secret; nil for a preset whose
 	// platform this package cannot authenticate.
 	newVerifier func(secret string) (verifier, error)
+	// newCryptVerifier makes the verifier of a WXBizMsgCrypt configuration
+	// (see WithMsgCrypt); nil for a platform that does not use it.
+	newCryptVerifier func(c *msgCrypt) verifier
 	// newBotVerifier makes the verifier of one secret per bot (see
 	// WithBotSecrets); nil for a platform without per-bot secrets.
 	newBotVerifier func(secrets map[string]string) (verifier, error)
@@ -259,7 +262,9 @@ func (p Preset) Extract(body []byte, header http.Header) (dedupe.Key, error) {
 
 // Presets returns the platform presets of this package, in the order
 // [Telegram], [Slack], [Feishu], [Discord], [OneBot], [QQ], [LINE], [Meta],
-// [Matrix]. The slice is new on each call.
+// [Matrix], [WeChat], [WeCom], [DingTalk], [DingTalkEvents]. The slice is new
+// on each call.
 func Presets() []Preset {
-	return []Preset{Telegram, Slack, Feishu, Discord, OneBot, QQ, LINE, Meta, Matrix}
+	return []Preset{Telegram, Slack, Feishu, Discord, OneBot, QQ, LINE, Meta, Matrix,
+		WeChat, WeCom, DingTalk, DingTalkEvents}
 }
