@@ -46,6 +46,19 @@ func (k wxKeys) encryptRaw(t testing.TB, plain []byte) string {
 	return base64.StdEncoding.EncodeToString(out)
 }
 
+// decrypt returns the msg and the receiver id of the ciphertext enc.
+func (k wxKeys) decrypt(t testing.TB, enc string) (msg, receiver string) {
+	key := k.aesKey(t)
+	raw, err := base64.StdEncoding.DecodeString(enc)
+	require.NoError(t, err)
+	block, err := aes.NewCipher(key)
+	require.NoError(t, err)
+	cipher.NewCBCDecrypter(block, key[:16]).CryptBlocks(raw, raw)
+	raw = raw[:len(raw)-int(raw[len(raw)-1])]
+	n := binary.BigEndian.Uint32(raw[16:20])
+	return string(raw[20 : 20+n]), string(raw[20+n:])
+}
+
 // encrypt encrypts msg for receiver, padded to 32 bytes.
 func (k wxKeys) encrypt(t testing.TB, msg []byte, receiver string) string {
 	plain := []byte("0123456789abcdef")
