@@ -22,8 +22,8 @@
 // answer to the user (Slack interactions and slash commands, Discord
 // interactions, Feishu card callbacks), so that package dedupehttp answers a
 // copy with the first answer. The presets are
-// [Telegram], [Slack], [Feishu], [Discord], [OneBot], [QQ], [LINE], [Meta]
-// and [Matrix], each documented with the id it keys on and where its TTL
+// [Telegram], [Slack], [Feishu], [Discord], [OneBot], [QQ], [LINE], [Meta],
+// [Matrix], [WeChat], [WeCom], [DingTalk] and [DingTalkEvents], each documented with the id it keys on and where its TTL
 // comes from; [Presets] lists them.
 // Copy one and change a field to adapt it: a Name per bot when several bots of
 // one platform share a store, or another TTL. A Preset is safe for concurrent
@@ -70,7 +70,11 @@
 // [Preset.WithBotSecrets]. Meta checks a webhook with an unsigned GET:
 // [Preset.WithVerifyToken] and [Preset.AnswerSubscription] answer it. LINE,
 // Meta and Matrix sign no timestamp, so their deliveries are not checked
-// against replays beyond the TTL. Package platformtest signs deliveries as
+// against replays beyond the TTL. WeChat, WeCom and DingTalk's event
+// subscriptions sign in the URL query and encrypt with WXBizMsgCrypt: give
+// their token, EncodingAESKey and receiver id with [Preset.WithMsgCrypt],
+// authenticate with [Preset.VerifyRequest], which sees the query, and
+// encrypt answers with [Preset.Seal]. Package platformtest signs deliveries as
 // the platforms do, for tests.
 //
 // Member names are matched exactly, as the platform spells them, never

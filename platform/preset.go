@@ -21,7 +21,9 @@ import (
 //
 // The presets are [Telegram], [Slack], [Feishu], [Discord], [OneBot], [QQ],
 // and, for platforms that post several events at once (see [Preset].Events),
-// [LINE], [Meta] and [Matrix]; [Presets] lists them. As declared they hold no secret and authenticate
+// [LINE], [Meta] and [Matrix], then [WeChat], [WeCom], [DingTalk] and
+// [DingTalkEvents] (all but DingTalk sign in the URL query: see
+// [Preset.VerifyRequest]); [Presets] lists them. As declared they hold no secret and authenticate
 // nothing: give each its secret with [Preset.WithSecret]. A Preset is safe for
 // concurrent use.
 type Preset struct {
@@ -201,8 +203,10 @@ func (p Preset) CheckSecret() error {
 // [Preset.WithSecret], and returns the body to extract the key from and to
 // hand to the handler: body itself, or for an encrypted Feishu delivery its
 // plaintext (for an unsigned url_verification, its members rebuilt, for
-// [Preset.Answer]). now is the time signed timestamps are checked against. A
-// delivery that fails returns an error wrapping [ErrUnauthenticated]; the
+// [Preset.Answer]). now is the time signed timestamps are checked against.
+// [WeChat], [WeCom] and [DingTalkEvents] sign in the URL query, which Verify
+// does not see: it refuses their deliveries, and [Preset.VerifyRequest]
+// checks them. A delivery that fails returns an error wrapping [ErrUnauthenticated]; the
 // error never holds the secret. Without a secret, Verify returns body as it
 // is: the delivery is not authenticated.
 //
@@ -220,9 +224,11 @@ func (p Preset) Verify(body []byte, header http.Header, now time.Time) ([]byte, 
 // Answer returns the answer to a protocol request that the preset answers
 // itself, because the answer needs the secret or because the request cannot
 // be trusted further than its check: QQ's callback URL validation (op 13),
-// and Feishu's url_verification (which, encrypted, comes unsigned; see
-// [Preset.WithVerificationToken]). ok is false for any other delivery, and
-// for a preset without a usable secret. Call it on a body [Preset.Verify]
+// Feishu's url_verification (which, encrypted, comes unsigned; see
+// [Preset.WithVerificationToken]), the echostr URL checks of WeChat and
+// WeCom, and DingTalk's check_url (answered with the encrypted "success").
+// ok is false for any other delivery, and for a preset without a usable
+// secret. Call it on a body [Preset.Verify] or [Preset.VerifyRequest]
 // accepted.
 func (p Preset) Answer(body []byte) (response []byte, ok bool) {
 	if a, isAnswerer := p.verifier.(answerer); isAnswerer {
