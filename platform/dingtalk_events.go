@@ -105,7 +105,7 @@ func (v *dingtalkEventsVerifier) verify(*Preset, []byte, http.Header, time.Time)
 }
 
 func (v *dingtalkEventsVerifier) verifyQuery(p *Preset, body []byte, _ http.Header, q url.Values, now time.Time) ([]byte, error) {
-	s, err := readQuery(p.Name, q, []string{"msg_signature", "signature"}, []string{"timestamp", "timeStamp"})
+	s, err := wxReadQuery(p.Name, q, []string{"msg_signature", "signature"}, []string{"timestamp", "timeStamp"})
 	if err != nil {
 		return nil, err
 	}

@@ -146,11 +146,11 @@ func (v *wechatVerifier) verify(*Preset, []byte, http.Header, time.Time) ([]byte
 }
 
 func (v *wechatVerifier) verifyQuery(p *Preset, body []byte, _ http.Header, q url.Values, now time.Time) ([]byte, error) {
-	s, err := readQuery("wechat", q, []string{"signature"}, []string{"timestamp"})
+	s, err := wxReadQuery("wechat", q, []string{"signature"}, []string{"timestamp"})
 	if err != nil {
 		return nil, err
 	}
-	echo, err := queryParam("wechat", q, "echostr")
+	echo, err := wxParam("wechat", q, "echostr")
 	switch {
 	case err != nil:
 		return nil, err
@@ -163,7 +163,7 @@ func (v *wechatVerifier) verifyQuery(p *Preset, body []byte, _ http.Header, q ur
 		}
 		return echoBody("wechat", echo)
 	case v.crypt != nil:
-		ms, err := queryParam("wechat", q, "msg_signature")
+		ms, err := wxParam("wechat", q, "msg_signature")
 		if err != nil {
 			return nil, err
 		}

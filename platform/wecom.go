@@ -71,14 +71,14 @@ func (v *wecomVerifier) verify(*Preset, []byte, http.Header, time.Time) ([]byte,
 }
 
 func (v *wecomVerifier) verifyQuery(p *Preset, body []byte, _ http.Header, q url.Values, now time.Time) ([]byte, error) {
-	s, err := readQuery("wecom", q, []string{"msg_signature"}, []string{"timestamp"})
+	s, err := wxReadQuery("wecom", q, []string{"msg_signature"}, []string{"timestamp"})
 	if err != nil {
 		return nil, err
 	}
 	if !q.Has("echostr") {
 		return decryptXML(p, v.crypt, s, body, now)
 	}
-	echo, err := queryParam("wecom", q, "echostr")
+	echo, err := wxParam("wecom", q, "echostr")
 	switch {
 	case err != nil:
 		return nil, err

@@ -66,22 +66,22 @@ func newMsgCrypt(name, token, encodingAESKey, receiverID string) (*msgCrypt, err
 	return &msgCrypt{token: token, key: key, receiver: receiverID}, nil
 }
 
-// sign returns the hex SHA-1 of parts, sorted and concatenated: the
+// wxSign returns the hex SHA-1 of parts, sorted and concatenated: the
 // signature of WeChat's plain mode (token, timestamp, nonce) and
 // msg_signature (the same and the ciphertext).
-func sign(parts ...string) []byte {
+func wxSign(parts ...string) []byte {
 	sorted := append([]string(nil), parts...)
 	sort.Strings(sorted)
 	sum := sha1.Sum([]byte(strings.Join(sorted, "")))
 	return sum[:]
 }
 
-// checkSign checks the hex signature got of parts in constant time.
-func checkSign(name, param, got string, parts ...string) error {
+// checkWXSign checks the hex signature got of parts in constant time.
+func checkWXSign(name, param, got string, parts ...string) error {
 	if got == "" {
 		return unauthenticated(name, "request has no "+param)
 	}
-	if !equalHex(got, sign(parts...)) {
+	if !equalHex(got, wxSign(parts...)) {
 		return unauthenticated(name, param+" does not match")
 	}
 	return nil

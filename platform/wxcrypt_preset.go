@@ -92,9 +92,9 @@ func needsQuery(name string) error {
 	return unauthenticated(name, "signature is in the URL query: verify with Preset.VerifyRequest")
 }
 
-// queryParam returns the one value of the first of names that q holds. A
+// wxParam returns the one value of the first of names that q holds. A
 // parameter given twice is refused: which copy was signed would be a guess.
-func queryParam(name string, q url.Values, names ...string) (string, error) {
+func wxParam(name string, q url.Values, names ...string) (string, error) {
 	for _, n := range names {
 		switch v := q[n]; len(v) {
 		case 0:
@@ -112,14 +112,14 @@ func queryParam(name string, q url.Values, names ...string) (string, error) {
 // timestamp and a nonce.
 type signedQuery struct{ sig, ts, nonce string }
 
-// readQuery reads a signedQuery: sigNames and tsNames are the parameter
+// wxReadQuery reads a signedQuery: sigNames and tsNames are the parameter
 // names the platform uses, in order of preference.
-func readQuery(name string, q url.Values, sigNames, tsNames []string) (signedQuery, error) {
+func wxReadQuery(name string, q url.Values, sigNames, tsNames []string) (signedQuery, error) {
 	var s signedQuery
 	var err [3]error
-	s.sig, err[0] = queryParam(name, q, sigNames...)
-	s.ts, err[1] = queryParam(name, q, tsNames...)
-	s.nonce, err[2] = queryParam(name, q, "nonce")
+	s.sig, err[0] = wxParam(name, q, sigNames...)
+	s.ts, err[1] = wxParam(name, q, tsNames...)
+	s.nonce, err[2] = wxParam(name, q, "nonce")
 	for _, e := range err {
 		if e != nil {
 			return s, e
@@ -134,7 +134,7 @@ func (s signedQuery) check(p *Preset, param string, now time.Time, parts ...stri
 	if err := checkTimestamp(p.Name, "timestamp", s.ts, now, replayWindow(p)); err != nil {
 		return err
 	}
-	return checkSign(p.Name, param, s.sig, parts...)
+	return checkWXSign(p.Name, param, s.sig, parts...)
 }
 
 // echoPrefix starts the body that VerifyRequest returns for a URL check
@@ -175,7 +175,7 @@ func sealXML(c *msgCrypt, msg []byte, now time.Time) ([]byte, error) {
 	ts, nonce := strconv.FormatInt(now.Unix(), 10), randomNonce()
 	return fmt.Appendf(nil, "<xml><Encrypt><![CDATA[%s]]></Encrypt><MsgSignature><![CDATA[%x]]></MsgSignature>"+
 		"<TimeStamp>%s</TimeStamp><Nonce><![CDATA[%s]]></Nonce></xml>",
-		enc, sign(c.token, ts, nonce, enc), ts, nonce), nil
+		enc, wxSign(c.token, ts, nonce, enc), ts, nonce), nil
 }
 
 // sealJSON is the answer DingTalk expects of an event subscription.
@@ -186,7 +186,7 @@ func sealJSON(c *msgCrypt, msg []byte, now time.Time) ([]byte, error) {
 	}
 	ts, nonce := strconv.FormatInt(now.UnixMilli(), 10), randomNonce()
 	return json.Marshal(map[string]string{
-		"msg_signature": fmt.Sprintf("%x", sign(c.token, ts, nonce, enc)),
+		"msg_signature": fmt.Sprintf("%x", wxSign(c.token, ts, nonce, enc)),
 		"timeStamp":     ts, "nonce": nonce, "encrypt": enc,
 	})
 }
