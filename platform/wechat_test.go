@@ -226,5 +226,25 @@ func TestMsgCryptSecrets(t *testing.T) {
 		assert.ErrorIs(t, p.CheckSecret(), platform.ErrUnauthenticated, name)
 		_, err := p.VerifyRequest(wxRequest(nil), []byte(`<xml/>`), time.Now())
 		assert.ErrorIs(t, err, platform.ErrUnauthenticated, name)
+		_, err = p.VerifyRequest(nil, []byte(`<xml/>`), time.Now())
+		assert.ErrorIs(t, err, platform.ErrUnauthenticated, name)
 	}
+}
+
+// TestVerifyRequestOtherPresets checks that VerifyRequest is Verify for a
+// preset that signs in headers, and passes a delivery through for a preset
+// without a secret.
+func TestVerifyRequestOtherPresets(t *testing.T) {
+	p := platform.DingTalk.WithSecret("s")
+	now := time.Now()
+	r := &http.Request{URL: &url.URL{RawQuery: "a=b"}, Header: dingtalkSign("s", now)}
+	got, err := p.VerifyRequest(r, []byte(dingtalkRobotBody), now)
+	require.NoError(t, err)
+	assert.Equal(t, dingtalkRobotBody, string(got))
+	r.Header = http.Header{}
+	_, err = p.VerifyRequest(r, []byte(dingtalkRobotBody), now)
+	assert.ErrorIs(t, err, platform.ErrUnauthenticated)
+	got, err = platform.WeCom.VerifyRequest(r, []byte("<xml/>"), now)
+	require.NoError(t, err, "no secret: not authenticated, as Verify")
+	assert.Equal(t, "<xml/>", string(got))
 }
