@@ -127,14 +127,16 @@ func (b *batch) run() {
 		keys[i] = ev.Key(b.e.p)
 	}
 	ran := make([]bool, len(b.evs))
-	errs := doEach(b.r.Context(), b.e.d, keys, func(ctx context.Context, i int) error {
+	errs := b.e.d.DoEach(b.r.Context(), keys, func(ctx context.Context, i int) error {
 		ran[i] = true
 		return b.serve(ctx, keys[i], i)
 	})
 	b.out = make([]Outcome, len(b.evs))
 	for i, err := range errs {
-		o := Outcome{Key: keys[i], Verdict: verdictOf(err, ran[i])}
-		o.Result, o.Err = resultOf(err, ran[i])
+		// A repeat of a failed event has its error, and ran at its first place.
+		ran := ran[i] || errors.Is(err, ErrHandlerFailed)
+		o := Outcome{Key: keys[i], Verdict: verdictOf(err, ran)}
+		o.Result, o.Err = resultOf(err, ran)
 		if o.Result == "" { // an invalid id: no key, no record
 			o.Key = dedupe.Key{}
 			b.e.c.stats.malformed.Add(1)

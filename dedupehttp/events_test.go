@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -495,4 +496,56 @@ func TestEventsObserver(t *testing.T) {
 	assert.Equal(t, "failed", observed[2].Result)
 	assert.ErrorIs(t, observed[2].Err, dedupehttp.ErrHandlerFailed)
 	assert.ErrorContains(t, observed[2].Err, "no")
+}
+
+// TestEventsConcurrent runs the events of a 40-event batch up to 8 at
+// once (dedupe.WithConcurrency), each reading the whole body from r.Body
+// as it goes, with one event that panics and one repeated in the batch:
+// several run at once, the repeat runs once, the panic fails its event
+// alone, and the redelivery runs only it.
+func TestEventsConcurrent(t *testing.T) {
+	const n = 40
+	var body bytes.Buffer
+	body.WriteString(`{"destination":"U0","events":[`)
+	for i := range n + 1 {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		fmt.Fprintf(&body, `{"type":"message","webhookEventId":"01CONC%03d"}`, i%n) // the last repeats the first
+	}
+	body.WriteString(`]}`)
+	p := batchPreset("line", lineEvents)
+	log := newEventLog()
+	var running, most atomic.Int64
+	var panicked atomic.Bool
+	d := dedupe.New(nil).With(dedupe.WithConcurrency(8))
+	h := dedupehttp.Events(d, p, func(r *http.Request, ev platform.Event) error {
+		now := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+		}
+		for deadline := time.Now().Add(5 * time.Second); most.Load() < 2 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond) // until a second event runs beside this one
+		}
+		b, err := io.ReadAll(r.Body)
+		assert.NoError(t, err)
+		assert.Equal(t, body.Bytes(), b)
+		if ev.ID == "01CONC007" && !panicked.Swap(true) {
+			panic("one event's bug")
+		}
+		log.ran(ev.ID, true)
+		return nil
+	}, dedupehttp.WithLogger(quiet))
+	w := deliverBatch(h, body.Bytes(), eventsSecret)
+	assert.Equal(t, http.StatusInternalServerError, w.Code)
+	assert.Contains(t, w.Body.String(), "1 of 41 events failed")
+	assert.GreaterOrEqual(t, most.Load(), int64(2), "events run at once")
+	assert.Len(t, log.succeeded, n-1)
+
+	w = deliverBatch(h, body.Bytes(), eventsSecret)
+	assert.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	require.Len(t, log.succeeded, n)
+	for id, runs := range log.succeeded {
+		assert.Equal(t, 1, runs, id)
+	}
 }
