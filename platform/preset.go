@@ -19,8 +19,9 @@ import (
 //	bot2 := platform.Telegram.WithSecret(os.Getenv("BOT2_WEBHOOK_SECRET"))
 //	bot2.Name = "telegram-bot2"
 //
-// The presets are [Telegram], [Slack], [Feishu], [Discord], [OneBot] and [QQ];
-// [Presets] lists them. As declared they hold no secret and authenticate
+// The presets are [Telegram], [Slack], [Feishu], [Discord], [OneBot], [QQ],
+// and, for platforms that post several events at once (see [Preset].Events),
+// [LINE], [Meta] and [Matrix]; [Presets] lists them. As declared they hold no secret and authenticate
 // nothing: give each its secret with [Preset.WithSecret]. A Preset is safe for
 // concurrent use.
 type Preset struct {
@@ -80,6 +81,11 @@ type Preset struct {
 	takesToken bool
 	// token is the Verification Token given by WithVerificationToken.
 	token string
+	// subscribes is true for a platform that checks a webhook with a GET
+	// holding a verify token (see WithVerifyToken): Meta.
+	subscribes bool
+	// verifyToken is the token given by WithVerifyToken.
+	verifyToken string
 	// verifier authenticates deliveries; nil until WithSecret.
 	verifier verifier
 }
@@ -252,8 +258,8 @@ func (p Preset) Extract(body []byte, header http.Header) (dedupe.Key, error) {
 }
 
 // Presets returns the platform presets of this package, in the order
-// [Telegram], [Slack], [Feishu], [Discord], [OneBot], [QQ]. The slice is new on
-// each call.
+// [Telegram], [Slack], [Feishu], [Discord], [OneBot], [QQ], [LINE], [Meta],
+// [Matrix]. The slice is new on each call.
 func Presets() []Preset {
-	return []Preset{Telegram, Slack, Feishu, Discord, OneBot, QQ}
+	return []Preset{Telegram, Slack, Feishu, Discord, OneBot, QQ, LINE, Meta, Matrix}
 }
