@@ -13,32 +13,29 @@ import (
 )
 
 // Events returns a [Handler] for a platform that delivers several events in
-// one request (p.Events: LINE's events[], Meta's entry[], a Matrix
-// transaction), which runs h once for each new event, however often the
-// platform redelivers the batch:
+// one request (p.Events: [platform.LINE], [platform.Meta], [platform.Matrix]),
+// which runs h once for each new event however often the batch comes again
+// (ExampleEvents). A handler per event, not per batch, because a platform redelivers a batch
+// whose answer was not 2xx, with events processed beside those that failed,
+// and only an outcome per event lets the redelivery run just the rest. A
+// delivery is authenticated as by [New] (401 before any store call); a
+// protocol request (LINE's URL check: no events) is answered 200, a body
+// whose events p.Events cannot find 400. Each event is then claimed, marked
+// or released with its own key ([platform.Event].Key) by
+// [dedupe.Deduper.DoEach] under p's TTL and AckBudget, so h runs for the new
+// events alone: in order, or up to n at once given
+// d.With([dedupe.WithConcurrency](n)). r's context is the event's
+// ([KeyFrom]; cancelled if its claim is lost); r's header and [Body] are the
+// delivery's, with what its events share (LINE's destination, WhatsApp's
+// metadata). An error or panic of h fails its event alone.
 //
-//	line := platform.LINE.WithSecret(os.Getenv("LINE_CHANNEL_SECRET"))
-//	http.Handle("POST /line", dedupehttp.Events(d, line, handleEvent))
-//
-// A delivery is authenticated and protocol requests answered as by [New];
-// then each event gets its own key ([platform.Event].Key) and its own claim,
-// all claimed, marked and released together by [dedupe.Deduper.DoEach] with
-// p's TTL and AckBudget. h runs for the new events alone, in order, or up to
-// n at once given d.With([dedupe.WithConcurrency](n)). It gets the event and
-// the delivery: r's context is the event's ([KeyFrom]; cancelled if its
-// claim is lost), r's header and [Body] the delivery's, which hold what its
-// events share (LINE's destination, WhatsApp's metadata). An error or a
-// panic of h fails that event alone: its claim is released.
-//
-// Events answers 200 with {} only when every event was processed now or
-// before, so that the platform forgets the batch; otherwise, in this order,
-// 500 if h failed on an event, 503 with Retry-After if the store failed, the
-// [WithInFlight] answer if another request still holds an event after the
-// wait, and 400 if an event's id is invalid (refused alone; the others run).
-// The platform's redelivery then runs only the events not processed. The
-// observer ([ContextWithObserver]) learns one [Outcome] per event, and
-// [Stats].Malformed counts invalid events. WithReplay and WithDuplicate do
-// not apply. A preset without Events has every delivery answered 500.
+// The answer is 200 with {} only when every event was processed now or
+// before; otherwise, in this order, 500 if h failed on an event, 503 with
+// Retry-After if the store failed, the [WithInFlight] answer if another
+// request still holds an event after the wait, and 400 if an event's id is
+// invalid (refused alone; counted in [Stats].Malformed). The observer
+// ([ContextWithObserver]) learns one [Outcome] per event. WithReplay and
+// WithDuplicate do not apply; a preset without Events gets 500.
 func Events(d *dedupe.Deduper, p platform.Preset, h func(r *http.Request, ev platform.Event) error, opts ...Option) *Handler {
 	c := newConfig(append([]Option{WithVerify(p)}, opts...))
 	if p.Events == nil {

@@ -3,6 +3,10 @@ package dedupehttp_test
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,105 +29,18 @@ import (
 	"github.com/gatewaykit/dedupe/platform"
 )
 
-// The batched presets (LINE, Meta) are written on another branch; until
-// they land, these tests build their own: Telegram's secret-token check
-// (a real verifier) with an Events func over the platform's body. The
-// payloads are b-edge's platform/testdata, from the platforms' docs:
-// LINE https://developers.line.biz/en/reference/messaging-api/#webhook-event-objects,
+// The payloads are platform/testdata's, from the platforms' docs (see
+// platform.LINE and platform.Meta): LINE
+// https://developers.line.biz/en/reference/messaging-api/#webhook-event-objects,
 // WhatsApp https://developers.facebook.com/docs/whatsapp/cloud-api/webhooks/payload-examples,
 // Messenger https://developers.facebook.com/docs/messenger-platform/reference/webhook-events.
 
 const eventsSecret = "batch-secret"
 
-// lineEvents finds the events of a LINE delivery by webhookEventId.
-func lineEvents(body []byte, _ http.Header) ([]platform.Event, error) {
-	var d struct {
-		Events []json.RawMessage `json:"events"`
-	}
-	if err := json.Unmarshal(body, &d); err != nil {
-		return nil, err
-	}
-	evs := make([]platform.Event, 0, len(d.Events))
-	for _, raw := range d.Events {
-		var ev struct {
-			ID string `json:"webhookEventId"`
-		}
-		if err := json.Unmarshal(raw, &ev); err != nil {
-			return nil, err
-		}
-		evs = append(evs, platform.Event{ID: ev.ID, Raw: raw})
-	}
-	return evs, nil
-}
-
-// metaEvents finds the events of a Meta delivery: WhatsApp messages by
-// wamid and statuses by wamid and status, Messenger messages and postbacks
-// by mid, reactions and reads by what they are about and when.
-func metaEvents(body []byte, _ http.Header) ([]platform.Event, error) {
-	type mid struct {
-		Mid    string `json:"mid"`
-		Action string `json:"action"`
-	}
-	var d struct {
-		Entry []struct {
-			Changes []struct {
-				Value struct {
-					Messages []json.RawMessage `json:"messages"`
-					Statuses []json.RawMessage `json:"statuses"`
-				} `json:"value"`
-			} `json:"changes"`
-			Messaging []json.RawMessage `json:"messaging"`
-		} `json:"entry"`
-	}
-	if err := json.Unmarshal(body, &d); err != nil {
-		return nil, err
-	}
-	var evs []platform.Event
-	for _, e := range d.Entry {
-		for _, c := range e.Changes {
-			for _, raw := range c.Value.Messages {
-				var m struct{ ID string }
-				_ = json.Unmarshal(raw, &m)
-				evs = append(evs, platform.Event{ID: m.ID, Raw: raw})
-			}
-			for _, raw := range c.Value.Statuses {
-				var s struct{ ID, Status string }
-				_ = json.Unmarshal(raw, &s)
-				evs = append(evs, platform.Event{ID: "status:" + s.ID + ":" + s.Status, Raw: raw})
-			}
-		}
-		for _, raw := range e.Messaging {
-			var m struct {
-				Sender    struct{ ID string }
-				Timestamp int64
-				Message   *mid
-				Postback  *mid
-				Reaction  *mid
-				Read      *struct{ Watermark int64 }
-			}
-			_ = json.Unmarshal(raw, &m)
-			id := ""
-			switch {
-			case m.Message != nil:
-				id = m.Message.Mid
-			case m.Postback != nil:
-				id = m.Postback.Mid
-			case m.Reaction != nil:
-				id = fmt.Sprintf("reaction:%s:%s:%d", m.Reaction.Mid, m.Reaction.Action, m.Timestamp)
-			case m.Read != nil:
-				id = fmt.Sprintf("read:%s:%d", m.Sender.ID, m.Read.Watermark)
-			}
-			evs = append(evs, platform.Event{ID: id, Raw: raw})
-		}
-	}
-	return evs, nil
-}
-
-// batchPreset returns a preset named name that authenticates with
-// Telegram's secret token and finds events with events.
-func batchPreset(name string, events func([]byte, http.Header) ([]platform.Event, error)) platform.Preset {
-	p := platform.Telegram.WithSecret(eventsSecret)
-	p.Name, p.Events, p.AckBudget = name, events, 0
+// linePreset is LINE with its secret, and copies that do not wait.
+func linePreset() platform.Preset {
+	p := platform.LINE.WithSecret(eventsSecret)
+	p.AckBudget = 0
 	return p
 }
 
@@ -135,14 +52,24 @@ func testdata(t *testing.T, name string) []byte {
 	return b
 }
 
-// deliverBatch posts body to h with the secret (or secret), and returns the
+// deliverBatch posts body to h signed with secret as LINE
+// (X-Line-Signature) and Meta (X-Hub-Signature-256) sign, and returns the
 // answer.
 func deliverBatch(h http.Handler, body []byte, secret string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(http.MethodPost, "/hook", bytes.NewReader(body))
-	r.Header.Set("X-Telegram-Bot-Api-Secret-Token", secret)
+	sign(r, body, secret)
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
 	return w
+}
+
+// sign signs r, whose body is body, with secret as LINE and Meta do.
+func sign(r *http.Request, body []byte, secret string) {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	sum := mac.Sum(nil)
+	r.Header.Set("X-Line-Signature", base64.StdEncoding.EncodeToString(sum))
+	r.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(sum))
 }
 
 // eventLog counts the runs of each event id: the successful ones, and all.
@@ -190,13 +117,13 @@ func TestEventsRedeliveredBatch(t *testing.T) {
 		first, redo []byte
 		failing     []string // the event that fails, and the one that panics
 	}{
-		"line": {batchPreset("line", lineEvents), testdata(t, "line_events.json"), testdata(t, "line_events_redelivery.json"),
+		"line": {linePreset(), testdata(t, "line_events.json"), testdata(t, "line_events_redelivery.json"),
 			[]string{"01FZ74ASS536FW97EX38NKCZQK", "01FZ74B5Y0F4TNKA5SCAVKPEDM"}},
-		"whatsapp": {batchPreset("meta", metaEvents), testdata(t, "meta_whatsapp.json"), testdata(t, "meta_whatsapp.json"),
-			[]string{"wamid.HBgLMTY1MDM4Nzk0MzkVAgASGBQzQUQ1OEQ1RDRDNEYzQjgwMkZCRgA=",
+		"whatsapp": {platform.Meta.WithSecret(eventsSecret), testdata(t, "meta_whatsapp.json"), testdata(t, "meta_whatsapp.json"),
+			[]string{"message:wamid.HBgLMTY1MDM4Nzk0MzkVAgASGBQzQUQ1OEQ1RDRDNEYzQjgwMkZCRgA=",
 				"status:wamid.HBgLMTY1MDM4Nzk0MzkVAgARGBI0MzA0QjQ1RjU5ODQ1RTBCMEIA:delivered"}},
-		"messenger": {batchPreset("meta", metaEvents), testdata(t, "meta_messenger.json"), testdata(t, "meta_messenger.json"),
-			[]string{"m_1457764197618:41d102a3e1ae206a38", "read:1254459154682919:1458668856253"}},
+		"messenger": {platform.Meta.WithSecret(eventsSecret), testdata(t, "meta_messenger.json"), testdata(t, "meta_messenger.json"),
+			[]string{"message:m_1457764197618:41d102a3e1ae206a38", "event:read:1254459154682919:1458668856463"}},
 	}
 	for storeName, open := range stores(t) {
 		for name, b := range batches {
@@ -283,7 +210,7 @@ func (s *countingStore) Exists(ctx context.Context, k dedupe.Key) (bool, error) 
 func TestEventsForgedBatch(t *testing.T) {
 	store := &countingStore{Store: dedupe.NewMemoryStore(dedupe.MemoryConfig{})}
 	d := dedupe.New(store)
-	p := batchPreset("line", lineEvents)
+	p := linePreset()
 	var runs atomic.Int64
 	h := dedupehttp.Events(d, p, func(*http.Request, platform.Event) error {
 		runs.Add(1)
@@ -291,16 +218,21 @@ func TestEventsForgedBatch(t *testing.T) {
 	}, dedupehttp.WithLogger(quiet))
 	body := testdata(t, "line_events.json")
 	var observed []dedupehttp.Outcome
-	for _, secret := range []string{"wrong", "", eventsSecret + "x", strings.ToUpper(eventsSecret)} {
+	tampered := bytes.Replace(body, []byte("Hello, world"), []byte("Hello, World"), 1)
+	forgeries := map[string]func(r *http.Request){
+		"wrong secret":   func(r *http.Request) { sign(r, body, "wrong") },
+		"no signature":   func(*http.Request) {},
+		"tampered body":  func(r *http.Request) { sign(r, body, eventsSecret); r.Body = io.NopCloser(bytes.NewReader(tampered)) },
+		"another body's": func(r *http.Request) { sign(r, testdata(t, "line_verification.json"), eventsSecret) },
+	}
+	for name, forge := range forgeries {
 		r := httptest.NewRequest(http.MethodPost, "/hook", bytes.NewReader(body))
 		r = r.WithContext(dedupehttp.ContextWithObserver(r.Context(), func(o dedupehttp.Outcome) { observed = append(observed, o) }))
-		if secret != "" {
-			r.Header.Set("X-Telegram-Bot-Api-Secret-Token", secret)
-		}
+		forge(r)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
-		assert.Equal(t, http.StatusUnauthorized, w.Code)
-		assert.Equal(t, "unauthenticated", w.Header().Get(dedupehttp.HeaderVerdict))
+		assert.Equal(t, http.StatusUnauthorized, w.Code, name)
+		assert.Equal(t, "unauthenticated", w.Header().Get(dedupehttp.HeaderVerdict), name)
 	}
 	assert.Equal(t, []dedupehttp.Outcome{{}, {}, {}, {}}, observed, "one empty outcome per refused request")
 	assert.Zero(t, runs.Load())
@@ -329,7 +261,7 @@ func TestEventsLargeBatch(t *testing.T) {
 	for storeName, open := range stores(t) {
 		t.Run(storeName, func(t *testing.T) {
 			log := newEventLog()
-			p := batchPreset("line", lineEvents)
+			p := linePreset()
 			h := dedupehttp.Events(dedupe.New(open(t)), p, func(_ *http.Request, ev platform.Event) error {
 				log.ran(ev.ID, true)
 				return nil
@@ -347,6 +279,22 @@ func TestEventsLargeBatch(t *testing.T) {
 	}
 }
 
+// jsonLineEvents finds the events of a LINE body by webhookEventId, without
+// checking them as platform.LINE does: ids that cannot be keys get through.
+func jsonLineEvents(body []byte) ([]platform.Event, error) {
+	var d struct {
+		Events []struct {
+			ID string `json:"webhookEventId"`
+		} `json:"events"`
+	}
+	err := json.Unmarshal(body, &d)
+	evs := make([]platform.Event, len(d.Events))
+	for i, ev := range d.Events {
+		evs[i] = platform.Event{ID: ev.ID}
+	}
+	return evs, err
+}
+
 // TestEventsInvalidIDAlone delivers a LINE batch of four events, two with
 // an id that cannot be a key (invalid UTF-8; empty): the two others run,
 // the invalid ones are refused alone (counted, no outcome key), and the
@@ -358,9 +306,9 @@ func TestEventsInvalidIDAlone(t *testing.T) {
 		`{"type":"message","webhookEventId":"01BAD` + "\xff" + `"},` +
 		`{"type":"message","webhookEventId":"01GOOD2"},` +
 		`{"type":"message","webhookEventId":""}]}`)
-	p := batchPreset("line", lineEvents)
+	p := linePreset()
 	p.Events = func(body []byte, h http.Header) ([]platform.Event, error) { // encoding/json would replace \xff
-		evs, err := lineEvents(bytes.ReplaceAll(body, []byte("\xff"), []byte("@")), h)
+		evs, err := jsonLineEvents(bytes.ReplaceAll(body, []byte("\xff"), []byte("@")))
 		for i := range evs {
 			evs[i].ID = strings.ReplaceAll(evs[i].ID, "@", "\xff")
 		}
@@ -374,7 +322,7 @@ func TestEventsInvalidIDAlone(t *testing.T) {
 	for round := range 2 {
 		var observed []dedupehttp.Outcome
 		r := httptest.NewRequest(http.MethodPost, "/hook", bytes.NewReader(body))
-		r.Header.Set("X-Telegram-Bot-Api-Secret-Token", eventsSecret)
+		sign(r, body, eventsSecret)
 		r = r.WithContext(dedupehttp.ContextWithObserver(r.Context(), func(o dedupehttp.Outcome) { observed = append(observed, o) }))
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
@@ -397,7 +345,7 @@ func TestEventsInvalidIDAlone(t *testing.T) {
 // with Retry-After ([dedupehttp.WithInFlight]'s default); once the first
 // request is done, the redelivery runs nothing again and is answered 200.
 func TestEventsInFlightElsewhere(t *testing.T) {
-	p := batchPreset("line", lineEvents)
+	p := linePreset()
 	body := testdata(t, "line_events.json")
 	evs, err := p.Events(body, nil)
 	require.NoError(t, err)
@@ -416,7 +364,7 @@ func TestEventsInFlightElsewhere(t *testing.T) {
 	first := make(chan int)
 	go func() {
 		r := httptest.NewRequest(http.MethodPost, "/hook", bytes.NewReader(alone))
-		r.Header.Set("X-Telegram-Bot-Api-Secret-Token", eventsSecret)
+		sign(r, alone, eventsSecret)
 		r.Header.Set("X-Hold", "1")
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
@@ -441,7 +389,7 @@ func TestEventsInFlightElsewhere(t *testing.T) {
 // not the platform's JSON 400; a protocol request the Events func reports
 // 200 with the protocol verdict; a preset without Events 500.
 func TestEventsProtocolAndMalformed(t *testing.T) {
-	p := batchPreset("line", lineEvents)
+	p := linePreset()
 	var runs atomic.Int64
 	handle := func(*http.Request, platform.Event) error { runs.Add(1); return nil }
 	h := dedupehttp.Events(dedupe.New(nil), p, handle, dedupehttp.WithLogger(quiet))
@@ -462,7 +410,8 @@ func TestEventsProtocolAndMalformed(t *testing.T) {
 	assert.Equal(t, uint64(1), h.Stats().Protocol)
 
 	var logs logBuffer
-	h = dedupehttp.Events(dedupe.New(nil), platform.Telegram.WithSecret(eventsSecret), handle, dedupehttp.WithLogger(logs.logger()))
+	p.Events = nil
+	h = dedupehttp.Events(dedupe.New(nil), p, handle, dedupehttp.WithLogger(logs.logger()))
 	assert.Contains(t, logs.buf.String(), "has no Events func")
 	w = deliverBatch(h, update(1), eventsSecret)
 	assert.Equal(t, http.StatusInternalServerError, w.Code)
@@ -472,7 +421,7 @@ func TestEventsProtocolAndMalformed(t *testing.T) {
 // TestEventsObserver: the observer learns one outcome per event, with its
 // key, verdict and decision result, and the failed event's error.
 func TestEventsObserver(t *testing.T) {
-	p := batchPreset("line", lineEvents)
+	p := linePreset()
 	body := testdata(t, "line_events.json")
 	evs, err := p.Events(body, nil)
 	require.NoError(t, err)
@@ -484,7 +433,7 @@ func TestEventsObserver(t *testing.T) {
 	}, dedupehttp.WithLogger(quiet))
 	var observed []dedupehttp.Outcome
 	r := httptest.NewRequest(http.MethodPost, "/hook", bytes.NewReader(body))
-	r.Header.Set("X-Telegram-Bot-Api-Secret-Token", eventsSecret)
+	sign(r, body, eventsSecret)
 	r = r.WithContext(dedupehttp.ContextWithObserver(r.Context(), func(o dedupehttp.Outcome) { observed = append(observed, o) }))
 	h.ServeHTTP(httptest.NewRecorder(), r)
 	require.Len(t, observed, 3)
@@ -514,7 +463,7 @@ func TestEventsConcurrent(t *testing.T) {
 		fmt.Fprintf(&body, `{"type":"message","webhookEventId":"01CONC%03d"}`, i%n) // the last repeats the first
 	}
 	body.WriteString(`]}`)
-	p := batchPreset("line", lineEvents)
+	p := linePreset()
 	log := newEventLog()
 	var running, most atomic.Int64
 	var panicked atomic.Bool
