@@ -39,6 +39,10 @@
 //	├── dedupe.ExtendEach          the leases of the batch, renewed together
 //	└── dedupe.MarkEach or dedupe.ReleaseEach
 //
+// A batch's wait for the keys other callers hold ([dedupe.WithWait]) is not
+// folded into one span as a Do's is: each ClaimEach it asks again is a span
+// of the batch's.
+//
 // The wait is derived from the claims, since the Deduper has no hook of its
 // own: it starts when a claim under the Do's span finds the copy in flight,
 // and shows once a second claim is asked (a wait shorter than the first
