@@ -3,8 +3,9 @@ package dedupe
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
+
+	"github.com/gatewaykit/dedupe/batch"
 )
 
 // Default durations used when a store or a [Deduper] is given a zero or negative one.
@@ -338,7 +339,7 @@ const eachWidth = 64
 
 func (p perKey) ClaimEach(ctx context.Context, claims []Claim, lease time.Duration) ([]Status, []error) {
 	status, errs := make([]Status, len(claims)), make([]error, len(claims))
-	inOrder(claims, func(c Claim) Key { return c.Key }, func(n int) {
+	batch.InOrder(len(claims), func(n int) Key { return claims[n].Key }, eachWidth, func(n int) {
 		status[n], errs[n] = p.st.Claim(ctx, claims[n], lease)
 	})
 	return status, errs
@@ -346,13 +347,13 @@ func (p perKey) ClaimEach(ctx context.Context, claims []Claim, lease time.Durati
 
 func (p perKey) ExtendEach(ctx context.Context, claims []Claim, lease time.Duration) []error {
 	errs := make([]error, len(claims))
-	inOrder(claims, func(c Claim) Key { return c.Key }, func(n int) { errs[n] = p.st.Extend(ctx, claims[n], lease) })
+	batch.InOrder(len(claims), func(n int) Key { return claims[n].Key }, eachWidth, func(n int) { errs[n] = p.st.Extend(ctx, claims[n], lease) })
 	return errs
 }
 
 func (p perKey) ReleaseEach(ctx context.Context, claims []Claim) []error {
 	errs := make([]error, len(claims))
-	inOrder(claims, func(c Claim) Key { return c.Key }, func(n int) { errs[n] = p.st.Release(ctx, claims[n]) })
+	batch.InOrder(len(claims), func(n int) Key { return claims[n].Key }, eachWidth, func(n int) { errs[n] = p.st.Release(ctx, claims[n]) })
 	return errs
 }
 
@@ -364,7 +365,7 @@ func (p perKey) MarkEach(ctx context.Context, keys []Key, results [][]byte, ttl 
 		}
 		return errs
 	}
-	inOrder(keys, func(k Key) Key { return k }, func(n int) {
+	batch.InOrder(len(keys), func(n int) Key { return keys[n] }, eachWidth, func(n int) {
 		var res []byte
 		if results != nil {
 			res = results[n]
@@ -372,36 +373,4 @@ func (p perKey) MarkEach(ctx context.Context, keys []Key, results [][]byte, ttl 
 		errs[n] = markWith(ctx, p.st, keys[n], res, ttl)
 	})
 	return errs
-}
-
-// inOrder calls do(n) for every item of items, up to eachWidth at once, in
-// waves: the first item of each key, then the second, and so on, so that the
-// items on one key are done one after another, in order.
-func inOrder[T any](items []T, key func(T) Key, do func(n int)) {
-	if len(items) == 1 {
-		do(0)
-		return
-	}
-	seen := make(map[Key]int, len(items))
-	var waves [][]int
-	for n, it := range items {
-		w := seen[key(it)]
-		seen[key(it)] = w + 1
-		if w == len(waves) {
-			waves = append(waves, nil)
-		}
-		waves[w] = append(waves[w], n)
-	}
-	sem := make(chan struct{}, eachWidth)
-	for _, wave := range waves {
-		var wg sync.WaitGroup
-		for _, n := range wave {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				do(n)
-			})
-		}
-		wg.Wait()
-	}
 }
