@@ -160,4 +160,3 @@ func (s *Store) perKey(ctx context.Context, op string, n int, key func(int) dedu
 // eachWidth bounds the concurrent calls of batch.InOrder: the width of
 // [dedupe.Deduper.DoEach]'s own calls to a store that is not a BatchStore.
 const eachWidth = 64
-
