@@ -102,8 +102,11 @@ func checkResult(backend string, key Key, res []byte) error {
 // [Store], but for LayeredStore's [BatchStore], which answers the keys its
 // front layers hold and sends the rest to its last layer at once. A
 // [Deduper.DoEach] with a fallback asks it one key at a time, concurrently,
-// so that its per-key decisions (the local claim, the breaker) hold. The Store of package dedupeotel, which wraps one, is also a
-// [MinLeaser] that answers for it (0 for a store that is not one).
+// so that its per-key decisions (the local claim, the breaker) hold. The
+// Store of package dedupeotel, which wraps one, is also a [MinLeaser] that
+// answers for it (0 for a store that is not one), and a [BatchStore]
+// whatever it wraps: a store that is not one it calls per key,
+// concurrently, as [Deduper.DoEach] would.
 
 // Lister is a store that can walk its marks: [migrate.Copy] and the dedupe
 // command's migrate and stats use it.
