@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -296,4 +297,66 @@ func TestEachClosed(t *testing.T) {
 	for i, err := range st.MarkEach(context.Background(), keysOf(claims), nil, 0) {
 		require.ErrorIs(t, err, dedupe.ErrClosed, "MarkEach after Close: item %d", i)
 	}
+}
+
+// TestClusterEachFailover runs batches of claims and marks on the test
+// cluster while a replica takes over its master (CLUSTER FAILOVER, then
+// back): the items on the moved slots are answered MOVED and sent again to
+// the new master, every item of every batch succeeds, and every mark is
+// there afterwards.
+func TestClusterEachFailover(t *testing.T) {
+	addrs := clusterAddrs(t)
+	st := newStore(t, newClusterClient(t, addrs), deduperedis.Config{})
+	master, replica := masterWithReplica(t, addrs)
+	var stop atomic.Bool
+	var batches atomic.Int64
+	var marked []dedupe.Key
+	done := make(chan error, 1)
+	go func() {
+		defer close(done)
+		for n := 0; !stop.Load(); n++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			claims := newClaims(fmt.Sprint("failover-", n), 64)
+			_, errs := st.ClaimEach(ctx, claims, time.Minute)
+			errs = append(errs, st.MarkEach(ctx, keysOf(claims), nil, time.Minute)...)
+			cancel()
+			for _, err := range errs {
+				if err != nil {
+					done <- err
+					return
+				}
+			}
+			marked = append(marked, keysOf(claims)...)
+			batches.Add(1)
+		}
+	}()
+	failover := func(to clusterNode) {
+		t.Helper()
+		c := redis.NewClient(&redis.Options{Addr: to.addr})
+		defer c.Close()
+		before := batches.Load()
+		ctx := context.Background()
+		if info, _ := c.Info(ctx, "replication").Result(); strings.Contains(info, "role:master") {
+			return
+		}
+		require.NoError(t, c.ClusterFailover(ctx).Err(), "CLUSTER FAILOVER at %s", to.addr)
+		waitFor(t, to.addr+" promoted", 30*time.Second, func() bool {
+			info, err := c.Info(ctx, "replication").Result()
+			return err == nil && strings.Contains(info, "role:master")
+		})
+		waitClusterWhole(t, addrs, 30*time.Second)
+		waitFor(t, "batches after the failover", 20*time.Second, func() bool { return batches.Load() >= before+20 })
+	}
+	failover(replica)
+	failover(master)
+	stop.Store(true)
+	require.NoError(t, <-done, "a batch during the failovers")
+	ok := 0
+	for _, k := range marked {
+		if found, err := st.Exists(context.Background(), k); err == nil && found {
+			ok++
+		}
+	}
+	require.Equal(t, len(marked), ok, "marks found of those acknowledged")
+	t.Logf("%d batches of 64, every mark found", batches.Load())
 }
