@@ -17,7 +17,7 @@ import (
 
 // redisURL returns the test server's URL, or skips t (fails it when
 // DEDUPE_REQUIRE_SERVERS=1).
-func redisURL(t *testing.T) string {
+func redisURL(t testing.TB) string {
 	t.Helper()
 	addr := os.Getenv("DEDUPE_REDIS_ADDR")
 	if addr == "" {
