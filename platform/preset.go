@@ -21,7 +21,9 @@ import (
 //
 // The presets are [Telegram], [Slack], [Feishu], [Discord], [OneBot], [QQ],
 // and, for platforms that post several events at once (see [Preset].Events),
-// [LINE], [Meta] and [Matrix]; [Presets] lists them. As declared they hold no secret and authenticate
+// [LINE], [Meta] and [Matrix], and the webhook senders [StandardWebhooks],
+// [GitHub] and [Stripe], built from a declarative [Rule] ([NewPreset]);
+// [Presets] lists them. As declared they hold no secret and authenticate
 // nothing: give each its secret with [Preset.WithSecret]. A Preset is safe for
 // concurrent use.
 type Preset struct {
@@ -259,7 +261,8 @@ func (p Preset) Extract(body []byte, header http.Header) (dedupe.Key, error) {
 
 // Presets returns the platform presets of this package, in the order
 // [Telegram], [Slack], [Feishu], [Discord], [OneBot], [QQ], [LINE], [Meta],
-// [Matrix]. The slice is new on each call.
+// [Matrix], [StandardWebhooks], [GitHub], [Stripe]. The slice is new on each
+// call.
 func Presets() []Preset {
-	return []Preset{Telegram, Slack, Feishu, Discord, OneBot, QQ, LINE, Meta, Matrix}
+	return []Preset{Telegram, Slack, Feishu, Discord, OneBot, QQ, LINE, Meta, Matrix, StandardWebhooks, GitHub, Stripe}
 }
