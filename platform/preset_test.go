@@ -307,6 +307,9 @@ func TestPresetTTLs(t *testing.T) {
 		"line":     24 * time.Hour,                                           // no published redelivery schedule: the default
 		"meta":     7 * 24 * time.Hour,                                       // WhatsApp retries for up to 7 days
 		"matrix":   24 * time.Hour,                                           // retries until 200, no end named: the default
+		"webhooks": 75*time.Hour + 35*time.Minute,                            // the spec's example retry schedule
+		"github":   3 * 24 * time.Hour,                                       // manual redelivery within 3 days
+		"stripe":   3 * 24 * time.Hour,                                       // live-mode retries for up to 3 days
 	}
 	ps := platform.Presets()
 	require.Len(t, ps, len(minimum))
