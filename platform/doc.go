@@ -38,9 +38,9 @@
 // prefix and separator of its signatures; a signed timestamp and its
 // tolerance; the TTL), decode it from a configuration file with
 // encoding/json, and make a preset of it with [NewPreset], which checks it.
-// [GitHub] and [Stripe] are Rules, and [StandardWebhooks] is two (rule.go,
-// rule_verify.go and pointer.go hold the grammar; one file per sender its
-// preset).
+// [GitHub] and [Stripe] are Rules, and [StandardWebhooks] is two. rule.go,
+// rule_verify.go and pointer.go hold the grammar; one file per sender
+// (standardwebhooks.go, github.go, stripe.go) holds its preset.
 //
 // # Batches
 //
