@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -78,8 +79,9 @@ func post(h http.Handler, body []byte, header http.Header) *httptest.ResponseRec
 }
 
 // TestRulePresetsOverHTTP serves each rule-built preset with
-// dedupehttp.New on a SQLite store: forged deliveries get 401 and touch no
-// store (the authentic delivery of their id is processed afterwards); the
+// dedupehttp.New on a SQLite store: 1,000 forged deliveries get 401 and
+// touch no store (the authentic delivery of their id is processed
+// afterwards, the handler never ran before it); the
 // delivery, its retry (signed anew, later) and a replay of the same request
 // within the tolerance are processed once; a replay after it gets 401.
 func TestRulePresetsOverHTTP(t *testing.T) {
@@ -96,11 +98,12 @@ func TestRulePresetsOverHTTP(t *testing.T) {
 				dedupehttp.WithClock(func() time.Time { return clock }), dedupehttp.WithLogger(quiet))
 			const id = "evt_http_1"
 
-			for i := 0; i < 20; i++ {
-				fb, fh := src.forge(id, now) // a forgery of the id to come
+			for i := 0; i < 1000; i++ { // forgeries, of the id to come among others
+				fb, fh := src.forge([]string{id, "evt_forged_" + strconv.Itoa(i)}[i%2], now)
 				w := post(h, fb, fh)
-				assert.Equal(t, http.StatusUnauthorized, w.Code)
+				require.Equal(t, http.StatusUnauthorized, w.Code)
 			}
+			assert.EqualValues(t, 1000, h.Stats().Unauthenticated)
 			body, first := src.deliver(id, now)
 			w := post(h, body, first)
 			require.Equal(t, http.StatusOK, w.Code, w.Header().Get(dedupehttp.HeaderVerdict))
