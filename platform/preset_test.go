@@ -417,6 +417,7 @@ var extractCases = []struct {
 	{platform.Discord, "discord_application_command.json", []string{"id"}},
 	{platform.OneBot, "onebot_group_message.json", []string{"message_id"}},
 	{platform.QQ, "qq_group_at_message.json", []string{"id"}},
+	{platform.Stripe, "stripe_event.json", []string{"id"}}, // a Rule's JSON Pointer
 }
 
 func BenchmarkPresetExtract(b *testing.B) {
