@@ -23,7 +23,8 @@
 // interactions, Feishu card callbacks), so that package dedupehttp answers a
 // copy with the first answer. The presets are
 // [Telegram], [Slack], [Feishu], [Discord], [OneBot], [QQ], [LINE], [Meta],
-// [Matrix], [StandardWebhooks], [GitHub] and [Stripe], each documented with the id it keys on and where its TTL
+// [Matrix], [WeChat], [WeCom], [DingTalk], [DingTalkEvents], [StandardWebhooks],
+// [GitHub] and [Stripe], each documented with the id it keys on and where its TTL
 // comes from; [Presets] lists them.
 // Copy one and change a field to adapt it: a Name per bot when several bots of
 // one platform share a store, or another TTL. A Preset is safe for concurrent
@@ -85,7 +86,11 @@
 // [Preset.WithBotSecrets]. Meta checks a webhook with an unsigned GET:
 // [Preset.WithVerifyToken] and [Preset.AnswerSubscription] answer it. LINE,
 // Meta, Matrix and GitHub sign no timestamp, so their deliveries are not checked
-// against replays beyond the TTL. Package platformtest signs deliveries as
+// against replays beyond the TTL. WeChat, WeCom and DingTalk's event
+// subscriptions sign in the URL query and encrypt with WXBizMsgCrypt: give
+// their token, EncodingAESKey and receiver id with [Preset.WithMsgCrypt],
+// authenticate with [Preset.VerifyRequest], which sees the query, and
+// encrypt answers with [Preset.Seal]. Package platformtest signs deliveries as
 // the platforms do, for tests.
 //
 // Member names are matched exactly, as the platform spells them, never
