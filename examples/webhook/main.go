@@ -1,19 +1,34 @@
-// Command webhook serves a Telegram and a Slack webhook on one net/http
-// server, each authenticated with its platform's secret and deduplicated by
-// dedupehttp.New over one Deduper, with Prometheus metrics on /metrics.
+// Command webhook serves every platform preset of the platform package from
+// one net/http mux, each endpoint authenticated with its platform's secret
+// and deduplicated over one Deduper, with Prometheus metrics on /metrics:
 //
-// Run without flags, it starts the server on a loopback port, plays the part of
-// both platforms (a forged Telegram update, then the real one delivered three
-// times, one copy of it concurrently; a Slack event and its retry with
-// X-Slack-Retry-Num; Slack's URL verification handshake), prints what the
-// handlers saw and the counters from /metrics, and exits:
+//	POST /telegram, /slack, /feishu, /discord, /onebot, /qq, /dingtalk,
+//	     /webhooks (Standard Webhooks), /github, /stripe   dedupehttp.New
+//	POST /line, /meta; PUT /matrix/_matrix/app/v1/transactions/{txnId}
+//	                                                       dedupehttp.Events, a key per event
+//	GET  /meta                                             Meta's subscription check (hub.challenge)
+//	GET|POST /wechat, /wecom; POST /dingtalk-events        WXBizMsgCrypt (Preset.WithMsgCrypt)
+//	POST /shopify                                          a source built from a JSON rule (platform.NewPreset)
+//	GET  /metrics
+//
+// Run without -serve, it starts the server on a loopback port and plays each
+// platform with platformtest's signers: a real delivery, its redeliveries and
+// a forgery signed with a guessed secret. It prints a line per platform (the
+// messages processed, the forgery's answer), the counters from /metrics, and
+// exits with an error if a message was processed other than once or a
+// forgery was not refused:
 //
 //	go run ./examples/webhook
 //
-// The secrets come from -telegram-secret and -slack-secret, or the
-// environment variables TELEGRAM_WEBHOOK_SECRET (the secret_token given to
-// setWebhook) and SLACK_SIGNING_SECRET, with demo values by default. With
-// -serve it keeps serving on -addr until interrupted.
+// Each source's secret comes from -{name}-secret or an environment variable
+// (-help lists them), with demo values by default; WeChat, WeCom and
+// DingTalk's event subscriptions take "token,EncodingAESKey,receiverID".
+// Meta's Verify Token is -meta-verify-token. -rule names a JSON file holding
+// a platform.Rule to serve instead of the built-in Shopify one. In the demo,
+// each value seeds the platform's test signer (platformtest.NewSigner),
+// which gives the endpoint the matching secret: the value itself, or keys
+// derived from it for Discord, Standard Webhooks and the WXBizMsgCrypt
+// platforms. With -serve it keeps serving on -addr until interrupted.
 package main
 
 import (
@@ -24,176 +39,152 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
-	"github.com/gatewaykit/dedupe/dedupeprom"
 	"github.com/gatewaykit/dedupe/platform"
 	"github.com/gatewaykit/dedupe/platform/platformtest"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:0", "listen address")
-	serve := flag.Bool("serve", false, "keep serving until interrupted instead of running the demo")
-	var s secrets
-	flag.StringVar(&s.telegram, "telegram-secret", envOr("TELEGRAM_WEBHOOK_SECRET", "demo-telegram-secret"),
-		"Telegram webhook secret_token (env TELEGRAM_WEBHOOK_SECRET)")
-	flag.StringVar(&s.slack, "slack-secret", envOr("SLACK_SIGNING_SECRET", "demo-slack-signing-secret"),
-		"Slack signing secret (env SLACK_SIGNING_SECRET)")
-	flag.Parse()
-	if err := run(*addr, *serve, s); err != nil {
+	c, err := parseFlags(flag.CommandLine, os.Args[1:])
+	if err != nil {
+		log.Fatal(err)
+	}
+	if c.serve {
+		err = serve(c)
+	} else {
+		err = demo(c, os.Stdout)
+	}
+	if err != nil {
 		log.Fatal(err)
 	}
 }
 
-// secrets are the platforms' secrets.
-type secrets struct{ telegram, slack string }
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-// gateway is the demo's server: one Deduper for both platforms (each endpoint
-// marks with its preset's TTL), one store and one metrics registry.
-type gateway struct {
-	mux      *http.ServeMux
-	telegram atomic.Int64 // updates the Telegram handler processed
-	slack    atomic.Int64 // events the Slack handler processed
-}
-
-func newGateway(store dedupe.Store, s secrets) *gateway {
-	g := &gateway{mux: http.NewServeMux()}
-	reg := prometheus.NewRegistry()
-	d := dedupe.New(store)
-	reg.MustRegister(dedupeprom.NewCollector(d))
-	var endpoints []*dedupehttp.Handler
-	for _, p := range []struct {
-		preset  platform.Preset
-		handler http.HandlerFunc
-	}{
-		{platform.Telegram.WithSecret(s.telegram), g.handleTelegram},
-		{platform.Slack.WithSecret(s.slack), g.handleSlack},
-	} {
-		h := dedupehttp.New(d, p.preset, p.handler)
-		endpoints = append(endpoints, h)
-		g.mux.Handle("POST /"+p.preset.Name, h)
-	}
-	reg.MustRegister(dedupeprom.NewHTTPCollector(endpoints))
-	g.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	return g
-}
-
-func (g *gateway) handleTelegram(w http.ResponseWriter, r *http.Request) {
-	time.Sleep(50 * time.Millisecond) // the AI core thinking; copies arrive meanwhile
-	g.telegram.Add(1)
-	w.WriteHeader(http.StatusOK)
-}
-
-func (g *gateway) handleSlack(w http.ResponseWriter, r *http.Request) {
-	body, _ := dedupehttp.Body(r)
-	if strings.Contains(string(body), `"url_verification"`) {
-		// Handshakes carry no message id: the middleware passes them through.
-		w.Header().Set("Content-Type", "text/plain")
-		io.WriteString(w, "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P")
-		return
-	}
-	g.slack.Add(1)
-	w.WriteHeader(http.StatusOK)
-}
-
-func run(addr string, serve bool, s secrets) error {
+// start serves srcs on c.addr and returns the gateway, its base URL and
+// the function that stops it.
+func start(c config, srcs []platform.Preset, opts ...dedupehttp.Option) (*gateway, string, func(), error) {
 	store := dedupe.NewMemoryStore(dedupe.MemoryConfig{})
-	defer store.Close()
-	g := newGateway(store, s)
-	ln, err := net.Listen("tcp", addr)
+	g := newGateway(store, srcs, opts...)
+	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
-		return err
+		store.Close()
+		return nil, "", nil, err
 	}
 	srv := &http.Server{Handler: g.mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
-	defer srv.Shutdown(context.Background())
-	base := "http://" + ln.Addr().String()
-
-	if serve {
-		fmt.Println("serving on", base, "(POST /telegram, POST /slack, GET /metrics)")
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-		defer stop()
-		<-ctx.Done()
-		return nil
+	stop := func() {
+		srv.Shutdown(context.Background())
+		store.Close()
 	}
+	return g, "http://" + ln.Addr().String(), stop, nil
+}
 
-	// The platforms' side: they sign with the same secrets.
-	tg := platformtest.NewSigner("telegram", s.telegram)
-	sl := platformtest.NewSigner("slack", s.slack)
-	update := `{"update_id": 870012345, "message": {"message_id": 42, "chat": {"id": -1001234567890, "type": "supergroup"}, "text": "hello bot"}}`
-	forged := post(base+"/telegram", update, http.Header{"X-Telegram-Bot-Api-Secret-Token": {"guessed"}})
-	var wg sync.WaitGroup
-	for i := 0; i < 2; i++ { // a delivery and a concurrent copy from a proxy's retry
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			post(base+"/telegram", update, tg.Sign([]byte(update), time.Now()))
-		}()
-	}
-	wg.Wait()
-	post(base+"/telegram", update, tg.Sign([]byte(update), time.Now())) // a late redelivery
-
-	event := `{"token": "XXYYZZ", "team_id": "T0001", "type": "event_callback", "event_id": "Ev08MFMKH6", "event_time": 1764448112, "event": {"type": "app_mention", "text": "<@U0LAN0Z89> hi", "channel": "C0LAN2Q65"}}`
-	post(base+"/slack", event, sl.Sign([]byte(event), time.Now()))
-	retry := sl.Sign([]byte(event), time.Now())
-	retry.Set("X-Slack-Retry-Num", "1")
-	retry.Set("X-Slack-Retry-Reason", "http_timeout")
-	post(base+"/slack", event, retry)
-	handshake := `{"token": "XXYYZZ", "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P", "type": "url_verification"}`
-	challenge := post(base+"/slack", handshake, sl.Sign([]byte(handshake), time.Now()))
-
-	fmt.Printf("telegram: a forged update was answered %q\n", strings.TrimSpace(forged))
-	fmt.Printf("telegram: 3 deliveries of update 870012345, handler ran %d time(s)\n", g.telegram.Load())
-	fmt.Printf("slack:    2 deliveries of event Ev08MFMKH6, handler ran %d time(s)\n", g.slack.Load())
-	fmt.Printf("slack:    url_verification answered %q\n", challenge)
-	fmt.Println("/metrics:")
-	if err := printMetrics(base + "/metrics"); err != nil {
+// serve serves the sources with the secrets of c until interrupted.
+func serve(c config) error {
+	srcs, err := sources(c)
+	if err != nil {
 		return err
 	}
-	if g.telegram.Load() != 1 || g.slack.Load() != 1 {
-		return errors.New("a message was processed more than once")
+	for _, p := range srcs {
+		if err := p.CheckSecret(); err != nil {
+			log.Printf("%s: every delivery is refused: %v", p.Name, err)
+		}
+	}
+	_, base, stop, err := start(c, srcs)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	fmt.Println("serving on", base, "(POST /{platform}, GET /metrics; see go doc)")
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer cancel()
+	<-ctx.Done()
+	return nil
+}
+
+// demo plays every platform against the gateway and writes what came of it
+// to out.
+func demo(c config, out io.Writer) error {
+	results, err := playDemo(c, out)
+	if err != nil {
+		return err
+	}
+	for _, r := range results {
+		if r.processed != int64(r.want) || r.forgedStatus != http.StatusUnauthorized || r.unauthenticated != 1 {
+			return errors.New(r.source + ": a message was not processed exactly once, or a forgery was not refused")
+		}
 	}
 	return nil
 }
 
-// post delivers body as a platform would and returns the response body.
-func post(url, body string, h http.Header) string {
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+// playDemo runs the demo and returns a result per platform.
+func playDemo(c config, out io.Writer) ([]result, error) {
+	sig := signers(c.secrets)
+	guessed := make(map[string]string, len(c.secrets))
+	for name := range c.secrets {
+		guessed[name] = "guessed-" + name
+	}
+	c.secrets = demoSecrets(c.secrets, sig)
+	srcs, err := sources(c)
 	if err != nil {
-		log.Fatal(err)
+		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range h {
-		req.Header[k] = v
+	for _, p := range srcs {
+		if err := p.CheckSecret(); err != nil {
+			return nil, err
+		}
 	}
-	resp, err := http.DefaultClient.Do(req)
+	// The forgeries' warnings would only repeat the lines below.
+	g, base, stop, err := start(c, srcs, dedupehttp.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
-		log.Fatal(err)
+		return nil, err
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
+	defer stop()
+
+	results, err := playAll(g, base, plays(sig, signers(guessed), c.secrets["rule"], time.Now()))
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range results {
+		fmt.Fprintln(out, r)
+	}
+	if err := protocolChecks(base, c.metaVerifyToken, sig["slack"], out); err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(out, "/metrics:")
+	return results, printMetrics(base+"/metrics", out)
 }
 
-func printMetrics(url string) error {
+// protocolChecks plays the requests that are not messages: Slack's URL
+// verification, which the handler answers, and Meta's subscription check.
+func protocolChecks(base, metaToken string, slack *platformtest.Signer, out io.Writer) error {
+	_, challenge, err := post("/slack", []byte(slackHandshake), slack.Sign([]byte(slackHandshake), time.Now())).send(base)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "slack: url_verification answered %q\n", challenge)
+	for _, token := range []string{metaToken, "guessed"} {
+		q := url.Values{"hub.mode": {"subscribe"}, "hub.verify_token": {token}, "hub.challenge": {"1158201444"}}
+		status, body, err := delivery{method: http.MethodGet, target: "/meta?" + q.Encode()}.send(base)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "meta: subscription check with verify token %q answered %d %q\n", token, status, body)
+	}
+	return nil
+}
+
+// printMetrics writes the decisions of the Deduper from /metrics.
+func printMetrics(url string, out io.Writer) error {
 	resp, err := http.Get(url)
 	if err != nil {
 		return err
@@ -204,7 +195,7 @@ func printMetrics(url string) error {
 		line := sc.Text()
 		if (strings.HasPrefix(line, "dedupe_decisions_total{") || strings.HasPrefix(line, "dedupe_http_deliveries_total{")) &&
 			!strings.HasSuffix(line, " 0") {
-			fmt.Println("  " + line)
+			fmt.Fprintln(out, "  "+line)
 		}
 	}
 	return sc.Err()
