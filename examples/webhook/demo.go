@@ -50,10 +50,14 @@ func (r result) String() string {
 }
 
 // signers returns the signer of each source but the rule-built one,
-// seeded with the source's value from the flags.
+// seeded with the source's value from the flags (its token, for the
+// WXBizMsgCrypt platforms).
 func signers(seeds map[string]string) map[string]*platformtest.Signer {
 	s := make(map[string]*platformtest.Signer, len(seeds))
 	for name, seed := range seeds {
+		if msgCryptPlatforms[name] {
+			seed, _, _ = strings.Cut(seed, ",")
+		}
 		if name != "rule" {
 			s[name] = platformtest.NewSigner(name, seed)
 		}

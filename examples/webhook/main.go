@@ -25,10 +25,10 @@
 // DingTalk's event subscriptions take "token,EncodingAESKey,receiverID".
 // Meta's Verify Token is -meta-verify-token. -rule names a JSON file holding
 // a platform.Rule to serve instead of the built-in Shopify one. In the demo,
-// each value seeds the platform's test signer (platformtest.NewSigner),
-// which gives the endpoint the matching secret: the value itself, or keys
-// derived from it for Discord, Standard Webhooks and the WXBizMsgCrypt
-// platforms. With -serve it keeps serving on -addr until interrupted.
+// each value (the token, for the WXBizMsgCrypt platforms) seeds the
+// platform's test signer (platformtest.NewSigner), which gives the endpoint
+// the matching secret: the value itself, or keys derived from it for
+// Discord, Standard Webhooks and the WXBizMsgCrypt platforms. With -serve it keeps serving on -addr until interrupted.
 package main
 
 import (

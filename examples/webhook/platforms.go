@@ -19,21 +19,23 @@ type secretFlag struct {
 // secretFlags lists every source the gateway serves, in the order of
 // platform.Presets, then the source built from a rule (-rule). The three
 // platforms that encrypt with WXBizMsgCrypt take "token,EncodingAESKey,id".
+// Each default is a secret of the form the platform's own has, so that
+// -serve accepts it.
 var secretFlags = []secretFlag{
 	{"telegram", "TELEGRAM_WEBHOOK_SECRET", "demo-telegram-secret", "Telegram webhook secret_token (setWebhook)"},
 	{"slack", "SLACK_SIGNING_SECRET", "demo-slack-signing-secret", "Slack signing secret"},
 	{"feishu", "FEISHU_ENCRYPT_KEY", "demo-feishu-encrypt-key", "Feishu/Lark Encrypt Key"},
-	{"discord", "DISCORD_PUBLIC_KEY", "demo-discord", "Discord application public key, hex"},
+	{"discord", "DISCORD_PUBLIC_KEY", "9be1f3b2bd0ac7be392346cd4156c83ebf8b020cd9baf598d45fa510363bcfd2", "Discord application public key, hex"},
 	{"onebot", "ONEBOT_SECRET", "demo-onebot-secret", "OneBot 11 HTTP POST secret"},
 	{"qq", "QQ_BOT_SECRET", "demo-qq-bot-secret", "QQ official bot AppSecret"},
 	{"line", "LINE_CHANNEL_SECRET", "demo-line-channel-secret", "LINE channel secret"},
 	{"meta", "META_APP_SECRET", "demo-meta-app-secret", "Meta App Secret (WhatsApp, Messenger, Instagram)"},
 	{"matrix", "MATRIX_HS_TOKEN", "demo-matrix-hs-token", "Matrix application service hs_token"},
-	{"wechat", "WECHAT_MSGCRYPT", "demo-wechat", "WeChat Official Account token,EncodingAESKey,AppID"},
-	{"wecom", "WECOM_MSGCRYPT", "demo-wecom", "WeCom callback token,EncodingAESKey,CorpID"},
+	{"wechat", "WECHAT_MSGCRYPT", "demo-wechat-token,lE0Zu64ZmyHy610X/ERYs/dKKU1craWNFatTHyIQULw,wxdemoappid", "WeChat Official Account token,EncodingAESKey,AppID"},
+	{"wecom", "WECOM_MSGCRYPT", "demo-wecom-token,MN9XHN4U+jn2PmXUBGhxHe6Je57aAHVgwlbtI+T6ayo,wwdemocorpid", "WeCom callback token,EncodingAESKey,CorpID"},
 	{"dingtalk", "DINGTALK_APP_SECRET", "demo-dingtalk-app-secret", "DingTalk robot AppSecret"},
-	{"dingtalk-events", "DINGTALK_EVENTS_MSGCRYPT", "demo-dingtalk-events", "DingTalk event subscription token,aes_key,AppKey"},
-	{"webhooks", "STANDARD_WEBHOOKS_SECRET", "demo-standard-webhooks", "Standard Webhooks secret, whsec_… or whpk_…"},
+	{"dingtalk-events", "DINGTALK_EVENTS_MSGCRYPT", "demo-dingtalk-token,7QhGy3aSqSumuYjWLzTk+7vipYJhDvAWZ+kqso9BiRg,dingdemoappkey", "DingTalk event subscription token,aes_key,AppKey"},
+	{"webhooks", "STANDARD_WEBHOOKS_SECRET", "whsec_ZGVtby1zdGFuZGFyZC13ZWJob29rcw==", "Standard Webhooks secret, whsec_… or whpk_…"},
 	{"github", "GITHUB_WEBHOOK_SECRET", "demo-github-secret", "GitHub webhook secret"},
 	{"stripe", "STRIPE_WEBHOOK_SECRET", "whsec_demo-stripe", "Stripe endpoint signing secret"},
 	{"rule", "RULE_WEBHOOK_SECRET", "demo-shopify-client-secret", "secret of the source built from -rule (Shopify's client secret by default)"},
