@@ -4,13 +4,15 @@ import "fmt"
 
 // eachStatements are the SQL texts of the batch calls (see each.go), built
 // once for a Store's table and layout. Each carries a whole batch of
-// distinct keys as arrays ($1 the keys, $2 the tokens or the results), and
+// distinct keys, as arrays ($1 the keys, $2 the tokens or the results), and
 // does for every key what its one-key peer does: the same conditions on
-// the same rows, written as one statement over unnest of the arrays. A
-// statement that writes takes its rows' locks in key order (its SELECT is
-// ordered by key, or its locks are taken by an ordered SELECT … FOR UPDATE
-// first), as the Store's own batches do, so that it never waits for one
-// of them in a cycle.
+// the same rows, written as one statement over unnest of the arrays. Each
+// lookup of a key's rows also says key = ANY ($1), so that whatever join
+// the planner picks it reads them through the key's index, never every
+// live row of the table. A statement that writes takes its rows' locks in
+// key order (its SELECT is ordered by key, or an ordered SELECT … FOR
+// UPDATE takes them first), as the Store's own batches do, so that it
+// never waits for one of them in a cycle.
 type eachStatements struct {
 	claim, extend, release, mark string
 	// lock, on the partitioned layout, takes the advisory lock of every key
@@ -52,7 +54,7 @@ func claimEachSQL(t string) string {
 	return `WITH ` + eachInput + `, cur AS (
 	SELECT inp.k, c.marked FROM inp CROSS JOIN LATERAL (
 		SELECT token IS NULL AS marked FROM ` + t + `
-		WHERE key = inp.k AND expires_at > now() AND ` + heldBy("inp.tok") + `) c
+		WHERE key = ANY ($1::text[]) AND key = inp.k AND expires_at > now() AND ` + heldBy("inp.tok") + `) c
 ), ins AS (
 	INSERT INTO ` + t + ` AS d (key, token, expires_at)
 	SELECT k, tok, ` + fmt.Sprintf(after, "$3") + ` FROM inp
@@ -87,7 +89,7 @@ RETURNING d.key`
 func releaseEachSQL(t string) string {
 	return `WITH ` + eachInput + `, old AS (
 	SELECT k FROM inp WHERE EXISTS (SELECT 1 FROM ` + t + `
-		WHERE key = inp.k AND expires_at > now() AND split_part(token, ' ', 1) = inp.tok)
+		WHERE key = ANY ($1::text[]) AND key = inp.k AND expires_at > now() AND split_part(token, ' ', 1) = inp.tok)
 ), up AS (
 	INSERT INTO ` + t + ` AS d (key, token, expires_at)
 	SELECT k, ' ' || tok, ` + fmt.Sprintf(after, "$3") + ` FROM inp ORDER BY k
@@ -110,7 +112,7 @@ func (pt *partitions) partEach(t string) eachStatements {
 		claimLock: `SELECT set_config('` + lockedKeysSetting + `', coalesce(array_agg(l.k)::text, '{}'), true)
 FROM (SELECT q.k, ` + lockFn + ` FROM (
 	SELECT u.k FROM unnest($1::text[], $2::text[]) AS u(k, tok)
-	WHERE NOT EXISTS (SELECT 1 FROM ` + t + ` WHERE key = u.k AND expires_at > now() AND ` + heldBy("u.tok") + `)
+	WHERE NOT EXISTS (SELECT 1 FROM ` + t + ` WHERE key = ANY ($1::text[]) AND key = u.k AND expires_at > now() AND ` + heldBy("u.tok") + `)
 	ORDER BY u.k) q) l`,
 		claim: partClaimEachSQL(t),
 		extend: `UPDATE ` + t + ` d SET expires_at = ` + fmt.Sprintf(after, "$3") + `
@@ -130,7 +132,7 @@ SELECT k, NULL, ` + fmt.Sprintf(after, "$2") + `, r FROM unnest($1::text[], $3::
 func partClaimEachSQL(t string) string {
 	return `WITH ` + eachInput + `, cur AS (
 	SELECT inp.k, inp.tok, c.token FROM inp CROSS JOIN LATERAL (
-		SELECT token FROM ` + t + ` WHERE key = inp.k AND expires_at > now()) c
+		SELECT token FROM ` + t + ` WHERE key = ANY ($1::text[]) AND key = inp.k AND expires_at > now()) c
 ), held AS (
 	SELECT k, token IS NULL AS marked FROM cur WHERE ` + heldBy("tok") + `
 ), w AS (
@@ -155,7 +157,7 @@ SELECT k, CASE WHEN marked THEN 2 ELSE 3 END FROM held`
 func partReleaseEachSQL(t string) string {
 	return `WITH ` + eachInput + `, cur AS (
 	SELECT inp.k, c.token, c.expires_at FROM inp CROSS JOIN LATERAL (
-		SELECT token, expires_at FROM ` + t + ` WHERE key = inp.k AND expires_at > now()) c
+		SELECT token, expires_at FROM ` + t + ` WHERE key = ANY ($1::text[]) AND key = inp.k AND expires_at > now()) c
 ), old AS (
 	SELECT cur.k FROM cur JOIN inp ON inp.k = cur.k WHERE split_part(cur.token, ' ', 1) = inp.tok
 ), w AS (
