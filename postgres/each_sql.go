@@ -128,17 +128,20 @@ SELECT k, NULL, ` + fmt.Sprintf(after, "$2") + `, r FROM unnest($1::text[], $3::
 
 // partClaimEachSQL is partClaimSQL for a batch: held are the keys whose
 // live row (cur) makes the outcome, w the keys locked by the claimLock
-// statement and not held, whose rows are replaced by the callers' claims.
+// statement (locked, read once from the setting) and not held, whose rows
+// are replaced by the callers' claims. Every CTE is joined by key, never
+// looked up per row, so that a batch of n keys costs O(n), not O(n²).
 func partClaimEachSQL(t string) string {
 	return `WITH ` + eachInput + `, cur AS (
 	SELECT inp.k, inp.tok, c.token FROM inp CROSS JOIN LATERAL (
 		SELECT token FROM ` + t + ` WHERE key = ANY ($1::text[]) AND key = inp.k AND expires_at > now()) c
 ), held AS (
 	SELECT k, token IS NULL AS marked FROM cur WHERE ` + heldBy("tok") + `
+), locked AS (
+	SELECT unnest(coalesce(nullif(current_setting('` + lockedKeysSetting + `', true), ''), '{}')::text[]) AS k
 ), w AS (
-	SELECT inp.k, inp.tok, (SELECT token FROM cur WHERE cur.k = inp.k) AS token FROM inp
+	SELECT inp.k, inp.tok, cur.token FROM inp JOIN locked ON locked.k = inp.k LEFT JOIN cur ON cur.k = inp.k
 	WHERE NOT EXISTS (SELECT 1 FROM held WHERE held.k = inp.k)
-		AND inp.k = ANY (coalesce(nullif(current_setting('` + lockedKeysSetting + `', true), ''), '{}')::text[])
 ), gone AS (
 	DELETE FROM ` + t + ` WHERE key = ANY (ARRAY(SELECT k FROM w))
 ), ins AS (
