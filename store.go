@@ -3,6 +3,7 @@ package dedupe
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -96,8 +97,11 @@ func checkResult(backend string, key Key, res []byte) error {
 //
 // The Redis store's MinLease is 0 but on a Redis Cluster, where it is the
 // store's ClusterRetry (12 s by default). [LayeredStore] and the fallback of
-// [WithFallback] are Stores made of other stores: they implement [Store] and
-// [BatchStore] (one call per key on a part that is not one). The Store of package dedupeotel, which wraps one, is also a
+// [WithFallback] are Stores made of other stores: they implement only
+// [Store], but for LayeredStore's [BatchStore], which answers the keys its
+// front layers hold and sends the rest to its last layer at once. A
+// [Deduper.DoEach] with a fallback asks it one key at a time, concurrently,
+// so that its per-key decisions (the local claim, the breaker) hold. The Store of package dedupeotel, which wraps one, is also a
 // [MinLeaser] that answers for it (0 for a store that is not one).
 
 // Lister is a store that can walk its marks: [migrate.Copy] and the dedupe
@@ -314,4 +318,90 @@ type fronted interface {
 	// markFront marks key on the front parts only, for ttl or their shorter
 	// windows.
 	markFront(ctx context.Context, key Key, res []byte, ttl time.Duration)
+}
+
+// eachStore returns the batch calls of st: st's own if it is a [BatchStore],
+// and otherwise perKey's.
+func eachStore(st Store) BatchStore {
+	if b, ok := st.(BatchStore); ok {
+		return b
+	}
+	return perKey{st}
+}
+
+// perKey is a [BatchStore] made of a Store's one-key calls, up to
+// eachWidth at once; the items on one key go one after another, in order.
+type perKey struct{ st Store }
+
+// eachWidth bounds the concurrent calls of perKey.
+const eachWidth = 64
+
+func (p perKey) ClaimEach(ctx context.Context, claims []Claim, lease time.Duration) ([]Status, []error) {
+	status, errs := make([]Status, len(claims)), make([]error, len(claims))
+	inOrder(claims, func(c Claim) Key { return c.Key }, func(n int) {
+		status[n], errs[n] = p.st.Claim(ctx, claims[n], lease)
+	})
+	return status, errs
+}
+
+func (p perKey) ExtendEach(ctx context.Context, claims []Claim, lease time.Duration) []error {
+	errs := make([]error, len(claims))
+	inOrder(claims, func(c Claim) Key { return c.Key }, func(n int) { errs[n] = p.st.Extend(ctx, claims[n], lease) })
+	return errs
+}
+
+func (p perKey) ReleaseEach(ctx context.Context, claims []Claim) []error {
+	errs := make([]error, len(claims))
+	inOrder(claims, func(c Claim) Key { return c.Key }, func(n int) { errs[n] = p.st.Release(ctx, claims[n]) })
+	return errs
+}
+
+func (p perKey) MarkEach(ctx context.Context, keys []Key, results [][]byte, ttl time.Duration) []error {
+	errs := make([]error, len(keys))
+	if results != nil && len(results) != len(keys) {
+		for n := range errs {
+			errs[n] = fmt.Errorf("%w: %d results for %d keys", ErrInvalidKey, len(results), len(keys))
+		}
+		return errs
+	}
+	inOrder(keys, func(k Key) Key { return k }, func(n int) {
+		var res []byte
+		if results != nil {
+			res = results[n]
+		}
+		errs[n] = markWith(ctx, p.st, keys[n], res, ttl)
+	})
+	return errs
+}
+
+// inOrder calls do(n) for every item of items, up to eachWidth at once, in
+// waves: the first item of each key, then the second, and so on, so that the
+// items on one key are done one after another, in order.
+func inOrder[T any](items []T, key func(T) Key, do func(n int)) {
+	if len(items) == 1 {
+		do(0)
+		return
+	}
+	seen := make(map[Key]int, len(items))
+	var waves [][]int
+	for n, it := range items {
+		w := seen[key(it)]
+		seen[key(it)] = w + 1
+		if w == len(waves) {
+			waves = append(waves, nil)
+		}
+		waves[w] = append(waves[w], n)
+	}
+	sem := make(chan struct{}, eachWidth)
+	for _, wave := range waves {
+		var wg sync.WaitGroup
+		for _, n := range wave {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				do(n)
+			})
+		}
+		wg.Wait()
+	}
 }

@@ -117,6 +117,9 @@ func TestPresetAckBudgets(t *testing.T) {
 		"discord":  3 * time.Second,
 		"onebot":   5 * time.Second, // go-cqhttp: POST timeout, at least 5 s
 		"qq":       3 * time.Second,
+		"line":     2 * time.Second,  // LINE: request_timeout when no answer within 2 s
+		"meta":     5 * time.Second,  // WhatsApp: 200 within 5 s (360dialog partner docs)
+		"matrix":   60 * time.Second, // Synapse: SimpleHttpClient gives up after 60 s
 	}
 	for _, p := range platform.Presets() {
 		require.Contains(t, deadline, p.Name)

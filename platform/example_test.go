@@ -46,6 +46,9 @@ func ExamplePresets() {
 	// discord  1h0m0s
 	// onebot   10m0s
 	// qq       24h0m0s
+	// line     24h0m0s
+	// meta     192h0m0s
+	// matrix   24h0m0s
 }
 
 // A OneBot implementation connected over WebSocket sends events as frames,

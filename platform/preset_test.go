@@ -304,6 +304,9 @@ func TestPresetTTLs(t *testing.T) {
 		"discord":  15 * time.Minute,                                         // interaction token lifetime
 		"onebot":   time.Minute,                                              // copies seconds apart
 		"qq":       24 * time.Hour,                                           // no documented schedule: the default
+		"line":     24 * time.Hour,                                           // no published redelivery schedule: the default
+		"meta":     7 * 24 * time.Hour,                                       // WhatsApp retries for up to 7 days
+		"matrix":   24 * time.Hour,                                           // retries until 200, no end named: the default
 	}
 	ps := platform.Presets()
 	require.Len(t, ps, len(minimum))
