@@ -18,11 +18,13 @@ import (
 const eachBatch = 64
 
 // BenchmarkEach measures new keys claimed and marked in batches of 64 by
-// the batch calls (impl=each: ClaimEach, then MarkEach, by 1 or 2 callers
-// each with a batch in flight), beside, in the same run and on the same
-// pool, the store's statements gathered by hand (impl=ceiling, as in
-// BenchmarkClaimMark) and Deduper.Do of one key with a no-op fn by 64
-// callers (impl=do, the per-call path).
+// Deduper.DoEach with a no-op fn (impl=doeach, by 1 or 2 callers each
+// with a batch in flight), beside, in the same run and on the same pool,
+// the store's statements gathered by hand (impl=ceiling, as in
+// BenchmarkClaimMark), Deduper.Do of one key with a no-op fn by 64 callers
+// (impl=do, the per-call path) and the batch calls that DoEach makes,
+// ClaimEach then MarkEach, by 1 caller (impl=each: DoEach's own cost is
+// the difference).
 func BenchmarkEach(b *testing.B) {
 	pool := newPool(b, "", benchPoolSize)
 	s := newTestStore(b, pool, Config{})
@@ -32,6 +34,14 @@ func BenchmarkEach(b *testing.B) {
 	nop := func(context.Context) error { return nil }
 	do := func(ctx context.Context, lat *[]time.Duration) error {
 		return timed(lat, func() error { return d.Do(ctx, w.keys.next(), nop) })
+	}
+	doEach := func(ctx context.Context, keys []dedupe.Key) error {
+		for i, err := range d.DoEach(ctx, keys, func(context.Context, int) error { return nil }) {
+			if err != nil {
+				return fmt.Errorf("DoEach: %s: %w", keys[i], err)
+			}
+		}
+		return nil
 	}
 	each := func(ctx context.Context, keys []dedupe.Key) error {
 		sts, errs := s.ClaimEach(ctx, newClaims(keys), time.Minute)
@@ -50,12 +60,14 @@ func BenchmarkEach(b *testing.B) {
 	warmUp(b, do)
 	warmUp(b, w.store)
 	for range 8 {
+		assert.NoError(b, doEach(context.Background(), batchOf(w.keys, eachBatch)))
 		assert.NoError(b, each(context.Background(), batchOf(w.keys, eachBatch)))
 	}
 	b.Run("impl=ceiling", w.ceiling)
-	b.Run("impl=do/callers=64", func(b *testing.B) { callers(b, 64, do) })
+	b.Run("impl=do", func(b *testing.B) { callers(b, 64, do) })
+	b.Run("impl=each", func(b *testing.B) { batchCallers(b, 1, w.keys, each) })
 	for _, n := range []int{1, 2} {
-		b.Run(fmt.Sprintf("impl=each/callers=%d", n), func(b *testing.B) { batchCallers(b, n, w.keys, each) })
+		b.Run(fmt.Sprintf("impl=doeach/callers=%d", n), func(b *testing.B) { batchCallers(b, n, w.keys, doEach) })
 	}
 }
 
