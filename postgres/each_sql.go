@@ -12,10 +12,10 @@ import "fmt"
 // the key's index, as in the one-key statement, whatever the table's
 // statistics say. Merged, the planner read every live row through the
 // expiry index on a table growing faster than ANALYZE ran (a batch of 64
-// claims took 60 ms on 25,000 rows, and longer as it grew). A statement that writes takes its rows' locks in
-// key order (its SELECT is ordered by key, or an ordered SELECT … FOR
-// UPDATE takes them first), as the Store's own batches do, so that it
-// never waits for one of them in a cycle.
+// claims took 60 ms on 25,000 rows, and longer as it grew). A statement
+// that writes takes its rows' locks in key order (its SELECT is ordered by
+// key, or an ordered SELECT … FOR UPDATE takes them first), as the Store's
+// own batches do, so that it never waits for one of them in a cycle.
 type eachStatements struct {
 	claim, extend, release, mark string
 	// lock, on the partitioned layout, takes the advisory lock of every key
