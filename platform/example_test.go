@@ -53,6 +53,9 @@ func ExamplePresets() {
 	// wecom    10m0s
 	// dingtalk 24h0m0s
 	// dingtalk-events 24h0m0s
+	// webhooks 96h0m0s
+	// github   96h0m0s
+	// stripe   96h0m0s
 }
 
 // A OneBot implementation connected over WebSocket sends events as frames,

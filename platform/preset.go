@@ -23,7 +23,9 @@ import (
 // and, for platforms that post several events at once (see [Preset].Events),
 // [LINE], [Meta] and [Matrix], then [WeChat], [WeCom], [DingTalk] and
 // [DingTalkEvents] (all but DingTalk sign in the URL query: see
-// [Preset.VerifyRequest]); [Presets] lists them. As declared they hold no secret and authenticate
+// [Preset.VerifyRequest]), and the webhook senders [StandardWebhooks],
+// [GitHub] and [Stripe], built from a declarative [Rule] ([NewPreset]);
+// [Presets] lists them. As declared they hold no secret and authenticate
 // nothing: give each its secret with [Preset.WithSecret]. A Preset is safe for
 // concurrent use.
 type Preset struct {
@@ -268,9 +270,9 @@ func (p Preset) Extract(body []byte, header http.Header) (dedupe.Key, error) {
 
 // Presets returns the platform presets of this package, in the order
 // [Telegram], [Slack], [Feishu], [Discord], [OneBot], [QQ], [LINE], [Meta],
-// [Matrix], [WeChat], [WeCom], [DingTalk], [DingTalkEvents]. The slice is new
-// on each call.
+// [Matrix], [WeChat], [WeCom], [DingTalk], [DingTalkEvents],
+// [StandardWebhooks], [GitHub], [Stripe]. The slice is new on each call.
 func Presets() []Preset {
 	return []Preset{Telegram, Slack, Feishu, Discord, OneBot, QQ, LINE, Meta, Matrix,
-		WeChat, WeCom, DingTalk, DingTalkEvents}
+		WeChat, WeCom, DingTalk, DingTalkEvents, StandardWebhooks, GitHub, Stripe}
 }

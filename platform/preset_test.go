@@ -311,6 +311,9 @@ func TestPresetTTLs(t *testing.T) {
 		"wecom":           15 * time.Second,                                         // three retries, 5 s apart
 		"dingtalk":        time.Hour,                                                // the signed timestamp's window
 		"dingtalk-events": 24 * time.Hour,                                           // no published schedule: the default
+		"webhooks":        75*time.Hour + 35*time.Minute,                            // the spec's example retry schedule
+		"github":          3 * 24 * time.Hour,                                       // manual redelivery within 3 days
+		"stripe":          3 * 24 * time.Hour,                                       // live-mode retries for up to 3 days
 	}
 	ps := platform.Presets()
 	require.Len(t, ps, len(minimum))
@@ -418,6 +421,7 @@ var extractCases = []struct {
 	{platform.Discord, "discord_application_command.json", []string{"id"}},
 	{platform.OneBot, "onebot_group_message.json", []string{"message_id"}},
 	{platform.QQ, "qq_group_at_message.json", []string{"id"}},
+	{platform.Stripe, "stripe_event.json", []string{"id"}}, // a Rule's JSON Pointer
 }
 
 func BenchmarkPresetExtract(b *testing.B) {
