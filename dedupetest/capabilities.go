@@ -25,6 +25,7 @@ var capabilities = []struct {
 }{
 	{"Lister", implements[dedupe.Lister], testLister},
 	{"BulkMarker", implements[dedupe.BulkMarker], testBulkMarker},
+	{"BatchStore", implements[dedupe.BatchStore], testBatchStore},
 	{"Counter", implements[dedupe.Counter], testCounter},
 	{"Sizer", implements[dedupe.Sizer], testSizer},
 	{"MinLeaser", implements[dedupe.MinLeaser], testMinLeaser},
