@@ -2,7 +2,6 @@ package dedupe
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -20,7 +19,7 @@ func (s *MemoryStore) ClaimEach(ctx context.Context, claims []Claim, lease time.
 	if len(claims) == 0 {
 		return statuses, errs
 	}
-	if err := s.checkBatch(ctx); err != nil {
+	if err := checkBatch(ctx, s.closed.Load()); err != nil {
 		return statuses, fillErrs(errs, err)
 	}
 	lease = orDefault(lease, s.lease)
@@ -57,7 +56,7 @@ func (s *MemoryStore) updateEach(ctx context.Context, op string, claims []Claim,
 	if len(claims) == 0 {
 		return errs
 	}
-	if err := s.checkBatch(ctx); err != nil {
+	if err := checkBatch(ctx, s.closed.Load()); err != nil {
 		return fillErrs(errs, err)
 	}
 	now := s.nanotime()
@@ -79,7 +78,7 @@ func (s *MemoryStore) MarkEach(ctx context.Context, keys []Key, results [][]byte
 	if len(keys) == 0 {
 		return errs
 	}
-	if err := s.checkBatch(ctx); err != nil {
+	if err := checkBatch(ctx, s.closed.Load()); err != nil {
 		return fillErrs(errs, err)
 	}
 	if err := checkResults(s.Backend(), keys, results); err != nil {
@@ -98,32 +97,6 @@ func (s *MemoryStore) MarkEach(ctx context.Context, keys []Key, results [][]byte
 		if errs[i] == nil {
 			s.mark(k, res, ttl, now)
 		}
-	}
-	return errs
-}
-
-// checkBatch returns the error every item of a batch fails with before any
-// is done: [ErrClosed] once the store is closed, or the context's error.
-func (s *MemoryStore) checkBatch(ctx context.Context) error {
-	if s.closed.Load() {
-		return ErrClosed
-	}
-	return ctx.Err()
-}
-
-// checkResults returns the error every item of MarkEach fails with when
-// results is neither nil nor one per key: [ErrInvalidKey].
-func checkResults(backend string, keys []Key, results [][]byte) error {
-	if results != nil && len(results) != len(keys) {
-		return fmt.Errorf("dedupe: %s: mark: %d results for %d keys: %w", backend, len(results), len(keys), ErrInvalidKey)
-	}
-	return nil
-}
-
-// fillErrs sets every item of errs to err, and returns errs.
-func fillErrs(errs []error, err error) []error {
-	for i := range errs {
-		errs[i] = err
 	}
 	return errs
 }
