@@ -144,3 +144,41 @@ func ExampleDeduper_DoResult() {
 	// delivery -> Paris. (duplicate: false)
 	// redelivery -> Paris. (duplicate: true)
 }
+
+// A LINE webhook carries several events; the platform redelivers the whole
+// batch if the gateway did not answer 200. DoEach runs each event once: on
+// the redelivery only the event that failed runs again.
+func ExampleDeduper_DoEach() {
+	d := dedupe.New(nil)
+	ctx := context.Background()
+	events := []dedupe.Key{
+		{Channel: "line", MessageID: "01FZ74A0TDDPYRVKNK77XKC3ZR"},
+		{Channel: "line", MessageID: "01FZ74ASS536FW97EX38NKCZQK"},
+		{Channel: "line", MessageID: "01FZ74B5Y0F4TNKA5SCAVKPEDM"},
+	}
+	modelDown := true
+	deliver := func(attempt string) {
+		errs := d.DoEach(ctx, events, func(ctx context.Context, i int) error {
+			if i == 1 && modelDown {
+				return errors.New("AI core unavailable")
+			}
+			fmt.Println(attempt, "event", i, "-> answered")
+			return nil
+		})
+		for i, err := range errs {
+			switch {
+			case errors.Is(err, dedupe.ErrDuplicate), errors.Is(err, dedupe.ErrInFlight):
+			case err != nil:
+				fmt.Println(attempt, "event", i, "-> failed, the platform will redeliver:", err)
+			}
+		}
+	}
+	deliver("delivery")
+	modelDown = false
+	deliver("redelivery")
+	// Output:
+	// delivery event 0 -> answered
+	// delivery event 2 -> answered
+	// delivery event 1 -> failed, the platform will redeliver: AI core unavailable
+	// redelivery event 1 -> answered
+}

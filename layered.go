@@ -246,3 +246,64 @@ func (l *LayeredStore) Answered() map[string]uint64 {
 	}
 	return m
 }
+
+// ClaimEach is Claim for each claims[i]: the keys a front layer holds a mark
+// of are answered Duplicate by it, the others claimed on the last layer in
+// one batch ([BatchStore]), or one call per key if it is not one.
+func (l *LayeredStore) ClaimEach(ctx context.Context, claims []Claim, lease time.Duration) ([]Status, []error) {
+	status, errs := make([]Status, len(claims)), make([]error, len(claims))
+	var back []int
+	for n, c := range claims {
+		if errs[n] = c.Validate(); errs[n] != nil {
+			continue
+		}
+		if _, dup, err := l.frontMark(ctx, c.Key); err != nil {
+			errs[n] = err
+		} else if dup {
+			status[n] = Duplicate
+		} else {
+			back = append(back, n)
+		}
+	}
+	if len(back) == 0 {
+		return status, errs
+	}
+	last := len(l.layers) - 1
+	s2, e2 := eachStore(l.back()).ClaimEach(ctx, pick(claims, back), lease)
+	for m, n := range back {
+		status[n], errs[n] = s2[m], e2[m]
+		if e2[m] == nil {
+			l.answered[last].Add(1)
+			if s2[m] == Duplicate {
+				l.backfill(ctx, claims[n].Key, last)
+			}
+		}
+	}
+	return status, errs
+}
+
+// ExtendEach renews the claims' leases on the last layer.
+func (l *LayeredStore) ExtendEach(ctx context.Context, claims []Claim, lease time.Duration) []error {
+	return eachStore(l.back()).ExtendEach(ctx, claims, lease)
+}
+
+// ReleaseEach drops the claims on the last layer.
+func (l *LayeredStore) ReleaseEach(ctx context.Context, claims []Claim) []error {
+	return eachStore(l.back()).ReleaseEach(ctx, claims)
+}
+
+// MarkEach marks the keys on the last layer in one batch, then each one it
+// took on the front layers, as MarkResult does.
+func (l *LayeredStore) MarkEach(ctx context.Context, keys []Key, results [][]byte, ttl time.Duration) []error {
+	errs := eachStore(l.back()).MarkEach(ctx, keys, results, ttl)
+	for n, key := range keys {
+		if errs[n] == nil {
+			var res []byte
+			if results != nil {
+				res = results[n]
+			}
+			l.mark(ctx, key, res, ttl, len(l.layers)-1)
+		}
+	}
+	return errs
+}

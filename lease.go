@@ -123,3 +123,172 @@ func (d *Deduper) extend(ctx context.Context, c Claim, timeout time.Duration) er
 	}
 	return err
 }
+
+// eachHold keeps the leases of the claims of a batch ([Deduper.DoEach]) from
+// their claim until their fn returned: one timer renews those still held in
+// one [BatchStore.ExtendEach] every renewal interval, and cancels the
+// context of each whose lease ended without a renewal, or that a renewal
+// found taken over. As leaseHold, the timer's callback holds mu while it
+// calls the store.
+type eachHold struct {
+	d      *Deduper
+	st     BatchStore
+	parent context.Context // the caller's, which fn's contexts derive from
+	ctx    context.Context // for the store calls: not cancelled with the caller's
+
+	mu      sync.Mutex
+	stopped bool
+	timer   *time.Timer
+	items   map[int]*heldClaim // by the key's index in the batch
+}
+
+// heldClaim is one claim of an eachHold.
+type heldClaim struct {
+	c        Claim
+	deadline time.Time // the lease's end, as far as this process knows
+	started  bool
+	done     bool // its fn returned: no longer renewed
+	cancel   context.CancelCauseFunc
+	lost     error
+}
+
+// holdEach starts keeping the leases of claims[i], taken at claimed[i], for
+// each i of held.
+func (d *Deduper) holdEach(ctx context.Context, st BatchStore, claims []Claim, claimed []time.Time, held []int) *eachHold {
+	h := &eachHold{d: d, st: st, parent: ctx, ctx: context.WithoutCancel(ctx), items: make(map[int]*heldClaim, len(held))}
+	for _, i := range held {
+		h.items[i] = &heldClaim{c: claims[i], deadline: claimed[i].Add(d.lease - leaseMargin(d.lease))}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.timer = time.AfterFunc(h.next(time.Now()), h.tick)
+	return h
+}
+
+// next returns how long to wait, from now, for the next tick: the renewal
+// interval, or less to end a lease on time.
+func (h *eachHold) next(now time.Time) time.Duration {
+	wait := time.Duration(-1)
+	if h.d.renew > 0 {
+		wait = h.d.renew
+	}
+	for _, it := range h.items {
+		if !it.done && it.lost == nil && (wait < 0 || it.deadline.Sub(now) < wait) {
+			wait = it.deadline.Sub(now)
+		}
+	}
+	return max(wait, 0)
+}
+
+// start returns the context for key i's fn, or why its lease was lost
+// before it started.
+func (h *eachHold) start(i int) (context.Context, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	it := h.items[i]
+	it.started = true
+	if it.lost != nil {
+		return nil, it.lost
+	}
+	var fctx context.Context
+	fctx, it.cancel = context.WithCancelCause(h.parent)
+	return fctx, nil
+}
+
+// unstarted reports whether key i's fn has not started.
+func (h *eachHold) unstarted(i int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.items[i].started
+}
+
+// stop stops renewing key i's lease and returns why it was lost, or nil.
+func (h *eachHold) stop(i int) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	it := h.items[i]
+	it.done = true
+	if it.cancel != nil {
+		it.cancel(context.Canceled)
+	}
+	return it.lost
+}
+
+// stopAll stops the timer, waiting for a renewal in progress.
+func (h *eachHold) stopAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stopped = true
+	h.timer.Stop()
+	for _, it := range h.items {
+		if it.cancel != nil {
+			it.cancel(context.Canceled)
+		}
+	}
+}
+
+// tick renews the leases still held, and ends those whose time is up.
+func (h *eachHold) tick() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return
+	}
+	start := time.Now()
+	var live []*heldClaim
+	left := cleanupTimeout
+	for _, it := range h.items {
+		switch {
+		case it.done || it.lost != nil:
+		case !start.Before(it.deadline):
+			h.d.shared.counters.leasesLost.Add(1)
+			h.lose(it, fmt.Errorf("%w: %s: the lease of %v ran out before it could be renewed", ErrNotOwner, it.c.Key, h.d.lease))
+		default:
+			live = append(live, it)
+			left = min(left, it.deadline.Sub(start))
+		}
+	}
+	if h.d.renew > 0 && len(live) > 0 {
+		h.renew(live, start, min(h.d.renew, left))
+	}
+	h.timer.Reset(h.next(time.Now()))
+}
+
+// renew extends the leases of live in one call bounded by timeout. Called
+// with mu held.
+func (h *eachHold) renew(live []*heldClaim, start time.Time, timeout time.Duration) {
+	claims := make([]Claim, len(live))
+	for n, it := range live {
+		claims[n] = it.c
+	}
+	ectx, cancel := context.WithTimeout(h.ctx, timeout)
+	defer cancel()
+	var errs []error
+	_ = h.d.timed(ectx, phaseExtend, func(ctx context.Context) error {
+		errs = h.st.ExtendEach(ctx, claims, h.d.lease)
+		return nil
+	})
+	for n, it := range live {
+		switch err := errs[n]; {
+		case err == nil:
+			it.deadline = start.Add(h.d.lease - leaseMargin(h.d.lease))
+		case errors.Is(err, ErrNotOwner):
+			h.d.shared.counters.leasesLost.Add(1)
+			h.d.log(ectx, slog.LevelWarn, "dedupe: claim lost while processing", it.c.Key, phaseExtend, err)
+			h.lose(it, err)
+		default:
+			h.d.storeError(ectx, it.c.Key, h.d.st, phaseExtend, err) // tried again at the next tick
+		}
+	}
+}
+
+// lose cancels the context of it's fn, if it started, with cause. Called
+// with mu held.
+func (h *eachHold) lose(it *heldClaim, cause error) {
+	it.lost = cause
+	h.d.shared.counters.abandoned.Add(1)
+	h.d.log(h.ctx, slog.LevelWarn, "dedupe: lease lost, handler's context cancelled", it.c.Key, phaseExtend, cause)
+	if it.cancel != nil {
+		it.cancel(cause)
+	}
+}

@@ -20,6 +20,7 @@ type settings struct {
 	traceID      func(context.Context) string
 	storeTimeout time.Duration // <= 0: none
 	fbConfig     int           // bumped by each fallback option, so With knows to rebuild
+	concurrency  int           // fns of a DoEach run at once; <= 1: one after another
 }
 
 // Defaults of the options.
@@ -173,6 +174,17 @@ func WithBacklog(n int) Option {
 	return func(s *settings) {
 		if n > 0 {
 			s.queue = n
+		}
+	}
+}
+
+// WithConcurrency sets how many fns of a batch [Deduper.DoEach] runs at once
+// (default 1: one after another, in the batch's order; zero or less keeps
+// the setting). Use [Deduper.With] to give one batch its own.
+func WithConcurrency(n int) Option {
+	return func(s *settings) {
+		if n > 0 {
+			s.concurrency = n
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/gatewaykit/dedupe/batch"
 )
 
 // Default durations used when a store or a [Deduper] is given a zero or negative one.
@@ -96,9 +98,15 @@ func checkResult(backend string, key Key, res []byte) error {
 //
 // The Redis store's MinLease is 0 but on a Redis Cluster, where it is the
 // store's ClusterRetry (12 s by default). [LayeredStore] and the fallback of
-// [WithFallback] are Stores made of other stores: they implement [Store] and
-// [BatchStore] (one call per key on a part that is not one). The Store of package dedupeotel, which wraps one, is also a
-// [MinLeaser] that answers for it (0 for a store that is not one).
+// [WithFallback] are Stores made of other stores: they implement only
+// [Store], but for LayeredStore's [BatchStore], which answers the keys its
+// front layers hold and sends the rest to its last layer at once. A
+// [Deduper.DoEach] with a fallback asks it one key at a time, concurrently,
+// so that its per-key decisions (the local claim, the breaker) hold. The
+// Store of package dedupeotel, which wraps one, is also a [MinLeaser] that
+// answers for it (0 for a store that is not one), and a [BatchStore]
+// whatever it wraps: a store that is not one it calls per key,
+// concurrently, as [Deduper.DoEach] would.
 
 // Lister is a store that can walk its marks: [migrate.Copy] and the dedupe
 // command's migrate and stats use it.
@@ -314,4 +322,58 @@ type fronted interface {
 	// markFront marks key on the front parts only, for ttl or their shorter
 	// windows.
 	markFront(ctx context.Context, key Key, res []byte, ttl time.Duration)
+}
+
+// eachStore returns the batch calls of st: st's own if it is a [BatchStore],
+// and otherwise perKey's.
+func eachStore(st Store) BatchStore {
+	if b, ok := st.(BatchStore); ok {
+		return b
+	}
+	return perKey{st}
+}
+
+// perKey is a [BatchStore] made of a Store's one-key calls, up to
+// eachWidth at once; the items on one key go one after another, in order.
+type perKey struct{ st Store }
+
+// eachWidth bounds the concurrent calls of perKey.
+const eachWidth = 64
+
+func (p perKey) ClaimEach(ctx context.Context, claims []Claim, lease time.Duration) ([]Status, []error) {
+	status, errs := make([]Status, len(claims)), make([]error, len(claims))
+	batch.InOrder(len(claims), func(n int) Key { return claims[n].Key }, eachWidth, func(n int) {
+		status[n], errs[n] = p.st.Claim(ctx, claims[n], lease)
+	})
+	return status, errs
+}
+
+func (p perKey) ExtendEach(ctx context.Context, claims []Claim, lease time.Duration) []error {
+	errs := make([]error, len(claims))
+	batch.InOrder(len(claims), func(n int) Key { return claims[n].Key }, eachWidth, func(n int) { errs[n] = p.st.Extend(ctx, claims[n], lease) })
+	return errs
+}
+
+func (p perKey) ReleaseEach(ctx context.Context, claims []Claim) []error {
+	errs := make([]error, len(claims))
+	batch.InOrder(len(claims), func(n int) Key { return claims[n].Key }, eachWidth, func(n int) { errs[n] = p.st.Release(ctx, claims[n]) })
+	return errs
+}
+
+func (p perKey) MarkEach(ctx context.Context, keys []Key, results [][]byte, ttl time.Duration) []error {
+	errs := make([]error, len(keys))
+	if results != nil && len(results) != len(keys) {
+		for n := range errs {
+			errs[n] = fmt.Errorf("%w: %d results for %d keys", ErrInvalidKey, len(results), len(keys))
+		}
+		return errs
+	}
+	batch.InOrder(len(keys), func(n int) Key { return keys[n] }, eachWidth, func(n int) {
+		var res []byte
+		if results != nil {
+			res = results[n]
+		}
+		errs[n] = markWith(ctx, p.st, keys[n], res, ttl)
+	})
+	return errs
 }

@@ -2,6 +2,10 @@ package dedupehttp_test
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -134,4 +138,42 @@ func ExampleNew() {
 	// 200 verdict=""
 	// 200 verdict="duplicate"
 	// {Unauthenticated:1 Undeduplicated:0 Protocol:0 Malformed:0 PanicsAfterSuccess:0 Forbidden:0 ReplayTooLarge:0}
+}
+
+// LINE posts several events at once, and redelivers a batch whose answer
+// was not 200. Events runs the handler once per new event: a redelivery
+// runs only the event that failed.
+func ExampleEvents() {
+	const channelSecret = "line-channel-secret"
+	d := dedupe.New(nil) // a memory store
+	line := platform.LINE.WithSecret(channelSecret)
+	failOnce := true
+	h := dedupehttp.Events(d, line, func(r *http.Request, ev platform.Event) error {
+		fmt.Println("event", ev.ID)
+		if ev.ID == "01FZ74ASS536FW97EX38NKCZQK" && failOnce {
+			failOnce = false
+			return errors.New("reply API unavailable")
+		}
+		return nil
+	}, dedupehttp.WithLogger(slog.New(slog.DiscardHandler)))
+
+	body := `{"destination":"U0","events":[` +
+		`{"type":"message","webhookEventId":"01FZ74A0TDDPYRVKNK77XKC3ZR","message":{"type":"text","text":"hi"}},` +
+		`{"type":"follow","webhookEventId":"01FZ74ASS536FW97EX38NKCZQK"}]}`
+	mac := hmac.New(sha256.New, []byte(channelSecret)) // as LINE signs
+	mac.Write([]byte(body))
+	for range 3 { // the delivery, LINE's redelivery, and one more
+		r := httptest.NewRequest(http.MethodPost, "/line", strings.NewReader(body))
+		r.Header.Set("X-Line-Signature", base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Printf("%d verdict=%q\n", w.Code, w.Header().Get(dedupehttp.HeaderVerdict))
+	}
+	// Output:
+	// event 01FZ74A0TDDPYRVKNK77XKC3ZR
+	// event 01FZ74ASS536FW97EX38NKCZQK
+	// 500 verdict="failed"
+	// event 01FZ74ASS536FW97EX38NKCZQK
+	// 200 verdict=""
+	// 200 verdict="duplicate"
 }

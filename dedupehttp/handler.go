@@ -1,6 +1,8 @@
 package dedupehttp
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -15,7 +17,8 @@ import (
 // what it refused or passed through before the Deduper. A Handler is safe for
 // concurrent use.
 type Handler struct {
-	h    handler
+	h    http.Handler // *handler, or Events' *eventsHandler
+	c    *config
 	name string
 }
 
@@ -33,16 +36,22 @@ type Handler struct {
 // the first was processed and 503 with Retry-After otherwise, never
 // acknowledged blindly. If p.Replay is set and p has its secret, copies get
 // the first answer ([WithReplay]). opts are those of [Middleware]; a [WithVerify] among them
-// replaces p's.
+// replaces p's. A preset that delivers several events at once (p.Events) is
+// served by [Events].
 func New(d *dedupe.Deduper, p platform.Preset, next http.Handler, opts ...Option) *Handler {
 	c := newConfig(append([]Option{WithVerify(p)}, opts...))
+	if p.Events != nil {
+		c.log(context.Background(), slog.LevelError, "dedupe: dedupehttp: the preset delivers several events at once: serve it with dedupehttp.Events",
+			slog.String("platform", p.Name))
+	}
 	return &Handler{
-		h: handler{
-			d:       d.With(dedupe.WithTTL(p.TTL), dedupe.WithWait(waitFor(p.AckBudget))),
+		h: &handler{
+			d:       presetDeduper(d, p),
 			extract: FromPreset(p),
 			next:    next,
 			c:       c,
 		},
+		c:    c,
 		name: p.Name,
 	}
 }
@@ -55,7 +64,12 @@ func (h *Handler) Name() string { return h.name }
 
 // Stats returns a snapshot of the Handler's counters. It is safe to call
 // concurrently with ServeHTTP.
-func (h *Handler) Stats() Stats { return h.h.c.stats.snapshot() }
+func (h *Handler) Stats() Stats { return h.c.stats.snapshot() }
+
+// presetDeduper returns d with p's TTL and the wait of its AckBudget.
+func presetDeduper(d *dedupe.Deduper, p platform.Preset) *dedupe.Deduper {
+	return d.With(dedupe.WithTTL(p.TTL), dedupe.WithWait(waitFor(p.AckBudget)))
+}
 
 // waitFor is the wait of a preset's AckBudget: none for a platform that gives
 // no budget (dedupe.WithWait(0) would keep the Deduper's own).

@@ -18,7 +18,8 @@ const (
 	// HeaderVerdict tells why the middleware answered: "unauthenticated" (a
 	// 401: the delivery failed the preset's authentication), "duplicate",
 	// "replayed" (a duplicate given the first answer: [WithReplay]),
-	// "in_flight" (a 503, unless [WithInFlight] says otherwise), "queued"
+	// "in_flight" (a 503, unless [WithInFlight] says otherwise), "failed"
+	// (a 500: an event of [Events] failed), "queued"
 	// (accepted by [Async]), "protocol" (a protocol request the middleware
 	// answered itself: QQ's callback URL validation), "undeduplicated" (a
 	// 400 under [WithRefuseUndeduplicated]) or "unavailable" (a 503: the

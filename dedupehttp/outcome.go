@@ -35,8 +35,9 @@ type observerKey struct{}
 
 // ContextWithObserver returns ctx carrying observe, which [New],
 // [Middleware] and [Async] call, once for each request served with that
-// context, with its [Outcome] when they are done with it (also when the
-// handler panicked), on the request's goroutine, before ServeHTTP returns.
+// context ([Events]: once for each event), with its [Outcome] when they are
+// done with it (also when the handler panicked), on the request's
+// goroutine, before ServeHTTP returns.
 func ContextWithObserver(ctx context.Context, observe func(Outcome)) context.Context {
 	return context.WithValue(ctx, observerKey{}, observe)
 }

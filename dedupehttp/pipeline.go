@@ -66,24 +66,42 @@ const (
 	nextDone               // answered already
 )
 
-// prepare refuses r if its source is not allowed (see WithSourceFilter),
-// buffers its body, authenticates it (see WithVerify), extracts its
-// key and applies the extract-error policy. It returns a shallow copy of r
-// whose Body reads the buffer and whose context carries the delivery.
+// prepare receives r (see receive), extracts its key and applies the
+// extract-error policy. It returns a shallow copy of r whose Body reads the
+// buffer and whose context carries the delivery.
 func (c *config) prepare(w http.ResponseWriter, r *http.Request, extract Extractor) (*http.Request, *delivery, next) {
-	if c.refuseSource(w, r) {
+	r2, d := c.receive(w, r)
+	if d == nil {
 		return nil, nil, nextDone
+	}
+	key, err := extract(r2)
+	d.body.set(d.body.data)
+	r2.Body = &d.body
+	if err != nil {
+		return r2, d, c.extractFailed(w, r2, d, err)
+	}
+	d.key = key
+	return r2, d, nextDedupe
+}
+
+// receive refuses r if its source is not allowed (see WithSourceFilter),
+// buffers its body and authenticates it (see WithVerify). It returns a
+// shallow copy of r whose Body reads the buffer and whose context is the
+// delivery, or a nil delivery when it answered r itself.
+func (c *config) receive(w http.ResponseWriter, r *http.Request) (*http.Request, *delivery) {
+	if c.refuseSource(w, r) {
+		return nil, nil
 	}
 	data, err := c.readBody(w, r)
 	if err != nil {
 		c.refuseBody(w, r, err)
-		return nil, nil, nextDone
+		return nil, nil
 	}
 	received := len(data)
 	if c.preset != nil {
 		var answered bool
 		if data, answered = c.authenticate(w, r, data); answered {
-			return nil, nil, nextDone
+			return nil, nil
 		}
 	}
 	d := &delivery{Context: r.Context()}
@@ -93,14 +111,7 @@ func (c *config) prepare(w http.ResponseWriter, r *http.Request, extract Extract
 	if len(data) != received { // decrypted: the handler reads the plaintext
 		r2.ContentLength = int64(len(data))
 	}
-	key, err := extract(r2)
-	d.body.set(data)
-	r2.Body = &d.body
-	if err != nil {
-		return r2, d, c.extractFailed(w, r2, d, err)
-	}
-	d.key = key
-	return r2, d, nextDedupe
+	return r2, d
 }
 
 // refuseBody answers a request whose body could not be read.
@@ -120,7 +131,7 @@ func (c *config) refuseBody(w http.ResponseWriter, r *http.Request, err error) {
 // the preset's answer to a protocol request that needs the secret.
 func (c *config) authenticate(w http.ResponseWriter, r *http.Request, data []byte) ([]byte, bool) {
 	p := c.preset
-	verified, err := p.Verify(data, r.Header, c.now())
+	verified, err := p.VerifyRequest(r, data, c.now())
 	if err != nil {
 		c.stats.unauthenticated.Add(1)
 		c.warn(r.Context(), warnUnauthenticated, "dedupe: dedupehttp: unauthenticated delivery refused",

@@ -41,6 +41,25 @@ const (
 	// span holds a wait, however long; of its claims only the last is a
 	// span (a copy waiting out Telegram's 40 s budget asks about 160 times).
 	WaitPollsKey = attribute.Key("dedupe.wait.polls")
+
+	// ProcessedCountKey is, on a [Deduper.DoEach] span, the number of keys
+	// processed by the batch (fn ran and succeeded, and the key is marked).
+	ProcessedCountKey = attribute.Key("dedupe.batch.processed_count")
+	// DuplicateCountKey is the number of keys of a batch processed before
+	// ([dedupe.ErrDuplicate]): on a DoEach span, and on a ClaimEach span the
+	// claims that answered duplicate.
+	DuplicateCountKey = attribute.Key("dedupe.batch.duplicate_count")
+	// InFlightCountKey is the number of keys of a batch held by other callers
+	// ([dedupe.ErrInFlight]): on a DoEach span, and on a ClaimEach span the
+	// claims that answered in_flight.
+	InFlightCountKey = attribute.Key("dedupe.batch.in_flight_count")
+	// FailedCountKey is the number of keys of a batch that failed: on a
+	// DoEach span every error but ErrDuplicate and ErrInFlight, on the span
+	// of a store's batch call the items whose call returned an error.
+	FailedCountKey = attribute.Key("dedupe.batch.failed_count")
+	// ClaimedCountKey is, on a ClaimEach span, the number of claims that
+	// answered claimed.
+	ClaimedCountKey = attribute.Key("dedupe.batch.claimed_count")
 )
 
 // An Option configures [NewStore], [NewDeduper], [Handler] and [Annotate].
@@ -117,12 +136,12 @@ func (c *config) keyAttrs(key dedupe.Key) []attribute.KeyValue {
 }
 
 // recordError marks span failed with err, as redisotel's recordError does,
-// with error.type set: an exception event and an error status, whose texts
-// hide key's message id as [WithMask] says.
-func (c *config) recordError(span trace.Span, key dedupe.Key, err error) {
+// with error.type set: an exception event (with opts, such as its time) and
+// an error status, whose texts hide key's message id as [WithMask] says.
+func (c *config) recordError(span trace.Span, key dedupe.Key, err error, opts ...trace.EventOption) {
 	msg, _ := c.masked(key, semconv.ExceptionMessageKey, err.Error())
-	span.AddEvent(semconv.ExceptionEventName, trace.WithAttributes(
-		semconv.ExceptionType(semconv.ErrorType(err).Value.AsString()), semconv.ExceptionMessage(msg)))
+	span.AddEvent(semconv.ExceptionEventName, append(opts, trace.WithAttributes(
+		semconv.ExceptionType(semconv.ErrorType(err).Value.AsString()), semconv.ExceptionMessage(msg)))...)
 	span.SetStatus(codes.Error, msg)
 	span.SetAttributes(semconv.ErrorTypeKey.String(errorType(err)))
 }

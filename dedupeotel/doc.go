@@ -29,6 +29,20 @@
 //	├── dedupe.extend              each lease renewal
 //	└── dedupe.mark or dedupe.release
 //
+// A batch ([Deduper.DoEach]) is one span, and each message whose fn ran a
+// child of it; the messages that did not run are counted, not spanned:
+//
+//	dedupe.DoEach                  messaging.batch.message_count, dedupe.batch.processed_count, ...
+//	├── dedupe.ClaimEach           db.operation.batch.size, dedupe.batch.claimed_count, ...
+//	├── dedupe.process             dedupe.verdict, messaging.message.id: one per message run
+//	│   └── (fn's own spans)
+//	├── dedupe.ExtendEach          the leases of the batch, renewed together
+//	└── dedupe.MarkEach or dedupe.ReleaseEach
+//
+// A batch's wait for the keys other callers hold ([dedupe.WithWait]) is not
+// folded into one span as a Do's is: each ClaimEach it asks again is a span
+// of the batch's.
+//
 // The wait is derived from the claims, since the Deduper has no hook of its
 // own: it starts when a claim under the Do's span finds the copy in flight,
 // and shows once a second claim is asked (a wait shorter than the first

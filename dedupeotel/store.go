@@ -26,6 +26,23 @@ import (
 // ([dedupe.WithWait]) as their number ([WaitPollsKey]); only the last of them
 // is a span, a child of the wait's.
 //
+// A Store is also a [dedupe.BatchStore], for [dedupe.Deduper.DoEach]: each
+// batch call is one client span, "dedupe.ClaimEach", "dedupe.ExtendEach",
+// "dedupe.ReleaseEach" or "dedupe.MarkEach", with db.operation.name "BATCH
+// claim" (and so on) and db.operation.batch.size (the number of items; for
+// one item, the single call's name and no size, as the semantic conventions
+// ask), messaging.system when every item has the same channel, the number of
+// items that failed ([FailedCountKey]) and for a claim of each answer
+// ([ClaimedCountKey], ...); a call with a failed item has an error status
+// and records the first one's error. No message id is named: a batch has
+// many. A wrapped store that is a BatchStore makes the batch call in its
+// round trips; one that is not is called one key at a time, concurrently,
+// exactly as DoEach calls a store that is not a BatchStore, each call a
+// child span of the batch's ("dedupe.claim", ...). One type for both, rather
+// than a wrapper of each kind, keeps [NewStore]'s signature, and so every
+// store wrapped by it keeps its batch round trips, while a store without
+// them is not made slower by a wrapper that would call it serially.
+//
 // Wrap the store a [dedupe.Deduper] is given, or the last layer of a
 // [dedupe.LayeredStore] (the shared store, whose round trips are the ones
 // worth tracing): a wrapped LayeredStore no longer tells the Deduper which

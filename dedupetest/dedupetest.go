@@ -117,6 +117,7 @@ func Run(t *testing.T, cfg Config) {
 		{"ClaimsNotEvicted", testClaimsNotEvicted},
 		{"NothingStranded", testNothingStranded},
 		{"DeduperWait", testDeduperWait},
+		{"DeduperEach", testDeduperEach},
 		{"ResultRoundTrip", testResultRoundTrip},
 		{"ResultTooLarge", testResultTooLarge},
 		{"ResultLifetime", testResultLifetime},

@@ -22,11 +22,24 @@
 // answer to the user (Slack interactions and slash commands, Discord
 // interactions, Feishu card callbacks), so that package dedupehttp answers a
 // copy with the first answer. The presets are
-// [Telegram], [Slack], [Feishu], [Discord], [OneBot] and [QQ], each documented
-// with the id it keys on and where its TTL comes from; [Presets] lists them.
+// [Telegram], [Slack], [Feishu], [Discord], [OneBot], [QQ], [LINE], [Meta],
+// [Matrix], [WeChat], [WeCom], [DingTalk] and [DingTalkEvents], each documented with the id it keys on and where its TTL
+// comes from; [Presets] lists them.
 // Copy one and change a field to adapt it: a Name per bot when several bots of
 // one platform share a store, or another TTL. A Preset is safe for concurrent
 // use.
+//
+// # Batches
+//
+// LINE, Meta (WhatsApp, Messenger, Instagram) and a Matrix homeserver post
+// several events in one request, and a redelivery may repeat some of them
+// beside new ones. Their presets set [Preset].Events, which returns each
+// event of a delivery with its own id ([Event]): LINE's webhookEventId,
+// Meta's message ids and status ids, Matrix's event_id. Deduplicate each
+// event, not the delivery (package dedupehttp does, for these presets).
+// Their MessageID keys a delivery that holds one event and returns
+// [dedupe.ErrNoMessageID] for several. One file per platform (line.go,
+// meta.go, matrix.go) holds its preset, its keys and its authentication.
 //
 // The key is chosen to be the same for every copy of a message and different
 // for every other event: a reaction or a recall names the message it is about
@@ -39,7 +52,9 @@
 // As declared the presets authenticate nothing. [Preset.WithSecret] gives a
 // preset the secret its platform names (Telegram's secret_token, Slack's
 // Signing Secret, Feishu's Encrypt Key or Verification Token, Discord's
-// application Public Key, OneBot's HTTP POST secret, QQ's AppSecret), and
+// application Public Key, OneBot's HTTP POST secret, QQ's AppSecret, LINE's
+// channel secret, Meta's App Secret, a Matrix application service's
+// hs_token), and
 // [Preset.Verify] then checks a delivery's signature, token or encryption
 // before anything is read from it, returning an error wrapping
 // [ErrUnauthenticated] for a forgery and the body to key on (for Feishu, the
@@ -52,8 +67,15 @@
 // [Preset.Answer] answers QQ's callback URL validation, which needs the
 // secret, and Feishu's url_verification (see [Preset.WithVerificationToken]).
 // Several OneBot bots on one endpoint each sign with a secret of their own:
-// [Preset.WithBotSecrets]. Package platformtest signs deliveries as the platforms do, for
-// tests.
+// [Preset.WithBotSecrets]. Meta checks a webhook with an unsigned GET:
+// [Preset.WithVerifyToken] and [Preset.AnswerSubscription] answer it. LINE,
+// Meta and Matrix sign no timestamp, so their deliveries are not checked
+// against replays beyond the TTL. WeChat, WeCom and DingTalk's event
+// subscriptions sign in the URL query and encrypt with WXBizMsgCrypt: give
+// their token, EncodingAESKey and receiver id with [Preset.WithMsgCrypt],
+// authenticate with [Preset.VerifyRequest], which sees the query, and
+// encrypt answers with [Preset.Seal]. Package platformtest signs deliveries as
+// the platforms do, for tests.
 //
 // Member names are matched exactly, as the platform spells them, never
 // case-insensitively as encoding/json's struct decoding does, and a string id

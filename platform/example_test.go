@@ -46,6 +46,13 @@ func ExamplePresets() {
 	// discord  1h0m0s
 	// onebot   10m0s
 	// qq       24h0m0s
+	// line     24h0m0s
+	// meta     192h0m0s
+	// matrix   24h0m0s
+	// wechat   10m0s
+	// wecom    10m0s
+	// dingtalk 24h0m0s
+	// dingtalk-events 24h0m0s
 }
 
 // A OneBot implementation connected over WebSocket sends events as frames,

@@ -19,8 +19,11 @@ import (
 //	bot2 := platform.Telegram.WithSecret(os.Getenv("BOT2_WEBHOOK_SECRET"))
 //	bot2.Name = "telegram-bot2"
 //
-// The presets are [Telegram], [Slack], [Feishu], [Discord], [OneBot] and [QQ];
-// [Presets] lists them. As declared they hold no secret and authenticate
+// The presets are [Telegram], [Slack], [Feishu], [Discord], [OneBot], [QQ],
+// and, for platforms that post several events at once (see [Preset].Events),
+// [LINE], [Meta] and [Matrix], then [WeChat], [WeCom], [DingTalk] and
+// [DingTalkEvents] (all but DingTalk sign in the URL query: see
+// [Preset.VerifyRequest]); [Presets] lists them. As declared they hold no secret and authenticate
 // nothing: give each its secret with [Preset.WithSecret]. A Preset is safe for
 // concurrent use.
 type Preset struct {
@@ -60,9 +63,21 @@ type Preset struct {
 	// [dedupe.ErrInvalidKey] for an id that is not a string or an integer.
 	MessageID func(body []byte, header http.Header) (string, error)
 
+	// Events, for a platform that delivers several events in one request
+	// (LINE's events[], Meta's entry[], a Matrix transaction), finds each
+	// event of a delivery's body (the one [Preset.Verify] returned): its id
+	// across the platform's redeliveries, and its JSON as delivered. It is nil
+	// for a platform with one message per delivery, whose MessageID is used
+	// instead. Events that are not messages to deduplicate are left out; a
+	// delivery without any returns an empty slice, not an error.
+	Events func(body []byte, header http.Header) ([]Event, error)
+
 	// newVerifier makes the verifier of a secret; nil for a preset whose
 	// platform this package cannot authenticate.
 	newVerifier func(secret string) (verifier, error)
+	// newCryptVerifier makes the verifier of a WXBizMsgCrypt configuration
+	// (see WithMsgCrypt); nil for a platform that does not use it.
+	newCryptVerifier func(c *msgCrypt) verifier
 	// newBotVerifier makes the verifier of one secret per bot (see
 	// WithBotSecrets); nil for a platform without per-bot secrets.
 	newBotVerifier func(secrets map[string]string) (verifier, error)
@@ -71,9 +86,27 @@ type Preset struct {
 	takesToken bool
 	// token is the Verification Token given by WithVerificationToken.
 	token string
+	// subscribes is true for a platform that checks a webhook with a GET
+	// holding a verify token (see WithVerifyToken): Meta.
+	subscribes bool
+	// verifyToken is the token given by WithVerifyToken.
+	verifyToken string
 	// verifier authenticates deliveries; nil until WithSecret.
 	verifier verifier
 }
+
+// Event is one event of a delivery that carries several ([Preset].Events).
+type Event struct {
+	// ID is the event's id, kept across the platform's redeliveries: the
+	// MessageID of its key.
+	ID string
+	// Raw is the event's JSON as the delivery holds it: a slice of the body,
+	// not a copy.
+	Raw []byte
+}
+
+// Key returns the event's key on the preset p: channel p.Name, message e.ID.
+func (e Event) Key(p Preset) dedupe.Key { return dedupe.Key{Channel: p.Name, MessageID: e.ID} }
 
 // verifier authenticates the deliveries of one platform with one secret. It
 // returns the body the preset keys on: the delivery's, or its plaintext.
@@ -170,8 +203,10 @@ func (p Preset) CheckSecret() error {
 // [Preset.WithSecret], and returns the body to extract the key from and to
 // hand to the handler: body itself, or for an encrypted Feishu delivery its
 // plaintext (for an unsigned url_verification, its members rebuilt, for
-// [Preset.Answer]). now is the time signed timestamps are checked against. A
-// delivery that fails returns an error wrapping [ErrUnauthenticated]; the
+// [Preset.Answer]). now is the time signed timestamps are checked against.
+// [WeChat], [WeCom] and [DingTalkEvents] sign in the URL query, which Verify
+// does not see: it refuses their deliveries, and [Preset.VerifyRequest]
+// checks them. A delivery that fails returns an error wrapping [ErrUnauthenticated]; the
 // error never holds the secret. Without a secret, Verify returns body as it
 // is: the delivery is not authenticated.
 //
@@ -189,9 +224,11 @@ func (p Preset) Verify(body []byte, header http.Header, now time.Time) ([]byte, 
 // Answer returns the answer to a protocol request that the preset answers
 // itself, because the answer needs the secret or because the request cannot
 // be trusted further than its check: QQ's callback URL validation (op 13),
-// and Feishu's url_verification (which, encrypted, comes unsigned; see
-// [Preset.WithVerificationToken]). ok is false for any other delivery, and
-// for a preset without a usable secret. Call it on a body [Preset.Verify]
+// Feishu's url_verification (which, encrypted, comes unsigned; see
+// [Preset.WithVerificationToken]), the echostr URL checks of WeChat and
+// WeCom, and DingTalk's check_url (answered with the encrypted "success").
+// ok is false for any other delivery, and for a preset without a usable
+// secret. Call it on a body [Preset.Verify] or [Preset.VerifyRequest]
 // accepted.
 func (p Preset) Answer(body []byte) (response []byte, ok bool) {
 	if a, isAnswerer := p.verifier.(answerer); isAnswerer {
@@ -230,8 +267,10 @@ func (p Preset) Extract(body []byte, header http.Header) (dedupe.Key, error) {
 }
 
 // Presets returns the platform presets of this package, in the order
-// [Telegram], [Slack], [Feishu], [Discord], [OneBot], [QQ]. The slice is new on
-// each call.
+// [Telegram], [Slack], [Feishu], [Discord], [OneBot], [QQ], [LINE], [Meta],
+// [Matrix], [WeChat], [WeCom], [DingTalk], [DingTalkEvents]. The slice is new
+// on each call.
 func Presets() []Preset {
-	return []Preset{Telegram, Slack, Feishu, Discord, OneBot, QQ}
+	return []Preset{Telegram, Slack, Feishu, Discord, OneBot, QQ, LINE, Meta, Matrix,
+		WeChat, WeCom, DingTalk, DingTalkEvents}
 }

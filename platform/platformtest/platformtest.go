@@ -31,7 +31,8 @@ type Signer struct {
 }
 
 // NewSigner returns a Signer for the platform named name ("telegram", "slack",
-// "feishu", "discord", "onebot" or "qq") whose secret is derived from seed:
+// "feishu", "discord", "onebot", "qq", "line", "meta" or "matrix") whose
+// secret is derived from seed:
 // seed itself, except for Discord, whose secret is a public key: the one of
 // the Ed25519 key whose seed is SHA-256(seed). For Feishu the secret is used
 // as the Encrypt Key by [Signer.Encrypt] and [Signer.Sign], and as the
@@ -61,7 +62,8 @@ func (s *Signer) Secret() string { return s.secret }
 func (s *Signer) Preset(p platform.Preset) platform.Preset { return p.WithSecret(s.secret) }
 
 // Sign returns the headers with which the platform delivers body at time now:
-// the secret token (Telegram) or the signature and its timestamp, and
+// the secret token (Telegram) or bearer token (Matrix's hs_token), or the
+// signature and its timestamp, and
 // Content-Type. For Feishu, body is signed as it is: encrypt it first with
 // [Signer.Encrypt] to sign an encrypted delivery.
 func (s *Signer) Sign(body []byte, now time.Time) http.Header {
@@ -89,6 +91,16 @@ func (s *Signer) Sign(body []byte, now time.Time) http.Header {
 		mac := hmac.New(sha1.New, []byte(s.secret))
 		mac.Write(body)
 		h.Set("X-Signature", "sha1="+hex.EncodeToString(mac.Sum(nil)))
+	case "line":
+		mac := hmac.New(sha256.New, []byte(s.secret))
+		mac.Write(body)
+		h.Set("X-Line-Signature", base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+	case "meta":
+		mac := hmac.New(sha256.New, []byte(s.secret))
+		mac.Write(body)
+		h.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	case "matrix":
+		h.Set("Authorization", "Bearer "+s.secret)
 	}
 	return h
 }
