@@ -3,8 +3,9 @@ package dedupe
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
+
+	"github.com/gatewaykit/dedupe/batch"
 )
 
 // Default durations used when a store or a [Deduper] is given a zero or negative one.
@@ -101,8 +102,11 @@ func checkResult(backend string, key Key, res []byte) error {
 // [Store], but for LayeredStore's [BatchStore], which answers the keys its
 // front layers hold and sends the rest to its last layer at once. A
 // [Deduper.DoEach] with a fallback asks it one key at a time, concurrently,
-// so that its per-key decisions (the local claim, the breaker) hold. The Store of package dedupeotel, which wraps one, is also a
-// [MinLeaser] that answers for it (0 for a store that is not one).
+// so that its per-key decisions (the local claim, the breaker) hold. The
+// Store of package dedupeotel, which wraps one, is also a [MinLeaser] that
+// answers for it (0 for a store that is not one), and a [BatchStore]
+// whatever it wraps: a store that is not one it calls per key,
+// concurrently, as [Deduper.DoEach] would.
 
 // Lister is a store that can walk its marks: [migrate.Copy] and the dedupe
 // command's migrate and stats use it.
@@ -338,7 +342,7 @@ const eachWidth = 64
 
 func (p perKey) ClaimEach(ctx context.Context, claims []Claim, lease time.Duration) ([]Status, []error) {
 	status, errs := make([]Status, len(claims)), make([]error, len(claims))
-	inOrder(claims, func(c Claim) Key { return c.Key }, func(n int) {
+	batch.InOrder(len(claims), func(n int) Key { return claims[n].Key }, eachWidth, func(n int) {
 		status[n], errs[n] = p.st.Claim(ctx, claims[n], lease)
 	})
 	return status, errs
@@ -346,13 +350,13 @@ func (p perKey) ClaimEach(ctx context.Context, claims []Claim, lease time.Durati
 
 func (p perKey) ExtendEach(ctx context.Context, claims []Claim, lease time.Duration) []error {
 	errs := make([]error, len(claims))
-	inOrder(claims, func(c Claim) Key { return c.Key }, func(n int) { errs[n] = p.st.Extend(ctx, claims[n], lease) })
+	batch.InOrder(len(claims), func(n int) Key { return claims[n].Key }, eachWidth, func(n int) { errs[n] = p.st.Extend(ctx, claims[n], lease) })
 	return errs
 }
 
 func (p perKey) ReleaseEach(ctx context.Context, claims []Claim) []error {
 	errs := make([]error, len(claims))
-	inOrder(claims, func(c Claim) Key { return c.Key }, func(n int) { errs[n] = p.st.Release(ctx, claims[n]) })
+	batch.InOrder(len(claims), func(n int) Key { return claims[n].Key }, eachWidth, func(n int) { errs[n] = p.st.Release(ctx, claims[n]) })
 	return errs
 }
 
@@ -364,7 +368,7 @@ func (p perKey) MarkEach(ctx context.Context, keys []Key, results [][]byte, ttl 
 		}
 		return errs
 	}
-	inOrder(keys, func(k Key) Key { return k }, func(n int) {
+	batch.InOrder(len(keys), func(n int) Key { return keys[n] }, eachWidth, func(n int) {
 		var res []byte
 		if results != nil {
 			res = results[n]
@@ -372,36 +376,4 @@ func (p perKey) MarkEach(ctx context.Context, keys []Key, results [][]byte, ttl 
 		errs[n] = markWith(ctx, p.st, keys[n], res, ttl)
 	})
 	return errs
-}
-
-// inOrder calls do(n) for every item of items, up to eachWidth at once, in
-// waves: the first item of each key, then the second, and so on, so that the
-// items on one key are done one after another, in order.
-func inOrder[T any](items []T, key func(T) Key, do func(n int)) {
-	if len(items) == 1 {
-		do(0)
-		return
-	}
-	seen := make(map[Key]int, len(items))
-	var waves [][]int
-	for n, it := range items {
-		w := seen[key(it)]
-		seen[key(it)] = w + 1
-		if w == len(waves) {
-			waves = append(waves, nil)
-		}
-		waves[w] = append(waves[w], n)
-	}
-	sem := make(chan struct{}, eachWidth)
-	for _, wave := range waves {
-		var wg sync.WaitGroup
-		for _, n := range wave {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				do(n)
-			})
-		}
-		wg.Wait()
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,4 +122,39 @@ func TestClosedDefault(t *testing.T) {
 	b.Closed = nil
 	b.Close()
 	require.ErrorIs(t, b.Do(context.Background(), "a", op("a")), errClosed, "call after Close")
+}
+
+// TestInOrder does the items of one key one after another, in order, and
+// the others at once: the first wave's three items wait for each other.
+func TestInOrder(t *testing.T) {
+	keys := []string{"a", "b", "a", "c", "a", "b"}
+	var mu sync.Mutex
+	var done []int
+	var firstWave sync.WaitGroup
+	firstWave.Add(3)
+	var together atomic.Bool
+	InOrder(len(keys), func(i int) string { return keys[i] }, 8, func(i int) {
+		if i == 0 || i == 1 || i == 3 {
+			firstWave.Done()
+			waited := make(chan struct{})
+			go func() { firstWave.Wait(); close(waited) }()
+			select {
+			case <-waited:
+				together.Store(true)
+			case <-time.After(10 * time.Second):
+			}
+		}
+		mu.Lock()
+		done = append(done, i)
+		mu.Unlock()
+	})
+	pos := make(map[int]int)
+	for p, i := range done {
+		pos[i] = p
+	}
+	require.Len(t, done, len(keys))
+	require.True(t, together.Load(), "the first items of a, b and c ran at once")
+	require.Less(t, pos[0], pos[2], "a's first item before its second")
+	require.Less(t, pos[2], pos[4], "a's second item before its third")
+	require.Less(t, pos[1], pos[5], "b's items in order")
 }

@@ -111,15 +111,22 @@ func TestInFlightBudgetRunsOut(t *testing.T) {
 // documentation cites, with room to answer.
 func TestPresetAckBudgets(t *testing.T) {
 	deadline := map[string]time.Duration{
-		"telegram": 60 * time.Second, // telegram-bot-api: webhook connection idle timeout
-		"slack":    3 * time.Second,
-		"feishu":   3 * time.Second,
-		"discord":  3 * time.Second,
-		"onebot":   5 * time.Second, // go-cqhttp: POST timeout, at least 5 s
-		"qq":       3 * time.Second,
-		"line":     2 * time.Second,  // LINE: request_timeout when no answer within 2 s
-		"meta":     5 * time.Second,  // WhatsApp: 200 within 5 s (360dialog partner docs)
-		"matrix":   60 * time.Second, // Synapse: SimpleHttpClient gives up after 60 s
+		"telegram":        60 * time.Second, // telegram-bot-api: webhook connection idle timeout
+		"slack":           3 * time.Second,
+		"feishu":          3 * time.Second,
+		"discord":         3 * time.Second,
+		"onebot":          5 * time.Second, // go-cqhttp: POST timeout, at least 5 s
+		"qq":              3 * time.Second,
+		"line":            2 * time.Second,         // LINE: request_timeout when no answer within 2 s
+		"meta":            5 * time.Second,         // WhatsApp: 200 within 5 s (360dialog partner docs)
+		"matrix":          60 * time.Second,        // Synapse: SimpleHttpClient gives up after 60 s
+		"wechat":          5 * time.Second,         // WeChat: no answer within 5 s and it hangs up
+		"wecom":           5 * time.Second,         // WeCom: the same five seconds
+		"dingtalk":        1500 * time.Millisecond, // DingTalk names no robot deadline; its callbacks' 1500 ms
+		"dingtalk-events": 1500 * time.Millisecond, // DingTalk: answer within 1500 ms
+		"webhooks":        15 * time.Second,        // Standard Webhooks: recommended request timeout 15 to 30 s
+		"github":          10 * time.Second,        // GitHub: a delivery is failed after 10 s without an answer
+		"stripe":          3 * time.Second,         // Stripe: no published deadline; the shortest reported, 3 s
 	}
 	for _, p := range platform.Presets() {
 		require.Contains(t, deadline, p.Name)

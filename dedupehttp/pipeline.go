@@ -131,7 +131,7 @@ func (c *config) refuseBody(w http.ResponseWriter, r *http.Request, err error) {
 // the preset's answer to a protocol request that needs the secret.
 func (c *config) authenticate(w http.ResponseWriter, r *http.Request, data []byte) ([]byte, bool) {
 	p := c.preset
-	verified, err := p.Verify(data, r.Header, c.now())
+	verified, err := p.VerifyRequest(r, data, c.now())
 	if err != nil {
 		c.stats.unauthenticated.Add(1)
 		c.warn(r.Context(), warnUnauthenticated, "dedupe: dedupehttp: unauthenticated delivery refused",

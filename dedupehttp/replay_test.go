@@ -344,7 +344,9 @@ func TestReplayOffByDefault(t *testing.T) {
 		})
 	}
 	for _, p := range platform.Presets() {
-		assert.Equal(t, p.Name == "slack" || p.Name == "discord" || p.Name == "feishu", p.Replay, p.Name)
+		want := map[string]bool{"slack": true, "discord": true, "feishu": true,
+			"wechat": true, "wecom": true, "dingtalk": true, "dingtalk-events": true}
+		assert.Equal(t, want[p.Name], p.Replay, p.Name)
 	}
 }
 

@@ -3,10 +3,10 @@ package dedupeotel
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/batch"
 	"go.opentelemetry.io/otel/attribute"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
@@ -34,7 +34,7 @@ func (s *Store) ClaimEach(ctx context.Context, claims []dedupe.Claim, lease time
 		status, errs = b.ClaimEach(ctx, claims, lease)
 	} else {
 		status, errs = make([]dedupe.Status, len(claims)), make([]error, len(claims))
-		inOrder(len(claims), key, func(n int) {
+		batch.InOrder(len(claims), key, eachWidth, func(n int) {
 			sctx, span := s.start(ctx, "claim", claims[n].Key)
 			status[n], errs[n] = s.st.Claim(sctx, claims[n], lease)
 			s.endClaim(span, claims[n].Key, status[n], errs[n])
@@ -149,7 +149,7 @@ func (s *Store) endEach(span trace.Span, n int, errs []error, key func(int) dedu
 // their errors.
 func (s *Store) perKey(ctx context.Context, op string, n int, key func(int) dedupe.Key, do func(context.Context, int) error) []error {
 	errs := make([]error, n)
-	inOrder(n, key, func(i int) {
+	batch.InOrder(n, key, eachWidth, func(i int) {
 		sctx, span := s.start(ctx, op, key(i))
 		errs[i] = do(sctx, i)
 		s.end(span, key(i), errs[i])
@@ -157,40 +157,6 @@ func (s *Store) perKey(ctx context.Context, op string, n int, key func(int) dedu
 	return errs
 }
 
-// eachWidth bounds the concurrent calls of inOrder: the width of
+// eachWidth bounds the concurrent calls of batch.InOrder: the width of
 // [dedupe.Deduper.DoEach]'s own calls to a store that is not a BatchStore.
 const eachWidth = 64
-
-// inOrder calls do(i) for each of n items, up to eachWidth at once, in waves:
-// the first item of each key, then the second, and so on, so that the items
-// on one key are done one after another, in order, as [dedupe.BatchStore]
-// requires. It is what DoEach does for a store that is not a BatchStore
-// (package dedupe, store.go, perKey), which a wrapper cannot reach.
-func inOrder(n int, key func(int) dedupe.Key, do func(i int)) {
-	if n == 1 {
-		do(0)
-		return
-	}
-	seen := make(map[dedupe.Key]int, n)
-	var waves [][]int
-	for i := range n {
-		w := seen[key(i)]
-		seen[key(i)] = w + 1
-		if w == len(waves) {
-			waves = append(waves, nil)
-		}
-		waves[w] = append(waves[w], i)
-	}
-	sem := make(chan struct{}, eachWidth)
-	for _, wave := range waves {
-		var wg sync.WaitGroup
-		for _, i := range wave {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				do(i)
-			})
-		}
-		wg.Wait()
-	}
-}

@@ -82,6 +82,7 @@ type Store struct {
 	closeErr   error
 	b          batch.Batcher[pipe]
 	nodes      nodes
+	batches    sync.RWMutex // read-locked by each batch in flight (each.go); Close waits for them
 
 	replicas       int           // Config.Replicas
 	replicaTimeout time.Duration // Config.ReplicaTimeout
@@ -373,13 +374,16 @@ func (s *Store) MinLease() time.Duration {
 func (s *Store) Backend() string { return "redis" }
 
 // Close marks the store closed: later calls return [dedupe.ErrClosed], and
-// so do the calls still queued for a pipeline. It waits for the pipeline in
-// flight to be answered. It closes the client only if the store owns it (see
+// so do the calls still queued for a pipeline. It waits for the pipelines in
+// flight to be answered, and for the batches in flight ([Store.ClaimEach]
+// and its peers) to return. It closes the client only if the store owns it (see
 // [OpenURL]); a client given to [New] stays open. Close is idempotent. Marks
 // and claims stay in Redis until they expire.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
+		s.batches.Lock() // waits for the batches in flight; later ones see closed
+		s.batches.Unlock()
 		s.b.Close()
 		s.nodes.close()
 		if s.ownsClient {

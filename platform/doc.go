@@ -22,12 +22,26 @@
 // answer to the user (Slack interactions and slash commands, Discord
 // interactions, Feishu card callbacks), so that package dedupehttp answers a
 // copy with the first answer. The presets are
-// [Telegram], [Slack], [Feishu], [Discord], [OneBot], [QQ], [LINE], [Meta]
-// and [Matrix], each documented with the id it keys on and where its TTL
+// [Telegram], [Slack], [Feishu], [Discord], [OneBot], [QQ], [LINE], [Meta],
+// [Matrix], [WeChat], [WeCom], [DingTalk], [DingTalkEvents], [StandardWebhooks],
+// [GitHub] and [Stripe], each documented with the id it keys on and where its TTL
 // comes from; [Presets] lists them.
 // Copy one and change a field to adapt it: a Name per bot when several bots of
 // one platform share a store, or another TTL. A Preset is safe for concurrent
 // use.
+//
+// # Rules
+//
+// A webhook source that signs with HMAC-SHA256 or Ed25519 and keys on a
+// header or a member of its body needs no code: describe it with a [Rule]
+// (the id as "header:Name" or a JSON Pointer, RFC 6901; the signed content
+// as a template such as "{id}.{timestamp}.{body}"; hex or base64; the
+// prefix and separator of its signatures; a signed timestamp and its
+// tolerance; the TTL), decode it from a configuration file with
+// encoding/json, and make a preset of it with [NewPreset], which checks it.
+// [GitHub] and [Stripe] are Rules, and [StandardWebhooks] is two. rule.go,
+// rule_verify.go and pointer.go hold the grammar; one file per sender
+// (standardwebhooks.go, github.go, stripe.go) holds its preset.
 //
 // # Batches
 //
@@ -54,14 +68,16 @@
 // Signing Secret, Feishu's Encrypt Key or Verification Token, Discord's
 // application Public Key, OneBot's HTTP POST secret, QQ's AppSecret, LINE's
 // channel secret, Meta's App Secret, a Matrix application service's
-// hs_token), and
+// hs_token, a Standard Webhooks "whsec_" secret or "whpk_" public key,
+// GitHub's webhook secret, Stripe's signing secret), and
 // [Preset.Verify] then checks a delivery's signature, token or encryption
 // before anything is read from it, returning an error wrapping
 // [ErrUnauthenticated] for a forgery and the body to key on (for Feishu, the
 // decrypted one) for an authentic delivery. Each preset documents its scheme
 // and source. Verify uses only the standard library, and compares in constant
 // time. Signed timestamps are checked against replays: within 5 minutes for
-// Slack, as Slack asks, and within the preset's TTL for the others, since a
+// Slack, Standard Webhooks and Stripe, as they ask, and within the preset's
+// TTL for the others, since a
 // replay older than the TTL would no longer be found a duplicate.
 // [Preset.CheckSecret] says whether a preset authenticates, and
 // [Preset.Answer] answers QQ's callback URL validation, which needs the
@@ -69,8 +85,12 @@
 // Several OneBot bots on one endpoint each sign with a secret of their own:
 // [Preset.WithBotSecrets]. Meta checks a webhook with an unsigned GET:
 // [Preset.WithVerifyToken] and [Preset.AnswerSubscription] answer it. LINE,
-// Meta and Matrix sign no timestamp, so their deliveries are not checked
-// against replays beyond the TTL. Package platformtest signs deliveries as
+// Meta, Matrix and GitHub sign no timestamp, so their deliveries are not checked
+// against replays beyond the TTL. WeChat, WeCom and DingTalk's event
+// subscriptions sign in the URL query and encrypt with WXBizMsgCrypt: give
+// their token, EncodingAESKey and receiver id with [Preset.WithMsgCrypt],
+// authenticate with [Preset.VerifyRequest], which sees the query, and
+// encrypt answers with [Preset.Seal]. Package platformtest signs deliveries as
 // the platforms do, for tests.
 //
 // Member names are matched exactly, as the platform spells them, never

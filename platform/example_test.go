@@ -49,6 +49,13 @@ func ExamplePresets() {
 	// line     24h0m0s
 	// meta     192h0m0s
 	// matrix   24h0m0s
+	// wechat   10m0s
+	// wecom    10m0s
+	// dingtalk 24h0m0s
+	// dingtalk-events 24h0m0s
+	// webhooks 96h0m0s
+	// github   96h0m0s
+	// stripe   96h0m0s
 }
 
 // A OneBot implementation connected over WebSocket sends events as frames,

@@ -189,7 +189,7 @@ func (v *feishuVerifier) decrypt(encrypt string) ([]byte, bool) {
 	}
 	iv, ct := data[:aes.BlockSize], data[aes.BlockSize:]
 	cipher.NewCBCDecrypter(block, iv).CryptBlocks(ct, ct)
-	plain, padded := unpad(ct)
+	plain, padded := unpad(ct, aes.BlockSize)
 	valid := jsonscan.Valid(plain, maxDepth) // run whatever the padding, for even timing
 	if !padded || !valid {
 		return nil, false
@@ -200,13 +200,14 @@ func (v *feishuVerifier) decrypt(encrypt string) ([]byte, bool) {
 	return plain, true
 }
 
-// unpad removes PKCS#7 padding from b, a whole number of blocks, checking it
-// in constant time. When the padding is wrong it returns b whole and false.
-func unpad(b []byte) ([]byte, bool) {
+// unpad removes PKCS#7 padding to a multiple of block bytes (16 for Feishu,
+// 32 for WXBizMsgCrypt) from b, which is at least block bytes long, checking
+// it in constant time. When the padding is wrong it returns b whole and false.
+func unpad(b []byte, block int) ([]byte, bool) {
 	n := len(b)
 	pad := int(b[n-1])
-	good := subtle.ConstantTimeLessOrEq(1, pad) & subtle.ConstantTimeLessOrEq(pad, aes.BlockSize)
-	for i := 1; i <= aes.BlockSize; i++ {
+	good := subtle.ConstantTimeLessOrEq(1, pad) & subtle.ConstantTimeLessOrEq(pad, block)
+	for i := 1; i <= block; i++ {
 		inPad := subtle.ConstantTimeLessOrEq(i, pad)
 		same := subtle.ConstantTimeByteEq(b[n-i], byte(pad))
 		good &= subtle.ConstantTimeSelect(inPad, same, 1)

@@ -21,7 +21,11 @@ import (
 //
 // The presets are [Telegram], [Slack], [Feishu], [Discord], [OneBot], [QQ],
 // and, for platforms that post several events at once (see [Preset].Events),
-// [LINE], [Meta] and [Matrix]; [Presets] lists them. As declared they hold no secret and authenticate
+// [LINE], [Meta] and [Matrix], then [WeChat], [WeCom], [DingTalk] and
+// [DingTalkEvents] (all but DingTalk sign in the URL query: see
+// [Preset.VerifyRequest]), and the webhook senders [StandardWebhooks],
+// [GitHub] and [Stripe], built from a declarative [Rule] ([NewPreset]);
+// [Presets] lists them. As declared they hold no secret and authenticate
 // nothing: give each its secret with [Preset.WithSecret]. A Preset is safe for
 // concurrent use.
 type Preset struct {
@@ -73,6 +77,9 @@ type Preset struct {
 	// newVerifier makes the verifier of a secret; nil for a preset whose
 	// platform this package cannot authenticate.
 	newVerifier func(secret string) (verifier, error)
+	// newCryptVerifier makes the verifier of a WXBizMsgCrypt configuration
+	// (see WithMsgCrypt); nil for a platform that does not use it.
+	newCryptVerifier func(c *msgCrypt) verifier
 	// newBotVerifier makes the verifier of one secret per bot (see
 	// WithBotSecrets); nil for a platform without per-bot secrets.
 	newBotVerifier func(secrets map[string]string) (verifier, error)
@@ -198,8 +205,10 @@ func (p Preset) CheckSecret() error {
 // [Preset.WithSecret], and returns the body to extract the key from and to
 // hand to the handler: body itself, or for an encrypted Feishu delivery its
 // plaintext (for an unsigned url_verification, its members rebuilt, for
-// [Preset.Answer]). now is the time signed timestamps are checked against. A
-// delivery that fails returns an error wrapping [ErrUnauthenticated]; the
+// [Preset.Answer]). now is the time signed timestamps are checked against.
+// [WeChat], [WeCom] and [DingTalkEvents] sign in the URL query, which Verify
+// does not see: it refuses their deliveries, and [Preset.VerifyRequest]
+// checks them. A delivery that fails returns an error wrapping [ErrUnauthenticated]; the
 // error never holds the secret. Without a secret, Verify returns body as it
 // is: the delivery is not authenticated.
 //
@@ -217,9 +226,11 @@ func (p Preset) Verify(body []byte, header http.Header, now time.Time) ([]byte, 
 // Answer returns the answer to a protocol request that the preset answers
 // itself, because the answer needs the secret or because the request cannot
 // be trusted further than its check: QQ's callback URL validation (op 13),
-// and Feishu's url_verification (which, encrypted, comes unsigned; see
-// [Preset.WithVerificationToken]). ok is false for any other delivery, and
-// for a preset without a usable secret. Call it on a body [Preset.Verify]
+// Feishu's url_verification (which, encrypted, comes unsigned; see
+// [Preset.WithVerificationToken]), the echostr URL checks of WeChat and
+// WeCom, and DingTalk's check_url (answered with the encrypted "success").
+// ok is false for any other delivery, and for a preset without a usable
+// secret. Call it on a body [Preset.Verify] or [Preset.VerifyRequest]
 // accepted.
 func (p Preset) Answer(body []byte) (response []byte, ok bool) {
 	if a, isAnswerer := p.verifier.(answerer); isAnswerer {
@@ -259,7 +270,9 @@ func (p Preset) Extract(body []byte, header http.Header) (dedupe.Key, error) {
 
 // Presets returns the platform presets of this package, in the order
 // [Telegram], [Slack], [Feishu], [Discord], [OneBot], [QQ], [LINE], [Meta],
-// [Matrix]. The slice is new on each call.
+// [Matrix], [WeChat], [WeCom], [DingTalk], [DingTalkEvents],
+// [StandardWebhooks], [GitHub], [Stripe]. The slice is new on each call.
 func Presets() []Preset {
-	return []Preset{Telegram, Slack, Feishu, Discord, OneBot, QQ, LINE, Meta, Matrix}
+	return []Preset{Telegram, Slack, Feishu, Discord, OneBot, QQ, LINE, Meta, Matrix,
+		WeChat, WeCom, DingTalk, DingTalkEvents, StandardWebhooks, GitHub, Stripe}
 }

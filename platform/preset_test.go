@@ -298,15 +298,22 @@ func TestPresetCustom(t *testing.T) {
 // TestPresetTTLs pins each TTL against the redelivery window it must outlast.
 func TestPresetTTLs(t *testing.T) {
 	minimum := map[string]time.Duration{
-		"telegram": 24 * time.Hour,                                           // updates kept up to 24 h
-		"slack":    10 * time.Minute,                                         // retries at ~0, +1 and +5 min
-		"feishu":   15*time.Second + 5*time.Minute + time.Hour + 6*time.Hour, // retry schedule
-		"discord":  15 * time.Minute,                                         // interaction token lifetime
-		"onebot":   time.Minute,                                              // copies seconds apart
-		"qq":       24 * time.Hour,                                           // no documented schedule: the default
-		"line":     24 * time.Hour,                                           // no published redelivery schedule: the default
-		"meta":     7 * 24 * time.Hour,                                       // WhatsApp retries for up to 7 days
-		"matrix":   24 * time.Hour,                                           // retries until 200, no end named: the default
+		"telegram":        24 * time.Hour,                                           // updates kept up to 24 h
+		"slack":           10 * time.Minute,                                         // retries at ~0, +1 and +5 min
+		"feishu":          15*time.Second + 5*time.Minute + time.Hour + 6*time.Hour, // retry schedule
+		"discord":         15 * time.Minute,                                         // interaction token lifetime
+		"onebot":          time.Minute,                                              // copies seconds apart
+		"qq":              24 * time.Hour,                                           // no documented schedule: the default
+		"line":            24 * time.Hour,                                           // no published redelivery schedule: the default
+		"meta":            7 * 24 * time.Hour,                                       // WhatsApp retries for up to 7 days
+		"matrix":          24 * time.Hour,                                           // retries until 200, no end named: the default
+		"wechat":          15 * time.Second,                                         // three retries, 5 s apart
+		"wecom":           15 * time.Second,                                         // three retries, 5 s apart
+		"dingtalk":        time.Hour,                                                // the signed timestamp's window
+		"dingtalk-events": 24 * time.Hour,                                           // no published schedule: the default
+		"webhooks":        75*time.Hour + 35*time.Minute,                            // the spec's example retry schedule
+		"github":          3 * 24 * time.Hour,                                       // manual redelivery within 3 days
+		"stripe":          3 * 24 * time.Hour,                                       // live-mode retries for up to 3 days
 	}
 	ps := platform.Presets()
 	require.Len(t, ps, len(minimum))
@@ -414,6 +421,7 @@ var extractCases = []struct {
 	{platform.Discord, "discord_application_command.json", []string{"id"}},
 	{platform.OneBot, "onebot_group_message.json", []string{"message_id"}},
 	{platform.QQ, "qq_group_at_message.json", []string{"id"}},
+	{platform.Stripe, "stripe_event.json", []string{"id"}}, // a Rule's JSON Pointer
 }
 
 func BenchmarkPresetExtract(b *testing.B) {

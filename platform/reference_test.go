@@ -38,6 +38,8 @@ func reference(name string, body []byte) (string, int) {
 		return refOneBot(top)
 	case "feishu":
 		return refFeishu(top)
+	case "stripe":
+		return refIDOf(top["id"])
 	}
 	return "", refUnknown
 }

@@ -34,6 +34,13 @@
 //     call confirms it. A released update is processed again only by a copy
 //     waiting for it, or by a process restarted before that next call, which
 //     fetches the update again.
+//   - Polling with [Poll] and a [Batch]: each getUpdates batch (up to 100
+//     updates) runs through [dedupe.Deduper.DoEach], one claim round trip
+//     for the batch, and the next call's offset confirms only the updates
+//     processed or found processed, up to the first that failed. The
+//     failed update is fetched again with those after it, which are
+//     dropped as duplicates, so it is processed again, by this process or
+//     the next.
 //   - [tgbotapi.BotAPI.ListenForWebhook]: it answers 200 once the update is
 //     on the channel, before it is processed; a released update is never sent
 //     again.

@@ -27,23 +27,31 @@ import (
 type Signer struct {
 	platform string
 	secret   string
-	key      ed25519.PrivateKey // Discord and QQ
+	key      ed25519.PrivateKey // Discord, QQ and Standard Webhooks v1a
 }
 
 // NewSigner returns a Signer for the platform named name ("telegram", "slack",
-// "feishu", "discord", "onebot", "qq", "line", "meta" or "matrix") whose
-// secret is derived from seed:
-// seed itself, except for Discord, whose secret is a public key: the one of
-// the Ed25519 key whose seed is SHA-256(seed). For Feishu the secret is used
+// "feishu", "discord", "onebot", "qq", "line", "meta", "matrix", "github",
+// "stripe", "webhooks" for Standard Webhooks' symmetric scheme v1 or
+// "webhooks-v1a" for its asymmetric one) whose secret is derived from seed:
+// seed itself, except for Discord and "webhooks-v1a", whose secret is a
+// public key: the one of the Ed25519 key whose seed is SHA-256(seed)
+// (written "whpk_" and its base64 for "webhooks-v1a"), and for "webhooks",
+// whose secret is "whsec_" and the base64 of seed. For Feishu the secret is used
 // as the Encrypt Key by [Signer.Encrypt] and [Signer.Sign], and as the
 // Verification Token by [Signer.Token].
 func NewSigner(name, seed string) *Signer {
 	s := &Signer{platform: name, secret: seed}
 	switch name {
-	case "discord":
+	case "discord", "webhooks-v1a":
 		sum := sha256.Sum256([]byte(seed))
 		s.key = ed25519.NewKeyFromSeed(sum[:])
 		s.secret = hex.EncodeToString(s.key.Public().(ed25519.PublicKey))
+		if name == "webhooks-v1a" {
+			s.secret = "whpk_" + base64.StdEncoding.EncodeToString(s.key.Public().(ed25519.PublicKey))
+		}
+	case "webhooks":
+		s.secret = "whsec_" + base64.StdEncoding.EncodeToString([]byte(seed))
 	case "qq":
 		full := seed
 		for len(full) < ed25519.SeedSize {
@@ -64,7 +72,8 @@ func (s *Signer) Preset(p platform.Preset) platform.Preset { return p.WithSecret
 // Sign returns the headers with which the platform delivers body at time now:
 // the secret token (Telegram) or bearer token (Matrix's hs_token), or the
 // signature and its timestamp, and
-// Content-Type. For Feishu, body is signed as it is: encrypt it first with
+// Content-Type. For GitHub and Standard Webhooks, whose id is a header, the
+// id is derived from body (see [Signer.SignID]). For Feishu, body is signed as it is: encrypt it first with
 // [Signer.Encrypt] to sign an encrypted delivery.
 func (s *Signer) Sign(body []byte, now time.Time) http.Header {
 	h := http.Header{"Content-Type": {"application/json"}}
@@ -101,6 +110,48 @@ func (s *Signer) Sign(body []byte, now time.Time) http.Header {
 		h.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
 	case "matrix":
 		h.Set("Authorization", "Bearer "+s.secret)
+	case "stripe":
+		mac := hmac.New(sha256.New, []byte(s.secret))
+		mac.Write([]byte(ts + "."))
+		mac.Write(body)
+		h.Set("Stripe-Signature", "t="+ts+",v1="+hex.EncodeToString(mac.Sum(nil)))
+	case "github", "webhooks", "webhooks-v1a":
+		sum := sha256.Sum256(body)
+		return s.SignID(hex.EncodeToString(sum[:16]), body, now)
+	}
+	return h
+}
+
+// SignID returns the headers with which GitHub or a Standard Webhooks sender
+// delivers body at time now under the id id: X-GitHub-Delivery and
+// X-Hub-Signature-256, or webhook-id, webhook-timestamp and
+// webhook-signature. For another platform it returns what [Signer.Sign]
+// does.
+func (s *Signer) SignID(id string, body []byte, now time.Time) http.Header {
+	h := http.Header{"Content-Type": {"application/json"}}
+	ts := strconv.FormatInt(now.Unix(), 10)
+	switch s.platform {
+	case "github":
+		mac := hmac.New(sha256.New, []byte(s.secret))
+		mac.Write(body)
+		h.Set("X-GitHub-Delivery", id)
+		h.Set("X-GitHub-Event", "push")
+		h.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	case "webhooks":
+		key, _ := base64.StdEncoding.DecodeString(s.secret[len("whsec_"):])
+		mac := hmac.New(sha256.New, key)
+		mac.Write([]byte(id + "." + ts + "."))
+		mac.Write(body)
+		h.Set("webhook-id", id)
+		h.Set("webhook-timestamp", ts)
+		h.Set("webhook-signature", "v1,"+base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+	case "webhooks-v1a":
+		sig := ed25519.Sign(s.key, append([]byte(id+"."+ts+"."), body...))
+		h.Set("webhook-id", id)
+		h.Set("webhook-timestamp", ts)
+		h.Set("webhook-signature", "v1a,"+base64.StdEncoding.EncodeToString(sig))
+	default:
+		return s.Sign(body, now)
 	}
 	return h
 }
