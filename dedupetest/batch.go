@@ -111,18 +111,18 @@ func newClaims(keys ...dedupe.Key) []dedupe.Claim {
 // are Claimed, Duplicate, InFlight and Claimed with the lease set anew.
 func testEachClaimStatuses(t *testing.T, s *suite) {
 	st := s.open(t, Options{})
-	lease := s.d(10 * time.Minute)
+	lease := s.d(20 * time.Minute) // wide: 9 units of slack each way on a loaded machine
 	fresh, marked, held, own := s.key(), s.key(), s.key(), s.key()
 	mark(t, st, marked, s.d(30*time.Minute))
 	other := claim(t, st, held, lease, dedupe.Claimed)
 	mine := claim(t, st, own, lease, dedupe.Claimed)
-	s.wait(7 * time.Minute) // 7
+	s.wait(11 * time.Minute) // 11
 	batch := []dedupe.Claim{dedupe.NewClaim(fresh), dedupe.NewClaim(marked), dedupe.NewClaim(held), mine}
 	claimEach(t, st, batch, lease, dedupe.Claimed, dedupe.Duplicate, dedupe.InFlight, dedupe.Claimed)
 	wantExists(t, st, fresh, false, "while claimed by ClaimEach")
 	wantExists(t, st, marked, true, "after ClaimEach found it marked")
 
-	s.wait(7 * time.Minute) // 14: past the first leases, within those of the batch
+	s.wait(11 * time.Minute) // 22: past the first leases (20), within those of the batch (31)
 	claim(t, st, own, lease, dedupe.InFlight)
 	claim(t, st, fresh, lease, dedupe.InFlight)
 	wantErr(t, st.Extend(context.Background(), other, lease), dedupe.ErrNotOwner,
