@@ -22,7 +22,9 @@ import (
 // every new key, and the marks of the keys processed (and the releases of
 // those whose fn failed) go out in [BatchStore.MarkEach] and
 // [BatchStore.ReleaseEach] round trips, gathering the keys whose fn returned
-// meanwhile, so that a key is marked about as soon as Do would mark it. A
+// meanwhile: a key's mark leaves once its batch's fns have all returned, or
+// 1 ms after its fn returned, or when the round trip in flight ends, so that
+// it is marked about as soon as Do would mark it. A
 // store that is not a BatchStore is asked once per key, concurrently. The
 // leases of the claimed keys are renewed together ([BatchStore.ExtendEach])
 // until each key's fn has returned.
@@ -351,6 +353,7 @@ func (r *eachRun) runAll(held []int) {
 				r.notRun(i, h, s)
 			}
 		}
+		s.flush()
 		s.wait()
 		h.stopAll()
 		r.finishMarks(s.queued)
@@ -466,6 +469,7 @@ type eachSettler struct {
 	kept     [][]byte // the result kept with each mark
 	releases []int
 	running  bool
+	timer    *time.Timer // the start of the goroutine, settleDelay after a key waits
 	wg       sync.WaitGroup
 	queued   []eachQueued // marks the store did not take, queued in the backlog
 }
@@ -480,15 +484,38 @@ type eachQueued struct {
 func (s *eachSettler) mark(i int, kept []byte) {
 	s.mu.Lock()
 	s.marks, s.kept = append(s.marks, i), append(s.kept, kept)
-	s.kick()
+	s.soon()
 	s.mu.Unlock()
 }
 
 func (s *eachSettler) release(i int) {
 	s.mu.Lock()
 	s.releases = append(s.releases, i)
-	s.kick()
+	s.soon()
 	s.mu.Unlock()
+}
+
+// settleDelay is how long a key's mark or release waits for those of the
+// keys whose fns return after it, unless a round trip of the batch is in
+// flight or every fn of the batch has returned: the fns of a batch that
+// return at once (a handler that queues its work) are settled in one round
+// trip, and a slow fn delays its predecessors' marks by no more than this.
+const settleDelay = time.Millisecond
+
+// soon starts the settler's goroutine within settleDelay, unless it runs.
+// Called with mu held.
+func (s *eachSettler) soon() {
+	if s.running || s.timer != nil {
+		return
+	}
+	s.timer = time.AfterFunc(settleDelay, func() {
+		s.mu.Lock()
+		s.timer = nil
+		if len(s.marks)+len(s.releases) > 0 {
+			s.kick()
+		}
+		s.mu.Unlock()
+	})
 }
 
 // kick starts the settler's goroutine if it is not running. Called with mu
@@ -499,6 +526,20 @@ func (s *eachSettler) kick() {
 		s.wg.Add(1)
 		go s.loop()
 	}
+}
+
+// flush starts the settler's goroutine at once for what waits: every fn of
+// the batch has returned.
+func (s *eachSettler) flush() {
+	s.mu.Lock()
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	if len(s.marks)+len(s.releases) > 0 {
+		s.kick()
+	}
+	s.mu.Unlock()
 }
 
 func (s *eachSettler) loop() {

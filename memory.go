@@ -197,10 +197,13 @@ func (s *MemoryStore) Claim(ctx context.Context, c Claim, lease time.Duration) (
 	if !validToken(c.Token) {
 		return 0, c.Validate()
 	}
-	lease = orDefault(lease, s.lease)
+	return s.claim(c, orDefault(lease, s.lease), s.nanotime())
+}
+
+// claim is Claim of a valid c at now, for lease (> 0), on an open store.
+func (s *MemoryStore) claim(c Claim, lease time.Duration, now int64) (Status, error) {
+	sh, h := s.shard(c.Key)
 	for swept := false; ; swept = true {
-		now := s.nanotime()
-		sh, h := s.shard(c.Key)
 		sh.mu.Lock()
 		st, full := s.claimLocked(sh, c, h, now, now+int64(lease))
 		sh.mu.Unlock()
@@ -211,6 +214,7 @@ func (s *MemoryStore) Claim(ctx context.Context, c Claim, lease time.Duration) (
 			return 0, fmt.Errorf("dedupe: memory: claim %s: %w (%d claims held)", c.Key, ErrStoreFull, s.maxClaims)
 		}
 		s.dropExpiredClaims(now)
+		now = s.nanotime()
 	}
 }
 
@@ -296,7 +300,11 @@ func (s *MemoryStore) update(ctx context.Context, op string, c Claim, f func(*me
 	if err := checkClaimCall(ctx, s.closed.Load(), c); err != nil {
 		return err
 	}
-	now := s.nanotime()
+	return s.updateHeld(op, c, s.nanotime(), f)
+}
+
+// updateHeld is update of a c that passed checkClaimCall, at now.
+func (s *MemoryStore) updateHeld(op string, c Claim, now int64, f func(*memShard, int64)) error {
 	sh, _ := s.shard(c.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()

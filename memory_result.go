@@ -17,8 +17,14 @@ func (s *MemoryStore) MarkResult(ctx context.Context, key Key, result []byte, tt
 	if err := checkResult(s.Backend(), key, result); err != nil {
 		return err
 	}
-	now := s.nanotime()
-	expires := now + int64(orDefault(ttl, s.ttl))
+	s.mark(key, result, orDefault(ttl, s.ttl), s.nanotime())
+	return nil
+}
+
+// mark is MarkResult of a valid key and result at now, for ttl (> 0), on an
+// open store.
+func (s *MemoryStore) mark(key Key, result []byte, ttl time.Duration, now int64) {
+	expires := now + int64(ttl)
 	sh, h := s.shard(key)
 	var kept []byte
 	if len(result) > 0 {
@@ -39,7 +45,6 @@ func (s *MemoryStore) MarkResult(ctx context.Context, key Key, result []byte, tt
 	if evictedLive {
 		s.evictedLive()
 	}
-	return nil
 }
 
 // Result returns the result kept with key's mark; see [Store.Result].

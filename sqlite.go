@@ -433,25 +433,9 @@ func (s *SQLiteStore) Claim(ctx context.Context, c Claim, lease time.Duration) (
 	lease = orDefault(lease, s.lease)
 	dkey := c.Key.String()
 	var status Status
-	err := s.submit(ctx, "claim", dkey, func(ctx context.Context, now time.Time) error {
-		dup, err := s.marked(ctx, dkey, now)
-		if err != nil {
-			return err
-		}
-		if dup {
-			status = Duplicate
-			return nil
-		}
-		res, err := s.stmt.claimTake.ExecContext(ctx, dkey, c.Token, now.Add(lease).UnixNano(), now.UnixNano())
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 1 {
-			status = Claimed
-		} else {
-			status = InFlight
-		}
-		return nil
+	err := s.submit(ctx, "claim", dkey, func(ctx context.Context, now time.Time) (err error) {
+		status, err = s.claimRow(ctx, dkey, c.Token, lease, now)
+		return err
 	})
 	if err != nil {
 		return 0, err
@@ -459,15 +443,39 @@ func (s *SQLiteStore) Claim(ctx context.Context, c Claim, lease time.Duration) (
 	return status, nil
 }
 
+// claimRow is the write of Claim of dkey for token, in the writer's
+// transaction.
+func (s *SQLiteStore) claimRow(ctx context.Context, dkey, token string, lease time.Duration, now time.Time) (Status, error) {
+	dup, err := s.marked(ctx, dkey, now)
+	if err != nil {
+		return 0, err
+	}
+	if dup {
+		return Duplicate, nil
+	}
+	res, err := s.stmt.claimTake.ExecContext(ctx, dkey, token, now.Add(lease).UnixNano(), now.UnixNano())
+	if err != nil {
+		return 0, err
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return Claimed, nil
+	}
+	return InFlight, nil
+}
+
 // Extend renews c's lease if c still holds its key; see [Store.Extend].
 func (s *SQLiteStore) Extend(ctx context.Context, c Claim, lease time.Duration) error {
 	if err := s.checkClaim(ctx, c); err != nil {
 		return err
 	}
-	lease = orDefault(lease, s.lease)
-	return s.owned(ctx, "extend", c, func(ctx context.Context, dkey string, now time.Time) (sql.Result, error) {
+	return s.owned(ctx, "extend", c, s.extendRow(orDefault(lease, s.lease)))
+}
+
+// extendRow returns the change of Extend for lease.
+func (s *SQLiteStore) extendRow(lease time.Duration) sqliteChange {
+	return func(ctx context.Context, c Claim, dkey string, now time.Time) (sql.Result, error) {
 		return s.stmt.claimExtend.ExecContext(ctx, now.Add(lease).UnixNano(), dkey, c.Token, now.UnixNano())
-	})
+	}
 }
 
 // Release drops c's claim if c still holds its key; see [Store.Release].
@@ -475,9 +483,12 @@ func (s *SQLiteStore) Release(ctx context.Context, c Claim) error {
 	if err := s.checkClaim(ctx, c); err != nil {
 		return err
 	}
-	return s.owned(ctx, "release", c, func(ctx context.Context, dkey string, now time.Time) (sql.Result, error) {
-		return s.stmt.claimDrop.ExecContext(ctx, dkey, c.Token, now.UnixNano())
-	})
+	return s.owned(ctx, "release", c, s.releaseRow)
+}
+
+// releaseRow is the change of Release.
+func (s *SQLiteStore) releaseRow(ctx context.Context, c Claim, dkey string, now time.Time) (sql.Result, error) {
+	return s.stmt.claimDrop.ExecContext(ctx, dkey, c.Token, now.UnixNano())
 }
 
 // checkClaim is [checkCall] for Extend and Release, which also refuse a
@@ -486,35 +497,44 @@ func (s *SQLiteStore) checkClaim(ctx context.Context, c Claim) error {
 	return checkClaimCall(ctx, s.closed.Load(), c)
 }
 
-// owned runs the write of Extend or Release (op): change, which changes c's
-// row of the claims table if c still holds its key. It returns [ErrNotOwner]
-// if the key is marked or change changed no row.
-func (s *SQLiteStore) owned(ctx context.Context, op string, c Claim,
-	change func(ctx context.Context, dkey string, now time.Time) (sql.Result, error)) error {
+// sqliteChange is the write of Extend or Release: it changes c's row of the
+// claims table if c still holds its key, in the writer's transaction.
+type sqliteChange func(ctx context.Context, c Claim, dkey string, now time.Time) (sql.Result, error)
+
+// owned runs the write of Extend or Release (op), change. It returns
+// [ErrNotOwner] if the key is marked or change changed no row.
+func (s *SQLiteStore) owned(ctx context.Context, op string, c Claim, change sqliteChange) error {
 	dkey := c.Key.String()
 	var refused error
-	err := s.submit(ctx, op, dkey, func(ctx context.Context, now time.Time) error {
-		dup, err := s.marked(ctx, dkey, now)
-		if err != nil {
-			return err
-		}
-		if dup {
-			refused = fmt.Errorf("%w: %s is marked", ErrNotOwner, c.Key)
-			return nil
-		}
-		res, err := change(ctx, dkey, now)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			refused = fmt.Errorf("%w: %s", ErrNotOwner, c.Key)
-		}
-		return nil
+	err := s.submit(ctx, op, dkey, func(ctx context.Context, now time.Time) (err error) {
+		refused, err = s.ownedRow(ctx, c, dkey, now, change)
+		return err
 	})
 	if err != nil {
 		return err
 	}
 	return refused
+}
+
+// ownedRow runs change of c, in the writer's transaction. refused is
+// [ErrNotOwner] if the key is marked or change changed no row; err is the
+// failure of a statement.
+func (s *SQLiteStore) ownedRow(ctx context.Context, c Claim, dkey string, now time.Time, change sqliteChange) (refused, err error) {
+	dup, err := s.marked(ctx, dkey, now)
+	if err != nil {
+		return nil, err
+	}
+	if dup {
+		return fmt.Errorf("%w: %s is marked", ErrNotOwner, c.Key), nil
+	}
+	res, err := change(ctx, c, dkey, now)
+	if err != nil {
+		return nil, err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("%w: %s", ErrNotOwner, c.Key), nil
+	}
+	return nil, nil
 }
 
 // marked reports whether dkey has an unexpired mark, read in the writer's

@@ -124,6 +124,9 @@ func TestPresetAckBudgets(t *testing.T) {
 		"wecom":           5 * time.Second,         // WeCom: the same five seconds
 		"dingtalk":        1500 * time.Millisecond, // DingTalk names no robot deadline; its callbacks' 1500 ms
 		"dingtalk-events": 1500 * time.Millisecond, // DingTalk: answer within 1500 ms
+		"webhooks":        15 * time.Second,        // Standard Webhooks: recommended request timeout 15 to 30 s
+		"github":          10 * time.Second,        // GitHub: a delivery is failed after 10 s without an answer
+		"stripe":          3 * time.Second,         // Stripe: no published deadline; the shortest reported, 3 s
 	}
 	for _, p := range platform.Presets() {
 		require.Contains(t, deadline, p.Name)

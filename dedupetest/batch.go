@@ -28,6 +28,7 @@ func testBatchStore(t *testing.T, s *suite) {
 		{"ClaimStatuses", testEachClaimStatuses},
 		{"OneKeyInOrder", testEachOneKey},
 		{"Invalid", testEachInvalid},
+		{"KeyForms", testEachKeyForms},
 		{"ExtendRelease", testEachExtendRelease},
 		{"Mark", testEachMark},
 		{"Expiry", testEachExpiry},
@@ -110,18 +111,18 @@ func newClaims(keys ...dedupe.Key) []dedupe.Claim {
 // are Claimed, Duplicate, InFlight and Claimed with the lease set anew.
 func testEachClaimStatuses(t *testing.T, s *suite) {
 	st := s.open(t, Options{})
-	lease := s.d(10 * time.Minute)
+	lease := s.d(20 * time.Minute) // wide: 9 units of slack each way on a loaded machine
 	fresh, marked, held, own := s.key(), s.key(), s.key(), s.key()
 	mark(t, st, marked, s.d(30*time.Minute))
 	other := claim(t, st, held, lease, dedupe.Claimed)
 	mine := claim(t, st, own, lease, dedupe.Claimed)
-	s.wait(7 * time.Minute) // 7
+	s.wait(11 * time.Minute) // 11
 	batch := []dedupe.Claim{dedupe.NewClaim(fresh), dedupe.NewClaim(marked), dedupe.NewClaim(held), mine}
 	claimEach(t, st, batch, lease, dedupe.Claimed, dedupe.Duplicate, dedupe.InFlight, dedupe.Claimed)
 	wantExists(t, st, fresh, false, "while claimed by ClaimEach")
 	wantExists(t, st, marked, true, "after ClaimEach found it marked")
 
-	s.wait(7 * time.Minute) // 14: past the first leases, within those of the batch
+	s.wait(11 * time.Minute) // 22: past the first leases (20), within those of the batch (31)
 	claim(t, st, own, lease, dedupe.InFlight)
 	claim(t, st, fresh, lease, dedupe.InFlight)
 	wantErr(t, st.Extend(context.Background(), other, lease), dedupe.ErrNotOwner,
@@ -230,6 +231,40 @@ func testEachInvalid(t *testing.T, s *suite) {
 			wantExists(t, st, k, true, "after MarkEach with invalid keys beside it")
 		}
 	}
+}
+
+// testEachKeyForms claims, marks and releases keys of every form in
+// batches: each is its own key, read back by the one-key calls.
+func testEachKeyForms(t *testing.T, s *suite) {
+	st := s.open(t, Options{})
+	b, ctx := batchOf(st), context.Background()
+	lease := s.d(10 * time.Minute)
+	base := s.key().MessageID
+	keys := keyForms(base)
+	claims := newClaims(keys...)
+	want := make([]dedupe.Status, len(keys))
+	results := make([][]byte, len(keys))
+	for i, k := range keys {
+		want[i] = dedupe.Claimed
+		results[i] = []byte(k.String())
+	}
+	claimEach(t, st, claims, lease, want...)
+	for _, k := range keys {
+		claim(t, st, k, lease, dedupe.InFlight)
+	}
+	wantEach(t, "ExtendEach of keys of every form", b.ExtendEach(ctx, claims, lease), make([]error, len(keys))...)
+	half := len(keys) / 2
+	wantEach(t, "ReleaseEach of keys of every form", b.ReleaseEach(ctx, claims[:half]), make([]error, half)...)
+	for _, k := range keys[:half] {
+		claim(t, st, k, lease, dedupe.Claimed)
+	}
+	wantEach(t, "MarkEach of keys of every form", b.MarkEach(ctx, keys, results, s.d(10*time.Minute)), make([]error, len(keys))...)
+	for i, k := range keys {
+		wantResult(t, st, k, results[i], true, "after MarkEach")
+	}
+	prefix := dedupe.Key{Channel: "web", MessageID: base}
+	wantExists(t, st, prefix, false, "for a prefix of an id MarkEach marked")
+	claimEach(t, st, newClaims(prefix), lease, dedupe.Claimed)
 }
 
 // testEachExtendRelease extends and releases, in one batch each, claims

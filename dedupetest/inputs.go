@@ -16,16 +16,7 @@ import (
 func testKeyForms(t *testing.T, s *suite) {
 	st := s.open(t, Options{})
 	base := s.key().MessageID
-	keys := []dedupe.Key{
-		{Channel: "web", MessageID: base + ":a:b"},
-		{Channel: "web", MessageID: base + ":a"},
-		{Channel: "Web", MessageID: base + ":a"},
-		{Channel: "qq", MessageID: base + "-消息-😀"},
-		{Channel: "discord", MessageID: base + "-" + strings.Repeat("9", maxMessageIDLen-len(base)-1)},
-		{Channel: strings.Repeat("c", maxChannelLen), MessageID: base},
-		{Channel: "sql", MessageID: base + "'; DROP TABLE x; --"},
-		{Channel: "pct", MessageID: base + "%_*?[]{}"},
-	}
+	keys := keyForms(base)
 	for i, k := range keys {
 		if err := k.Validate(); err != nil {
 			t.Fatalf("test key %d invalid: %v", i, err)
@@ -38,6 +29,24 @@ func testKeyForms(t *testing.T, s *suite) {
 		wantExists(t, st, k, true, "after Mark")
 	}
 	wantExists(t, st, dedupe.Key{Channel: "web", MessageID: base}, false, "for a prefix of a marked id")
+}
+
+// keyForms returns valid keys of every form whose message ids start with
+// base: ids with ':', channels that differ in case, multibyte text, the
+// longest channel and id, and text that SQL, JSON or a pattern would take
+// for syntax.
+func keyForms(base string) []dedupe.Key {
+	return []dedupe.Key{
+		{Channel: "web", MessageID: base + ":a:b"},
+		{Channel: "web", MessageID: base + ":a"},
+		{Channel: "Web", MessageID: base + ":a"},
+		{Channel: "qq", MessageID: base + "-消息-😀"},
+		{Channel: "discord", MessageID: base + "-" + strings.Repeat("9", maxMessageIDLen-len(base)-1)},
+		{Channel: strings.Repeat("c", maxChannelLen), MessageID: base},
+		{Channel: "sql", MessageID: base + "'; DROP TABLE x; --"},
+		{Channel: "pct", MessageID: base + "%_*?[]{}"},
+		{Channel: "json", MessageID: base + `"],["x\\u0000<&>` + "\u2028"},
+	}
 }
 
 func invalidKeys() []dedupe.Key {

@@ -40,6 +40,16 @@
 // released tokens, batching) is in docs/internals-postgres.md in the
 // repository.
 //
+// # Batches
+//
+// The Store is a [dedupe.BatchStore]: [Store.ClaimEach], [Store.ExtendEach],
+// [Store.ReleaseEach] and [Store.MarkEach] send a batch of keys as arrays in
+// one statement (on the partitioned layout, after one statement taking the
+// keys' locks), one round trip and one commit for up to 1,000 keys, with the
+// outcomes of as many one-key calls, which [dedupe.Deduper.DoEach] uses. A
+// batch holding a key twice is sent in several round trips, cut before the
+// repeat, so that the items on one key are applied in their order.
+//
 // # Results
 //
 // [Store.MarkResult] keeps a result of up

@@ -50,9 +50,7 @@ const lockedSetting = "dedupe.locked_key"
 // one that fences the token.
 func heldRowSQL(t string) string {
 	return `SELECT token IS NULL AS marked FROM ` + t + `
-	WHERE key = $1::text AND expires_at > now() AND (token IS NULL
-		OR split_part(token, ' ', 1) NOT IN ('', $2::text)
-		OR strpos(token || ' ', ' ' || $2::text || ' ') > 0)`
+	WHERE key = $1::text AND expires_at > now() AND ` + heldBy("$2::text")
 }
 
 // partClaimSQL is claimSQL for the partitioned layout: cur is the key's
@@ -73,10 +71,7 @@ func partClaimSQL(t string) string {
 	return `WITH cur AS (
 	SELECT token FROM ` + t + ` WHERE key = $1::text AND expires_at > now()
 ), held AS (
-	SELECT token IS NULL AS marked FROM cur
-	WHERE token IS NULL
-		OR split_part(token, ' ', 1) NOT IN ('', $2::text)
-		OR strpos(token || ' ', ' ' || $2::text || ' ') > 0
+	SELECT token IS NULL AS marked FROM cur WHERE ` + heldBy("$2::text") + `
 ), locked AS (
 	SELECT 1 WHERE current_setting('` + lockedSetting + `', true) = $1::text
 ), gone AS (
@@ -111,9 +106,7 @@ func partReleaseSQL(t string) string {
 	INSERT INTO ` + t + ` (key, token, expires_at)
 	SELECT $1::text,
 		CASE WHEN c.token IS NULL THEN ' ' || $2::text ELSE
-			CASE WHEN split_part(c.token, ' ', 1) IN ('', $2::text) THEN '' ELSE split_part(c.token, ' ', 1) END
-			|| regexp_replace(rtrim(replace(substr(c.token, length(split_part(c.token, ' ', 1)) + 1) || ' ',
-				' ' || $2::text || ' ', ' ')), '^.*(( [^ ]+){7})$', '\1')
+			` + keptFences("c.token", "$2::text") + `
 			|| ' ' || $2::text END,
 		CASE WHEN c.token IS NOT NULL AND split_part(c.token, ' ', 1) NOT IN ('', $2::text)
 			THEN c.expires_at ELSE ` + fmt.Sprintf(after, "$3") + ` END

@@ -114,8 +114,9 @@ type Store struct {
 	batch   int
 	log     *slog.Logger
 	sql     statements
-	part    *partitions // nil for the plain layout
-	ro      bool        // Config.ReadOnly
+	each    eachStatements // of the batch calls (each.go)
+	part    *partitions    // nil for the plain layout
+	ro      bool           // Config.ReadOnly
 	b       batch.Batcher[*pgBatch]
 
 	closed    atomic.Bool
@@ -185,28 +186,40 @@ WHERE key = $1 AND split_part(token, ' ', 1) = $2 AND expires_at > now()`,
 func claimSQL(t string) string {
 	return `WITH cur AS (
 	SELECT token IS NULL AS marked FROM ` + t + `
-	WHERE key = $1::text AND expires_at > now() AND (
-		token IS NULL
-		OR split_part(token, ' ', 1) NOT IN ('', $2::text)
-		OR strpos(token || ' ', ' ' || $2::text || ' ') > 0)
+	WHERE key = $1::text AND expires_at > now() AND ` + heldBy("$2::text") + `
 ), ins AS (
 	INSERT INTO ` + t + ` AS d (key, token, expires_at)
 	SELECT $1::text, $2::text, ` + fmt.Sprintf(after, "$3") + `
 	WHERE NOT EXISTS (SELECT 1 FROM cur)
-	ON CONFLICT (key) DO UPDATE SET
-		token = CASE WHEN d.expires_at <= now() THEN excluded.token
-			WHEN left(d.token, 1) = ' ' THEN excluded.token || d.token
-			ELSE d.token END,
-		expires_at = excluded.expires_at, result = NULL
-	WHERE d.expires_at <= now()
-		OR split_part(d.token, ' ', 1) IN ('', excluded.token)
-		AND strpos(d.token || ' ', ' ' || excluded.token || ' ') = 0
+	` + claimConflict + `
 	RETURNING 1
 )
 SELECT 1 FROM ins
 UNION ALL
 SELECT CASE WHEN marked THEN 2 ELSE 3 END FROM cur`
 }
+
+// heldBy is the condition on a live row (its token column) that makes a
+// claim with token tok an outcome without a write: a mark, a claim of
+// another token, or a fence on tok. Claims of every layout and batch share
+// it.
+func heldBy(tok string) string {
+	return `(token IS NULL
+		OR split_part(token, ' ', 1) NOT IN ('', ` + tok + `)
+		OR strpos(token || ' ', ' ' || ` + tok + ` || ' ') > 0)`
+}
+
+// claimConflict is the upsert of a claim on the plain table, after its
+// INSERT: the claim (excluded) takes an expired row, renews the caller's
+// own claim, or takes a row of fences not on its token, keeping them.
+const claimConflict = `ON CONFLICT (key) DO UPDATE SET
+		token = CASE WHEN d.expires_at <= now() THEN excluded.token
+			WHEN left(d.token, 1) = ' ' THEN excluded.token || d.token
+			ELSE d.token END,
+		expires_at = excluded.expires_at, result = NULL
+	WHERE d.expires_at <= now()
+		OR split_part(d.token, ' ', 1) IN ('', excluded.token)
+		AND strpos(d.token || ' ', ' ' || excluded.token || ' ') = 0`
 
 // releaseSQL returns the release statement on table t.
 //
@@ -223,18 +236,31 @@ func releaseSQL(t string) string {
 ), up AS (
 	INSERT INTO ` + t + ` AS d (key, token, expires_at)
 	VALUES ($1::text, ' ' || $2::text, ` + fmt.Sprintf(after, "$3") + `)
-	ON CONFLICT (key) DO UPDATE SET
-		token = CASE WHEN d.expires_at <= now() THEN excluded.token ELSE
-			CASE WHEN split_part(d.token, ' ', 1) IN ('', $2::text) THEN '' ELSE split_part(d.token, ' ', 1) END
-			|| regexp_replace(rtrim(replace(substr(d.token, length(split_part(d.token, ' ', 1)) + 1) || ' ',
-				' ' || $2::text || ' ', ' ')), '^.*(( [^ ]+){7})$', '\1')
-			|| excluded.token END,
-		expires_at = CASE WHEN d.expires_at > now() AND split_part(d.token, ' ', 1) NOT IN ('', $2::text)
-			THEN d.expires_at ELSE excluded.expires_at END,
-		result = NULL
-	WHERE d.token IS NOT NULL OR d.expires_at <= now()
+	` + releaseConflict("$2::text") + `
 )
 SELECT count(*)::int FROM old`
+}
+
+// releaseConflict is the upsert of a release of token tok on the plain
+// table, after its INSERT of the fence (excluded): see releaseSQL.
+func releaseConflict(tok string) string {
+	return `ON CONFLICT (key) DO UPDATE SET
+		token = CASE WHEN d.expires_at <= now() THEN excluded.token ELSE
+			` + keptFences("d.token", tok) + `
+			|| excluded.token END,
+		expires_at = CASE WHEN d.expires_at > now() AND split_part(d.token, ' ', 1) NOT IN ('', ` + tok + `)
+			THEN d.expires_at ELSE excluded.expires_at END,
+		result = NULL
+	WHERE d.token IS NOT NULL OR d.expires_at <= now()`
+}
+
+// keptFences is what a release of token tok keeps of a row's token column
+// token: the claim unless it is tok's, and the last seven fences other
+// than tok, to which the release appends tok's.
+func keptFences(token, tok string) string {
+	return `CASE WHEN split_part(` + token + `, ' ', 1) IN ('', ` + tok + `) THEN '' ELSE split_part(` + token + `, ' ', 1) END
+			|| regexp_replace(rtrim(replace(substr(` + token + `, length(split_part(` + token + `, ' ', 1)) + 1) || ' ',
+				' ' || ` + tok + ` || ' ', ' ')), '^.*(( [^ ]+){7})$', '\1')`
 }
 
 // Messages of the debug records of a Store's Logger.
@@ -305,11 +331,12 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		batch: cfg.CleanupBatch,
 		log:   cfg.Logger,
 		sql:   buildStatements(t),
+		each:  buildEach(t),
 		part:  part,
 		ro:    cfg.ReadOnly,
 	}
 	if part != nil {
-		s.sql = part.statements(t)
+		s.sql, s.each = part.statements(t), part.partEach(t)
 	}
 	s.b.Send, s.b.Rounds, s.b.Closed = s.send, roundsInFlight, dedupe.ErrClosed
 	if cfg.CleanupInterval > 0 {
