@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -121,7 +122,7 @@ func playAll(g *gateway, base string, plays []play) ([]result, error) {
 
 // send delivers d to the server at base and returns the answer.
 func (d delivery) send(base string) (int, string, error) {
-	req, err := http.NewRequest(d.method, base+d.target, strings.NewReader(string(d.body)))
+	req, err := http.NewRequest(d.method, base+d.target, bytes.NewReader(d.body))
 	if err != nil {
 		return 0, "", err
 	}
