@@ -166,7 +166,8 @@ func (d *Deduper) holdEach(ctx context.Context, st BatchStore, claims []Claim, c
 }
 
 // next returns how long to wait, from now, for the next tick: the renewal
-// interval, or less to end a lease on time.
+// interval, or less to end a lease on time; a lease's length when there is
+// neither (renewal off, every fn returned), so the timer never spins.
 func (h *eachHold) next(now time.Time) time.Duration {
 	wait := time.Duration(-1)
 	if h.d.renew > 0 {
@@ -176,6 +177,9 @@ func (h *eachHold) next(now time.Time) time.Duration {
 		if !it.done && it.lost == nil && (wait < 0 || it.deadline.Sub(now) < wait) {
 			wait = it.deadline.Sub(now)
 		}
+	}
+	if wait < 0 { // no renewal, and no lease left to end: nothing to time
+		return h.d.lease
 	}
 	return max(wait, 0)
 }
