@@ -12,44 +12,23 @@ import (
 	"github.com/gatewaykit/dedupe/queue"
 )
 
-// NewAsyncEvents returns an [Async] for a platform that delivers several
-// events in one request (p.Events: [platform.LINE], [platform.Meta],
-// [platform.Matrix]), which accepts each batch durably and runs h once for
-// each new event in the background: [Events] for handlers slower than the
-// platform's timeout. Each event is pushed to q as its own message under
-// its own key ([platform.Event].Key), and the batch is answered 200 with {}
-// only once every event of it is in q, pushed now or live there already, or
-// was processed before: nothing is acknowledged that q does not hold. For
-// each request it:
-//   - authenticates the delivery as [New] does: a forgery gets 401 and
-//     touches neither the store nor q; a protocol request (LINE's URL
-//     check: no events) is answered 200, a body whose events p.Events
-//     cannot find 400;
-//   - looks each event's key up ([dedupe.Deduper.Exists]) and skips those
-//     processed already, then pushes the others to q ([queue.Queue.Push]),
-//     which holds at most one live message per key: a redelivered batch
-//     pushes nothing twice;
-//   - answers 503 with Retry-After if the store or q failed, or q is full
-//     ([queue.ErrFull]): the events pushed before stay in q, and the
-//     platform's redelivery pushes the rest. An event whose id is invalid is
-//     refused alone, and the batch answered 400 once the others are in q.
-//
-// The message of an event holds the whole (authenticated) body and the
-// headers of [WithQueuedHeaders], so that h reads what the events of a
-// batch share (LINE's destination, WhatsApp's metadata) from r as in
-// [Events]. [WithWorkers] workers take the messages from q and run h under
-// [dedupe.Deduper.Do] with the event's key, as [WithQueue] says: an event
-// is processed once whatever q hands out twice, an error or panic of h
-// fails that event's attempt alone (see [WithMaxAttempts]), and
-// [WithDone] learns the end of each event. A worker finds its event again
-// by running p.Events on the body: batches of many events cost that scan
-// once per event.
-//
-// d is used with p's TTL and AckBudget. q must not be nil: a durable one
-// ([queue.OpenSQLite], the Redis and PostgreSQL queues) loses no accepted
-// event in a crash, [queue.NewMemory] keeps them in memory. [WithOverflow]
-// and [WithQueueSize] do not apply; the [ContextWithObserver] observer is
-// not called. Close the Async with [Async.Close], then q.
+// NewAsyncEvents returns an [Async] for a platform that batches its events
+// (p.Events: [platform.LINE], [platform.Meta], [platform.Matrix]): [Events]
+// for handlers slower than the platform's timeout. A batch is authenticated
+// as by [New] (a forgery gets 401 and touches neither the store nor q);
+// then each event not processed yet ([dedupe.Deduper.Exists]) is pushed to
+// q as its own message under its own key, and the batch is answered 200 {}
+// only once every event is in q or processed: nothing is acknowledged that
+// q does not hold, and a redelivered batch pushes nothing twice (q holds one
+// live message per key). A store or q failure, or a full q, is answered 503
+// with Retry-After (the events pushed stay in q); an event with an invalid
+// id is refused alone, with 400 once the others are in q. [WithWorkers]
+// workers run h under [dedupe.Deduper.Do] with each event's key, as
+// [WithQueue] says: once per event whatever q hands out twice, an error or
+// panic failing that event's attempt alone ([WithMaxAttempts], [WithDone]).
+// h's request holds the whole batch, so that it reads what the events share.
+// d is used with p's TTL and AckBudget; q must not be nil. [WithOverflow]
+// and the observer of [ContextWithObserver] do not apply.
 func NewAsyncEvents(d *dedupe.Deduper, p platform.Preset, h func(r *http.Request, ev platform.Event) error,
 	q queue.Queue, opts ...AsyncOption) *Async {
 	opts = append([]AsyncOption{WithVerify(p)}, opts...)
@@ -75,7 +54,7 @@ func (a *Async) acceptEvents(w http.ResponseWriter, r *http.Request) {
 	if !b.events(w) {
 		return
 	}
-	invalid := -1
+	invalid, processed := -1, 0
 	for i, ev := range b.evs {
 		key := ev.Key(*a.events)
 		if key.Validate() != nil {
@@ -85,9 +64,13 @@ func (a *Async) acceptEvents(w http.ResponseWriter, r *http.Request) {
 			}
 			continue
 		}
-		if why := a.pushEvent(r, key, d.body.data); why != "" {
+		done, why := a.pushEvent(r, key, d.body.data)
+		if why != "" {
 			a.c.unavailable(w, why)
 			return
+		}
+		if done {
+			processed++
 		}
 	}
 	if invalid >= 0 {
@@ -95,23 +78,28 @@ func (a *Async) acceptEvents(w http.ResponseWriter, r *http.Request) {
 			b.evs[invalid].Key(*a.events).Validate()), http.StatusBadRequest)
 		return
 	}
-	w.Header().Set(HeaderVerdict, "queued")
+	verdict := "queued"
+	if processed == len(b.evs) {
+		verdict = string(VerdictDuplicate)
+	}
+	w.Header().Set(HeaderVerdict, verdict)
 	answerEmptyObject(w)
 }
 
 // pushEvent pushes the event keyed key of the batch r, whose body is data,
-// to a's queue, unless it was processed already. It returns why it could
-// not, or "" when the event is processed or in the queue.
-func (a *Async) pushEvent(r *http.Request, key dedupe.Key, data []byte) string {
+// to a's queue, unless it was processed already (then done is true). It
+// returns why it could not, or "" when the event is processed or in the
+// queue.
+func (a *Async) pushEvent(r *http.Request, key dedupe.Key, data []byte) (done bool, why string) {
 	ctx := r.Context()
 	marked, err := a.d.Exists(ctx, key)
 	switch {
 	case err != nil:
 		a.c.log(ctx, slog.LevelWarn, "dedupe: dedupehttp: store failed, asked the platform to retry the batch",
 			slog.String("key", key.String()), slog.Any("error", err))
-		return "message store unavailable"
+		return false, "message store unavailable"
 	case marked:
-		return ""
+		return true, ""
 	}
 	_, _, err = a.c.queue.Push(ctx, a.c.newMessage(r, key, data))
 	switch {
@@ -119,13 +107,13 @@ func (a *Async) pushEvent(r *http.Request, key dedupe.Key, data []byte) string {
 		a.stats.full.Add(1)
 		a.c.log(ctx, slog.LevelWarn, "dedupe: dedupehttp: queue full, asked the platform to retry the batch",
 			slog.String("key", key.String()))
-		return "queue full"
+		return false, "queue full"
 	case err != nil:
 		a.c.log(ctx, slog.LevelWarn, "dedupe: dedupehttp: queue failed, asked the platform to retry the batch",
 			slog.String("key", key.String()), slog.Any("error", err))
-		return "queue unavailable"
+		return false, "queue unavailable"
 	}
-	return ""
+	return false, ""
 }
 
 // queuedEvent is the handler of the messages of [NewAsyncEvents]: it finds

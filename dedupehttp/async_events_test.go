@@ -138,6 +138,7 @@ func TestAsyncEventsBatches(t *testing.T) {
 				pushes := q.pushes.Load()
 				w = b.post(a, b.signer, b.redo) // after: the events are marked
 				require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+				assert.Equal(t, "duplicate", w.Header().Get(dedupehttp.HeaderVerdict))
 				assert.Equal(t, pushes, q.pushes.Load(), "a batch processed already pushes nothing")
 
 				require.NoError(t, a.Close(t.Context()))
@@ -179,4 +180,44 @@ func drain(t *testing.T, done <-chan ended, n int) {
 			t.Fatalf("events not processed within a minute")
 		}
 	}
+}
+
+// TestAsyncEventsUnavailable answers a batch 503 with Retry-After when the
+// queue fails or is full, after pushing what it could: the redelivery,
+// once there is room, pushes the rest and nothing twice.
+func TestAsyncEventsUnavailable(t *testing.T) {
+	b := batchCases(t)["line"]
+	evs, err := b.preset.Events(b.first, nil)
+	require.NoError(t, err)
+
+	broken := dedupehttp.NewAsyncEvents(dedupe.New(nil), b.preset, func(*http.Request, platform.Event) error { return nil },
+		failingQueue{queue.NewMemory(queue.MemoryConfig{})}, dedupehttp.WithLogger(quiet))
+	w := b.post(broken, b.signer, b.first)
+	assert.Equal(t, http.StatusServiceUnavailable, w.Code)
+	assert.NotEmpty(t, w.Header().Get("Retry-After"))
+	require.NoError(t, broken.Close(t.Context()))
+
+	mem := queue.NewMemory(queue.MemoryConfig{MaxDepth: 1})
+	t.Cleanup(func() { _ = mem.Close() })
+	q := &countingQueue{Queue: mem}
+	gate := make(chan struct{})
+	done := make(chan ended, len(evs))
+	a := dedupehttp.NewAsyncEvents(dedupe.New(nil), b.preset, func(*http.Request, platform.Event) error {
+		<-gate
+		return nil
+	}, q, dedupehttp.WithLogger(quiet), dedupehttp.WithDone(doneTo(done)), dedupehttp.WithWorkers(1))
+	w = b.post(a, b.signer, b.first)
+	assert.Equal(t, http.StatusServiceUnavailable, w.Code, "the second event finds the queue full")
+	assert.Equal(t, "unavailable", w.Header().Get(dedupehttp.HeaderVerdict))
+	assert.EqualValues(t, 1, q.added.Load())
+	close(gate)
+	for range len(evs) { // each redelivery pushes the next event, once the one before ran
+		drain(t, done, 1)
+		b.post(a, b.signer, b.first)
+	}
+	w = b.post(a, b.signer, b.first)
+	assert.Equal(t, http.StatusOK, w.Code)
+	assert.Equal(t, "duplicate", w.Header().Get(dedupehttp.HeaderVerdict))
+	assert.EqualValues(t, len(evs), q.added.Load(), "each event pushed once")
+	require.NoError(t, a.Close(t.Context()))
 }
