@@ -223,7 +223,8 @@ type job struct {
 }
 
 // ServeHTTP claims the message of r and queues it, or answers it as a
-// duplicate, a copy in flight, or with 503. See [Async].
+// duplicate, a copy in flight, or with 503. See [Async]; an Async of
+// [NewAsyncEvents] accepts a batch as that says.
 func (a *Async) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if a.events != nil {
 		if !a.enter() {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -220,4 +221,45 @@ func TestAsyncEventsUnavailable(t *testing.T) {
 	assert.Equal(t, "duplicate", w.Header().Get(dedupehttp.HeaderVerdict))
 	assert.EqualValues(t, len(evs), q.added.Load(), "each event pushed once")
 	require.NoError(t, a.Close(t.Context()))
+}
+
+// TestAsyncEventsInvalidIDAlone queues the two valid events of a LINE batch
+// whose two others have ids that cannot be keys, and answers 400: the valid
+// events run once, and a redelivery pushes nothing again.
+func TestAsyncEventsInvalidIDAlone(t *testing.T) {
+	body := []byte(`{"destination":"U0","events":[` +
+		`{"type":"message","webhookEventId":"01GOOD1"},` +
+		`{"type":"message","webhookEventId":"01BAD` + "\xff" + `"},` +
+		`{"type":"message","webhookEventId":"01GOOD2"},` +
+		`{"type":"message","webhookEventId":""}]}`)
+	p := linePreset()
+	p.Events = func(body []byte, h http.Header) ([]platform.Event, error) {
+		evs, err := jsonLineEvents(bytes.ReplaceAll(body, []byte("\xff"), []byte("@")))
+		for i := range evs {
+			evs[i].ID = strings.ReplaceAll(evs[i].ID, "@", "\xff")
+		}
+		return evs, err
+	}
+	mem := queue.NewMemory(queue.MemoryConfig{})
+	t.Cleanup(func() { _ = mem.Close() })
+	q := &countingQueue{Queue: mem}
+	log := newEventLog()
+	done := make(chan ended, 4)
+	a := dedupehttp.NewAsyncEvents(dedupe.New(nil), p, func(_ *http.Request, ev platform.Event) error {
+		log.ran(ev.ID, true)
+		return nil
+	}, q, dedupehttp.WithLogger(quiet), dedupehttp.WithDone(doneTo(done)))
+	for round := range 2 {
+		w := deliverBatch(a, body, eventsSecret)
+		assert.Equal(t, http.StatusBadRequest, w.Code)
+		assert.Contains(t, w.Body.String(), "event 1 has an invalid id")
+		assert.NotContains(t, w.Body.String(), "\xff")
+		if round == 0 {
+			drain(t, done, 2)
+		}
+	}
+	require.NoError(t, a.Close(t.Context()))
+	assert.EqualValues(t, 2, q.added.Load())
+	assert.Equal(t, map[string]int{"01GOOD1": 1, "01GOOD2": 1}, log.succeeded)
+	assert.Equal(t, uint64(4), a.Stats().Malformed)
 }
