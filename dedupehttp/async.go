@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/platform"
 	"github.com/gatewaykit/dedupe/queue"
 )
 
@@ -163,6 +164,8 @@ type Async struct {
 
 	states statusTable // of the memory tier's messages
 	stats  queueCounters
+
+	events *platform.Preset // of NewAsyncEvents; nil for NewAsync
 }
 
 // NewAsync returns an [Async] that deduplicates with d, keyed by extract, and
@@ -220,8 +223,17 @@ type job struct {
 }
 
 // ServeHTTP claims the message of r and queues it, or answers it as a
-// duplicate, a copy in flight, or with 503. See [Async].
+// duplicate, a copy in flight, or with 503. See [Async]; an Async of
+// [NewAsyncEvents] accepts a batch as that says.
 func (a *Async) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if a.events != nil {
+		if !a.enter() {
+			a.c.unavailable(w, "shutting down")
+			return
+		}
+		a.acceptEvents(w, r)
+		return
+	}
 	observe := observerOf(r.Context())
 	r, d, next := a.c.prepare(w, r, a.extract)
 	if observe != nil {

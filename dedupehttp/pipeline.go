@@ -142,7 +142,7 @@ func (c *config) authenticate(w http.ResponseWriter, r *http.Request, data []byt
 	}
 	if resp, ok := p.Answer(verified); ok {
 		c.stats.protocol.Add(1)
-		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Type", answerType(resp))
 		w.Header().Set(HeaderVerdict, string(VerdictProtocol))
 		_, _ = w.Write(resp)
 		return nil, true
@@ -226,4 +226,15 @@ func (c *config) log(ctx context.Context, level slog.Level, msg string, attrs ..
 		attrs = append(attrs, slog.String("trace_id", id))
 	}
 	c.logger.LogAttrs(ctx, level, msg, attrs...)
+}
+
+// answerType is the Content-Type of a preset's answer to a protocol request:
+// JSON for an object (Feishu's challenge, QQ's validation, DingTalk's
+// encrypted "success"), plain text for anything else, such as the bare
+// echostr that WeChat and WeCom expect back from their URL check.
+func answerType(resp []byte) string {
+	if len(resp) > 0 && resp[0] == '{' {
+		return "application/json"
+	}
+	return "text/plain; charset=utf-8"
 }

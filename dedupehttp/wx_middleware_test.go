@@ -1,13 +1,16 @@
 package dedupehttp_test
 
 import (
+	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,6 +22,7 @@ import (
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
 	"github.com/gatewaykit/dedupe/platform"
+	"github.com/gatewaykit/dedupe/platform/platformtest"
 )
 
 // wecomVectorBody is wechatpy's WeCom test message (wechatpy/wechatpy,
@@ -63,6 +67,7 @@ func TestWeComMiddleware(t *testing.T) {
 		dedupehttp.WithClock(func() time.Time { return time.Unix(1411443780, 0) })).ServeHTTP(w, check)
 	assert.Equal(t, http.StatusOK, w.Code)
 	assert.Regexp(t, `^\d+$`, w.Body.String())
+	assert.Equal(t, "text/plain; charset=utf-8", w.Header().Get("Content-Type"), "the bare echostr, as WeCom expects")
 
 	for i := range 1000 {
 		var query, body string
@@ -89,4 +94,47 @@ func sha1hex(parts ...string) string {
 	sort.Strings(parts)
 	sum := sha1.Sum([]byte(strings.Join(parts, "")))
 	return hex.EncodeToString(sum[:])
+}
+
+// TestEchostrPlainText answers the URL checks of WeChat and WeCom, signed by
+// platformtest, through New and NewAsync with the bare echostr as
+// text/plain: WeChat's Access overview says to return echostr "原样返回"
+// (as it is), and WeCom's 回调配置 (https://developer.work.weixin.qq.com/document/path/90930)
+// to answer the decrypted msg "不能加引号，不能带bom头，不能带换行符" (no quotes,
+// no BOM, no newline). Neither the store nor the handler is reached.
+func TestEchostrPlainText(t *testing.T) {
+	for _, name := range []string{"wechat", "wecom"} {
+		s := platformtest.NewSigner(name, "echo-token")
+		token, _, _ := s.MsgCrypt()
+		p := s.Preset(map[string]platform.Preset{"wechat": platform.WeChat, "wecom": platform.WeCom}[name])
+		ts := strconv.FormatInt(platformNow.Unix(), 10)
+		q := url.Values{"timestamp": {ts}, "nonce": {"42"}}
+		want := "1234567890123456789"
+		if name == "wechat" {
+			q.Set("echostr", want)
+			q.Set("signature", sha1hex(token, ts, "42"))
+		} else { // WeCom's echostr is encrypted: the answer is its plaintext
+			signed, body := s.SignQuery([]byte(want), platformNow)
+			q = signed
+			_, enc, _ := strings.Cut(string(body), "<Encrypt><![CDATA[")
+			enc, _, _ = strings.Cut(enc, "]]>")
+			q.Set("echostr", enc)
+		}
+		store := &countingStore{Store: dedupe.NewMemoryStore(dedupe.MemoryConfig{})}
+		d := dedupe.New(store)
+		clock := dedupehttp.WithClock(func() time.Time { return platformNow })
+		a := dedupehttp.NewAsync(d, dedupehttp.FromPreset(p), http.NotFoundHandler(), clock, dedupehttp.WithLogger(quiet))
+		t.Cleanup(func() { _ = a.Close(context.Background()) })
+		for mode, h := range map[string]http.Handler{
+			"middleware": dedupehttp.New(d, p, http.NotFoundHandler(), clock, dedupehttp.WithLogger(quiet)),
+			"async":      a,
+		} {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/hook?"+q.Encode(), nil))
+			assert.Equal(t, http.StatusOK, w.Code, name+"/"+mode)
+			assert.Equal(t, want, w.Body.String(), name+"/"+mode)
+			assert.Equal(t, "text/plain; charset=utf-8", w.Header().Get("Content-Type"), name+"/"+mode)
+		}
+		assert.Zero(t, store.calls.Load(), name)
+	}
 }

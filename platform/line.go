@@ -35,7 +35,9 @@ import (
 // URL verification: "The LINE Platform may send an HTTP POST request that
 // doesn't include a webhook event to confirm communication. In this case,
 // send a 200 status code" (Receive messages (webhook),
-// https://developers.line.biz/en/docs/messaging-api/receiving-messages/).
+// https://developers.line.biz/en/docs/messaging-api/receiving-messages/;
+// Verify the webhook URL shows that body, {"destination": "xxxxxxxxxx",
+// "events": []}, https://developers.line.biz/en/docs/messaging-api/verify-webhook-url/).
 // Such a body, signed like any other, has an empty events[]: Events returns
 // no event and MessageID [ErrNotAMessage], so it reaches the handler, which
 // answers 200.

@@ -65,10 +65,14 @@ import (
 // A day of margin covers the longer of the two; an app on Messenger and
 // Instagram only may set 48 h on a copy.
 //
-// AckBudget 3 s: "A notification is considered successfully delivered when
-// the Webhook URL returns an HTTP 200 OK response within 5 seconds"
-// (360dialog, above; Meta's own pages give no single deadline for every
-// product); two seconds are left for the network and the answer.
+// AckBudget 3 s: Meta's own deadline is "A webhook call with timeout after
+// 20 seconds" (Messenger Platform Technical FAQ,
+// https://developers.facebook.com/docs/messenger-platform/faq); for WhatsApp
+// the Business Solution Providers in front of it may be shorter: "A
+// notification is considered successfully delivered when the Webhook URL
+// returns an HTTP 200 OK response within 5 seconds" (360dialog, above). The
+// budget stays under the shorter one, leaving two seconds for the network
+// and the answer.
 //
 // Secret: the App Secret. Meta sends X-Hub-Signature-256, "sha256=" and the
 // hex HMAC-SHA256 of the body as sent, keyed with it (Graph API, Webhooks,
