@@ -182,3 +182,30 @@ func ExampleDeduper_DoEach() {
 	// delivery event 1 -> failed, the platform will redeliver: AI core unavailable
 	// redelivery event 1 -> answered
 }
+
+// An operator reprocesses a message after a bug fix: Forget drops its mark,
+// unless a copy of it is being processed right now.
+func ExampleForgetter() {
+	ctx := context.Background()
+	var st dedupe.Store = dedupe.NewMemoryStore(dedupe.MemoryConfig{})
+	defer st.Close()
+	k := dedupe.Key{Channel: "telegram", MessageID: "42"}
+	_ = st.Mark(ctx, k, time.Hour)
+
+	f, ok := st.(dedupe.Forgetter)
+	if !ok {
+		fmt.Println("this store cannot forget")
+		return
+	}
+	forgotten, err := f.Forget(ctx, k)
+	fmt.Println(forgotten, err)
+	status, _ := st.Claim(ctx, dedupe.NewClaim(k), 0)
+	fmt.Println(status) // processed again
+
+	_, err = f.Forget(ctx, k)
+	fmt.Println(errors.Is(err, dedupe.ErrInFlight))
+	// Output:
+	// true <nil>
+	// claimed
+	// true
+}

@@ -307,3 +307,38 @@ func (l *LayeredStore) MarkEach(ctx context.Context, keys []Key, results [][]byt
 	}
 	return errs
 }
+
+// Forget drops key's mark on every layer; see [Forgetter]. The last layer,
+// which alone holds claims, decides: a live claim there refuses the Forget
+// with [ErrInFlight] and leaves every layer as it was. Then each front layer
+// forgets its copy of the mark. A front layer that fails leaves its copy,
+// which answers the key's copies as duplicates until its window runs out:
+// Forget returns that failure (the last layer's mark is gone), and a Forget
+// again is safe. forgotten reports whether any layer held a live mark. Every
+// layer must be a [Forgetter]: if one is not, Forget changes nothing and
+// fails with [errors.ErrUnsupported]. Only this store's layers are reached:
+// the front layers of other processes keep their copies for their windows.
+func (l *LayeredStore) Forget(ctx context.Context, key Key) (bool, error) {
+	fs := make([]Forgetter, len(l.layers))
+	for i, st := range l.layers {
+		f, ok := st.(Forgetter)
+		if !ok {
+			return false, fmt.Errorf("dedupe: layered: forget %s: layer %s (%s): %w", key, l.names[i], st.Backend(), errors.ErrUnsupported)
+		}
+		fs[i] = f
+	}
+	last := len(fs) - 1
+	forgotten, err := fs[last].Forget(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	var errs []error
+	for i, f := range fs[:last] {
+		ok, err := f.Forget(ctx, key)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("dedupe: layered: forget %s: layer %s kept its mark: %w", key, l.names[i], err))
+		}
+		forgotten = forgotten || ok
+	}
+	return forgotten, errors.Join(errs...)
+}

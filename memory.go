@@ -371,3 +371,28 @@ func (sh *memShard) marked(k Key, h uint64, now int64) bool {
 	}
 	return true
 }
+
+// Forget drops key's mark and its result unless a live claim holds key; see
+// [Forgetter]. The snapshot file, if any, keeps the mark until the next
+// snapshot is written (every SnapshotInterval and on Close): a process that
+// dies before then loads it again.
+func (s *MemoryStore) Forget(ctx context.Context, key Key) (bool, error) {
+	if err := checkCall(ctx, s.closed.Load(), key); err != nil {
+		return false, err
+	}
+	sh, h := s.shard(key)
+	now := s.nanotime()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if c, ok := sh.claims[key]; ok {
+		if now < c.expires {
+			return false, fmt.Errorf("dedupe: memory: forget %s: %w", key, ErrInFlight)
+		}
+		s.dropClaim(sh, key)
+	}
+	exp, found := sh.marks.get(key, h)
+	if found {
+		sh.remove(key, h)
+	}
+	return found && now < exp, nil
+}

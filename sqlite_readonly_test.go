@@ -64,6 +64,8 @@ func TestSQLiteReadOnlyLeavesFile(t *testing.T) {
 	_, err = s.CleanupExpired(ctx)
 	assert.ErrorIs(t, err, dedupe.ErrReadOnly)
 	assert.ErrorIs(t, s.DoTx(ctx, k, func(context.Context, *sql.Tx) error { return nil }), dedupe.ErrReadOnly)
+	_, err = s.Forget(ctx, k)
+	assert.ErrorIs(t, err, dedupe.ErrReadOnly)
 	require.NoError(t, s.Close())
 
 	assert.Equal(t, before, fileState(t, path), "the file changed")

@@ -16,6 +16,7 @@ type sqliteStatements struct {
 	markGet, markUpsert, claimDelete             *sql.Stmt
 	claimTake, claimExtend, claimDrop            *sql.Stmt
 	cleanClaims, cleanMarks, cleanScan, cleanRow *sql.Stmt
+	claimLive, markDelete                        *sql.Stmt
 }
 
 // sqliteStatement is an entry of the statement table: where the prepared
@@ -62,6 +63,8 @@ func (s *SQLiteStore) statements() []sqliteStatement {
 		{&st.cleanScan, "SELECT rowid, expires_at FROM " + s.marks + " WHERE expires_at <= ?1 AND (expires_at, rowid) > (?2, ?3) AND NOT " +
 			sqliteOwnFormat + " ORDER BY expires_at, rowid LIMIT ?4"},
 		{&st.cleanRow, "DELETE FROM " + s.marks + " WHERE rowid = ?"},
+		{&st.claimLive, "SELECT 1 FROM " + s.claims + " WHERE dedupe_key = ?1 AND expires_at > ?2"},
+		{&st.markDelete, "DELETE FROM " + s.marks + " WHERE dedupe_key = ?"},
 	}
 }
 

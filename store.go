@@ -90,11 +90,11 @@ func checkResult(backend string, key Key, res []byte) error {
 // repository implement them as follows (a mark means yes; for TxStore, the
 // Tx):
 //
-//	            Lister BulkMarker BatchStore Counter Sizer MinLeaser TxStore Evicter
-//	memory        x        x          x         x                             x
-//	sqlite        x        x          x         x      x             *sql.Tx
-//	redis         x        x          x         x            x
-//	postgres      x        x          x         x      x             pgx.Tx
+//	            Lister BulkMarker BatchStore Counter Sizer MinLeaser TxStore Evicter Forgetter
+//	memory        x        x          x         x                             x         x
+//	sqlite        x        x          x         x      x             *sql.Tx            x
+//	redis         x        x          x         x            x                          x
+//	postgres      x        x          x         x      x             pgx.Tx             x
 //
 // The Redis store's MinLease is 0 but on a Redis Cluster, where it is the
 // store's ClusterRetry (12 s by default). [LayeredStore] and the fallback of
@@ -106,7 +106,9 @@ func checkResult(backend string, key Key, res []byte) error {
 // Store of package dedupeotel, which wraps one, is also a [MinLeaser] that
 // answers for it (0 for a store that is not one), and a [BatchStore]
 // whatever it wraps: a store that is not one it calls per key,
-// concurrently, as [Deduper.DoEach] would.
+// concurrently, as [Deduper.DoEach] would. LayeredStore and the Store of
+// dedupeotel are also [Forgetter]s, whose Forget fails with
+// [errors.ErrUnsupported] when a store they are made of is not one.
 
 // Lister is a store that can walk its marks: [migrate.Copy] and the dedupe
 // command's migrate and stats use it.
@@ -205,6 +207,25 @@ type Evicter interface {
 	// Evicted returns the number of marks the store evicted before their
 	// TTL ran out.
 	Evicted() uint64
+}
+
+// Forgetter is a store that can drop a key's mark on an operator's word, so
+// that the message is processed again (after a bug fix, say): the dedupe
+// command's forget uses it. A store does not log a Forget: the caller that
+// decides to forget does (the dedupe command logs each key it forgot, and
+// who and when, to its standard error).
+type Forgetter interface {
+	// Forget drops key's mark and the result kept with it, so that the next
+	// Claim of key is [Claimed]. forgotten reports whether key held a live
+	// mark; a key that holds none (absent, expired, or holding only a claim
+	// released) is (false, nil). A key held by a live claim is refused with
+	// an error wrapping [ErrInFlight], and nothing is changed; the check and
+	// the drop are one atomic step, so a claim taken meanwhile is never
+	// dropped. Invalid keys are refused with [ErrInvalidKey], calls on a
+	// closed store with [ErrClosed], on a read-only store with
+	// [ErrReadOnly]. A Forget retried after an error whose outcome is
+	// unknown is harmless: it finds the key forgotten and says false.
+	Forget(ctx context.Context, key Key) (forgotten bool, err error)
 }
 
 // TxStore is a store kept in a database whose transactions the caller can

@@ -157,6 +157,8 @@ func errorType(err error) string {
 		{dedupe.ErrClosed, "dedupe.ErrClosed"},
 		{dedupe.ErrStoreFull, "dedupe.ErrStoreFull"},
 		{dedupe.ErrInvalidKey, "dedupe.ErrInvalidKey"},
+		{dedupe.ErrInFlight, "dedupe.ErrInFlight"}, // a Forget refused
+		{dedupe.ErrReadOnly, "dedupe.ErrReadOnly"},
 		{context.DeadlineExceeded, "context.DeadlineExceeded"},
 		{context.Canceled, "context.Canceled"},
 	} {

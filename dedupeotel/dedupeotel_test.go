@@ -295,3 +295,35 @@ func TestHandlerBehindAnotherSpan(t *testing.T) {
 	assert.Equal(t, []string{"dedupe.claim", "dedupe.release"}, tr.children(s), "no second server span")
 	assert.Equal(t, int64(404), attrs(s)["http.response.status_code"].AsInt64())
 }
+
+// A Forget is a "dedupe.forget" span that says whether a mark was dropped;
+// a refused one is an error span; a wrapped store that cannot forget fails
+// with errors.ErrUnsupported and makes no span.
+func TestForgetSpans(t *testing.T) {
+	ctx := context.Background()
+	tp, exp := traced(t)
+	st := dedupeotel.NewStore(dedupe.NewMemoryStore(dedupe.MemoryConfig{}), dedupeotel.WithTracerProvider(tp))
+	require.NoError(t, st.Mark(ctx, key, time.Hour))
+	forgotten, err := st.Forget(ctx, key)
+	require.NoError(t, err)
+	require.True(t, forgotten)
+	_, err = st.Claim(ctx, dedupe.NewClaim(key), time.Hour)
+	require.NoError(t, err)
+	_, err = st.Forget(ctx, key)
+	require.ErrorIs(t, err, dedupe.ErrInFlight)
+
+	spans := tree{exp.GetSpans()}.named(t, "dedupe.forget")
+	require.Len(t, spans, 2)
+	assert.True(t, attrs(spans[0])["dedupe.forgotten"].AsBool())
+	assert.Equal(t, "forget", attrs(spans[0])["db.operation.name"].AsString())
+	assert.Equal(t, codes.Unset, spans[0].Status.Code)
+	assert.False(t, attrs(spans[1])["dedupe.forgotten"].AsBool())
+	assert.Equal(t, codes.Error, spans[1].Status.Code)
+	assert.Equal(t, "dedupe.ErrInFlight", attrs(spans[1])["error.type"].AsString())
+
+	exp.Reset()
+	plain := dedupeotel.NewStore(struct{ dedupe.Store }{dedupe.NewMemoryStore(dedupe.MemoryConfig{})}, dedupeotel.WithTracerProvider(tp))
+	_, err = plain.Forget(ctx, key)
+	require.ErrorIs(t, err, errors.ErrUnsupported)
+	assert.Empty(t, tree{exp.GetSpans()}.named(t, "dedupe.forget"))
+}

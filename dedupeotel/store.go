@@ -2,6 +2,8 @@ package dedupeotel
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/gatewaykit/dedupe"
@@ -13,7 +15,7 @@ import (
 // Store is a [dedupe.Store] whose every call is a client span, as redisotel
 // makes each Redis command one (github.com/redis/go-redis/extra/redisotel,
 // tracing.go): "dedupe.claim", "dedupe.mark", "dedupe.release",
-// "dedupe.extend", "dedupe.exists" and "dedupe.result", with the attributes db.system.name
+// "dedupe.extend", "dedupe.exists", "dedupe.result" and "dedupe.forget", with the attributes db.system.name
 // (redis, postgresql, sqlite, or the backend's name), db.operation.name,
 // dedupe.store.backend, messaging.system (the key's channel),
 // messaging.message.id (masked by [WithMask]), dedupe.claim.status for
@@ -54,7 +56,10 @@ type Store struct {
 	system attribute.KeyValue
 }
 
-var _ dedupe.Store = (*Store)(nil)
+var (
+	_ dedupe.Store     = (*Store)(nil)
+	_ dedupe.Forgetter = (*Store)(nil)
+)
 
 // NewStore returns st with its calls traced.
 func NewStore(st dedupe.Store, opts ...Option) *Store {
@@ -176,6 +181,22 @@ func (s *Store) Release(ctx context.Context, c dedupe.Claim) error {
 	err := s.st.Release(ctx, c)
 	s.end(span, c.Key, err)
 	return err
+}
+
+// Forget forgets key's mark on the wrapped store, in a "dedupe.forget" span
+// whose dedupe.forgotten attribute says whether a live mark was dropped; see
+// [dedupe.Forgetter]. A wrapped store that is not a Forgetter fails with
+// [errors.ErrUnsupported], without a span.
+func (s *Store) Forget(ctx context.Context, key dedupe.Key) (bool, error) {
+	f, ok := s.st.(dedupe.Forgetter)
+	if !ok {
+		return false, fmt.Errorf("dedupeotel: forget %s: the %s store cannot forget: %w", key, s.st.Backend(), errors.ErrUnsupported)
+	}
+	ctx, span := s.start(ctx, "forget", key)
+	forgotten, err := f.Forget(ctx, key)
+	span.SetAttributes(attribute.Bool("dedupe.forgotten", forgotten))
+	s.end(span, key, err)
+	return forgotten, err
 }
 
 // Backend returns the wrapped store's backend.

@@ -115,3 +115,28 @@ if v and string.match(v, '^c:(%S+)') == ARGV[1] then
 end
 return 0
 `)
+
+// Outcomes of forgetScript.
+const (
+	forgetAbsent = 0
+	forgetDone   = 1
+	forgetHeld   = 2
+)
+
+// forgetScript deletes KEYS[1] if it holds a mark, with its result or
+// without, and returns forgetDone; it returns forgetHeld, changing nothing,
+// for a claim (or any value it cannot tell, which Claim also takes for a
+// claim held by someone else), and forgetAbsent for no value or released
+// tokens, whose fences it keeps. Redis expires a key on access, so a value
+// found is live. One key: the script runs on any node of a cluster.
+var forgetScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if not v or string.sub(v, 1, 2) == 'r:' then
+	return 0
+end
+if v == 'm' or string.sub(v, 1, 2) == 'm:' then
+	redis.call('DEL', KEYS[1])
+	return 1
+end
+return 2
+`)

@@ -30,6 +30,7 @@ var capabilities = []struct {
 	{"Sizer", implements[dedupe.Sizer], testSizer},
 	{"MinLeaser", implements[dedupe.MinLeaser], testMinLeaser},
 	{"Evicter", implements[dedupe.Evicter], testEvicter},
+	{"Forgetter", implements[dedupe.Forgetter], testForgetter},
 }
 
 func implements[I any](st dedupe.Store) bool {

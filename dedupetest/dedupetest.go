@@ -18,9 +18,11 @@
 //
 // Run also tests what a store can do beyond [dedupe.Store]: for each optional
 // interface declared beside it ([dedupe.Lister], [dedupe.BulkMarker],
-// [dedupe.BatchStore], [dedupe.Counter], [dedupe.Sizer], [dedupe.MinLeaser])
-// that a store of New implements, Run adds a group of subtests named after
-// the interface, and logs which groups it added. The groups that count or
+// [dedupe.BatchStore], [dedupe.Counter], [dedupe.Sizer], [dedupe.MinLeaser],
+// [dedupe.Evicter], [dedupe.Forgetter]) that a store of New implements, Run
+// adds a group of subtests named after the interface, and logs which groups
+// it added. A store made of others that has Forget but fails it with
+// [errors.ErrUnsupported] (a part of it cannot forget) skips its group. The groups that count or
 // walk the whole store ask New for a store of its own ([Options].Isolated).
 //
 // [dedupe.TxStore] is generic in the database's transaction type, which Run

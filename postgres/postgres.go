@@ -128,7 +128,7 @@ type Store struct {
 // statements are the SQL texts of a Store, built once for its table.
 type statements struct {
 	exists, mark, claim, extend, release, cleanup string
-	markTx, held, result, keepResult              string
+	markTx, held, result, keepResult, forget      string
 	// lock, on the partitioned layout, takes the key's advisory lock for the
 	// transaction, ahead of each statement that writes the key; "" on the
 	// plain table, whose unique index on key serialises the writers.
@@ -159,6 +159,7 @@ WHERE key = $1 AND split_part(token, ' ', 1) = $2 AND expires_at > now()`,
 		held:       heldSQL(t),
 		result:     resultSQL(t),
 		keepResult: keepResultSQL(t),
+		forget:     forgetSQL(t),
 
 		// The subquery takes up to a batch of expired rows from the expiry index
 		// and locks them, rechecking expiry on a row updated meanwhile; the locked

@@ -71,6 +71,11 @@ func TestReadOnlyPartitioned(t *testing.T) {
 	assert.ErrorIs(t, err, dedupe.ErrReadOnly)
 	_, err = s.CleanupExpired(ctx)
 	assert.ErrorIs(t, err, dedupe.ErrReadOnly)
+	_, err = s.Forget(ctx, k)
+	assert.ErrorIs(t, err, dedupe.ErrReadOnly)
+	ok, err = s.Exists(ctx, k)
+	require.NoError(t, err)
+	assert.True(t, ok, "a refused Forget dropped the mark")
 	assert.Equal(t, before, relations(t, table), "partitions created (a TTL of 72 h would add 48)")
 }
 

@@ -1,8 +1,9 @@
-// Command dedupe copies the marks of one dedupe store to another and reports
-// what a store holds.
+// Command dedupe copies the marks of one dedupe store to another, reports
+// what a store holds and forgets marks.
 //
 //	dedupe migrate --from URL --to URL [--dry-run] [--batch N] [--checkpoint FILE] [--restart] [--no-expiry-ttl D]
 //	dedupe stats URL
+//	dedupe forget [-store URL] KEY...
 //
 // A store URL is one of the forms docs/urls.md describes, the grammar the
 // library's deduperedis.OpenURL and postgres.Open take as well:
@@ -26,8 +27,22 @@
 // marks listed, copied, already present, skipped as expired, skipped as
 // invalid. --dry-run reads both stores and writes nothing.
 //
+// "dedupe forget" drops the marks of the keys given (CHANNEL:MESSAGE_ID, as
+// the store writes them), and the results kept with them, so that their
+// messages are processed again when they are delivered again: an operator
+// reprocessing a message after a bug fix. The store is -store's URL, or
+// $DEDUPE_STORE's. It prints one line per key, "forgotten", "absent" (no
+// live mark) or "refused" (a live claim holds the key: its message is being
+// processed, and its mark may follow), and logs each mark it dropped to
+// stderr at WARN, with the time, the key, the user, host and process that
+// dropped it and the store (without a password). A refused or failed key is
+// left as it was; the others are done, and the exit status is 1. Only the
+// store is changed: a gateway's memory front layer ([dedupe.LayeredStore])
+// keeps its copy of the mark for its window, and a gateway running on a
+// memory snapshot rewrites the file from its own memory (stop it first).
+//
 // Exit status: 0 on success, 1 on a failure (the copy so far stays
-// committed and checkpointed), 2 on a usage error.
+// committed and checkpointed; a key forget refused), 2 on a usage error.
 package main
 
 import (
@@ -58,6 +73,7 @@ var errHelp = errors.New("help requested")
 const usage = `usage:
   dedupe migrate --from URL --to URL [--dry-run] [--batch N] [--checkpoint FILE] [--restart] [--no-expiry-ttl D]
   dedupe stats URL
+  dedupe forget [-store URL] KEY...     KEY is CHANNEL:MESSAGE_ID; -store defaults to $DEDUPE_STORE
 
 store URLs (the grammar of the library's deduperedis.OpenURL and postgres.Open;
 docs/urls.md in github.com/gatewaykit/dedupe describes every option):
@@ -84,6 +100,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runMigrate(ctx, args[1:], stdout, stderr)
 	case "stats":
 		err = runStats(ctx, args[1:], stdout, stderr)
+	case "forget":
+		err = runForget(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

@@ -34,7 +34,11 @@ const (
 	source  role = iota // read: the file must exist
 	dest                // written: a missing file is created
 	dryDest             // read, as a destination: a missing file is empty
+	edit                // written, as forget does: the file must exist
 )
+
+// writes reports whether a store opened for r is written to.
+func (r role) writes() bool { return r == dest || r == edit }
 
 // openStore is openStoreLog with the stores' warnings discarded.
 func openStore(ctx context.Context, raw string, r role) (*store, error) {
@@ -82,7 +86,7 @@ func openSQLite(rest string, r role, warn io.Writer) (*store, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := dedupe.SQLiteConfig{Table: q.Get("table"), ReadOnly: r != dest, Logger: warnLogger(warn)}
+	cfg := dedupe.SQLiteConfig{Table: q.Get("table"), ReadOnly: !r.writes(), Logger: warnLogger(warn)}
 	if tz := q.Get("tz"); tz != "" {
 		if cfg.Location, err = time.LoadLocation(tz); err != nil {
 			return nil, fmt.Errorf("%w: tz=%s: %v", errUsage, tz, err)
@@ -110,10 +114,10 @@ func openMemory(rest string, r role) (*store, error) {
 		}
 	}
 	cleanup := func() error { return nil }
-	if _, err := os.Stat(path); err != nil && r == source {
+	if _, err := os.Stat(path); err != nil && (r == source || r == edit) {
 		return nil, fmt.Errorf("snapshot %s: %w", path, err)
 	}
-	if r != dest {
+	if !r.writes() {
 		dir, err := os.MkdirTemp("", "dedupe-snapshot-")
 		if err != nil {
 			return nil, err
@@ -195,9 +199,9 @@ func openRedis(ctx context.Context, raw string) (*store, error) {
 
 // openPostgres opens a PostgreSQL store by its URL, as the library does, in
 // the layout of an existing table unless the URL names one, and read-only
-// unless r is dest.
+// unless r writes.
 func openPostgres(ctx context.Context, raw string, r role) (*store, error) {
-	s, err := postgres.Open(ctx, raw, postgres.Config{AdoptLayout: true, ReadOnly: r != dest})
+	s, err := postgres.Open(ctx, raw, postgres.Config{AdoptLayout: true, ReadOnly: !r.writes()})
 	if err != nil {
 		return nil, err
 	}

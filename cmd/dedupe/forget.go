@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/user"
+	"strings"
+
+	"github.com/gatewaykit/dedupe"
+)
+
+// storeEnv names the environment variable "dedupe forget" takes its store's
+// URL from when -store is not given.
+const storeEnv = "DEDUPE_STORE"
+
+// msgForgot is the message of the record "dedupe forget" logs for each key
+// whose mark it dropped.
+const msgForgot = "dedupe: forgot a processed message; it will be processed again"
+
+// forgetFlags are the options of "dedupe forget".
+type forgetFlags struct {
+	store string
+	keys  []dedupe.Key
+}
+
+// parseForget parses the command line of "dedupe forget": every key is
+// checked before any store is opened.
+func parseForget(args []string, stdout io.Writer) (forgetFlags, error) {
+	var f forgetFlags
+	fs := flag.NewFlagSet("dedupe forget", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.StringVar(&f.store, "store", os.Getenv(storeEnv), "the store's URL (default $"+storeEnv+")")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage+"\nforget options:\n")
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return f, errHelp
+		}
+		return f, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	switch {
+	case f.store == "":
+		return f, fmt.Errorf("%w: forget needs -store URL (or $%s)", errUsage, storeEnv)
+	case fs.NArg() == 0:
+		return f, fmt.Errorf("%w: forget needs at least one key, CHANNEL:MESSAGE_ID", errUsage)
+	}
+	for _, arg := range fs.Args() {
+		k, err := dedupe.ParseKey(arg)
+		if err != nil {
+			return f, fmt.Errorf("%w: key %q: %v", errUsage, arg, err)
+		}
+		f.keys = append(f.keys, k)
+	}
+	return f, nil
+}
+
+// errRefused reports that forget refused at least one key: the command
+// exits with a failure, after printing each.
+var errRefused = errors.New("some keys were not forgotten")
+
+// runForget runs "dedupe forget": it drops the mark of each key, printing
+// per key what it did, and logs each mark dropped to stderr. A key held by
+// a live claim (its message is being processed), or whose Forget failed, is
+// left as it is; the other keys are still done, and the exit status is 1.
+func runForget(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseForget(args, stdout)
+	if err != nil {
+		return err
+	}
+	s, err := openStoreLog(ctx, f.store, edit, stderr)
+	if err != nil {
+		return err
+	}
+	forgetter, ok := s.Store.(dedupe.Forgetter)
+	if !ok {
+		_ = s.close()
+		return fmt.Errorf("the %s store cannot forget marks", s.Backend())
+	}
+	log := auditLogger(stderr, s.Backend(), f.store)
+	refused := 0
+	for _, k := range f.keys {
+		forgotten, err := forgetter.Forget(ctx, k)
+		switch {
+		case errors.Is(err, dedupe.ErrInFlight):
+			refused++
+			fmt.Fprintf(stdout, "refused   %s: a live claim holds it (the message is being processed); try again once it is done\n", k)
+		case err != nil:
+			refused++
+			fmt.Fprintf(stdout, "failed    %s: %v\n", k, err)
+		case forgotten:
+			log.Warn(msgForgot, "key", k.String())
+			fmt.Fprintf(stdout, "forgotten %s\n", k)
+		default:
+			fmt.Fprintf(stdout, "absent    %s: no live mark; nothing to forget\n", k)
+		}
+	}
+	if err := s.close(); err != nil {
+		return err
+	}
+	if refused > 0 {
+		return fmt.Errorf("forget: %d of %d keys: %w", refused, len(f.keys), errRefused)
+	}
+	return nil
+}
+
+// auditLogger returns the logger of the marks forget drops: text records to
+// w, with their time, naming who ran the command (the user, the host, the
+// process) and the store (its URL without a password).
+func auditLogger(w io.Writer, backend, rawURL string) *slog.Logger {
+	who := "unknown"
+	if u, err := user.Current(); err == nil {
+		who = u.Username
+	}
+	host, _ := os.Hostname()
+	return slog.New(slog.NewTextHandler(w, nil)).With(
+		"user", who, "host", host, "pid", os.Getpid(),
+		"backend", backend, "store", redactURL(rawURL))
+}
+
+// redactURL returns raw with the password of a URL, in its user part or
+// its query, replaced by "xxxxx".
+func redactURL(raw string) string {
+	if !strings.Contains(raw, "://") {
+		return raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
+}
