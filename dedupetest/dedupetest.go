@@ -22,6 +22,10 @@
 // that a store of New implements, Run adds a group of subtests named after
 // the interface, and logs which groups it added. The groups that count or
 // walk the whole store ask New for a store of its own ([Options].Isolated).
+// A store that implements [dedupe.Lister] but refuses to walk its marks in
+// the configuration under test (its ListMarks fails with an error wrapping
+// [errors.ErrUnsupported], as the compact layout of package deduperedis
+// does) has its Lister group skipped, with the reason logged.
 //
 // [dedupe.TxStore] is generic in the database's transaction type, which Run
 // cannot name: a store that implements it runs [RunTx] as well, with a
