@@ -174,7 +174,7 @@ func (s *Store) MarkEach(ctx context.Context, keys []dedupe.Key, results [][]byt
 			}
 			return p.Set(p.ctx, key, values[i], px)
 		},
-		read:  func(_ int, cmd redis.Cmder) (bool, error) { return true, cmd.Err() },
+		read: func(_ int, cmd redis.Cmder) (bool, error) { return true, cmd.Err() },
 	})
 	return errs
 }
