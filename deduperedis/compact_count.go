@@ -80,7 +80,7 @@ func (s *Store) countPage(ctx context.Context, client redis.Cmdable, keys []stri
 			switch _, rest, _ := strings.Cut(k[len(s.prefix):], "}"); {
 			case strings.HasPrefix(rest, "c:"):
 				cmds[i] = p.Get(ctx, k)
-			case strings.HasPrefix(rest, "b"):
+			case rest == "m":
 				cmds[i] = p.HGetAll(ctx, k)
 			}
 		}
@@ -97,40 +97,20 @@ func (s *Store) countPage(ctx context.Context, client redis.Cmdable, keys []stri
 	skew := local.Sub(server) // add to a server time to get the local one
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for i, k := range keys {
+	for i := range keys {
 		switch cmd := cmds[i].(type) {
 		case *redis.StringCmd:
 			if v, err := cmd.Result(); err == nil && strings.HasPrefix(v, "c:") {
 				c.claims++
 			}
 		case *redis.MapStringStringCmd:
-			end, ok := bucketEnd(k)
-			if !ok {
-				continue
-			}
 			for _, v := range cmd.Val() {
-				before, err := strconv.ParseInt(v, 10, 64)
-				if exp := time.UnixMilli(end - before); err == nil && exp.After(server) {
+				ms, err := strconv.ParseInt(v, 10, 64)
+				if exp := time.UnixMilli(ms); err == nil && exp.After(server) {
 					c.addMark(exp.Add(skew))
 				}
 			}
 		}
 	}
 	return nil
-}
-
-// bucketEnd returns the end, in Unix milliseconds of the server's clock, of
-// the window of bucket key k ("…}b" + class + ":" + window).
-func bucketEnd(k string) (int64, bool) {
-	i := strings.LastIndex(k, "}b")
-	if i < 0 {
-		return 0, false
-	}
-	class, window, ok := strings.Cut(k[i+2:], ":")
-	c, err1 := strconv.Atoi(class)
-	w, err2 := strconv.ParseInt(window, 10, 64)
-	if !ok || err1 != nil || err2 != nil || c < 0 || c > 40 {
-		return 0, false
-	}
-	return w << c, true
 }

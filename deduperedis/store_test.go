@@ -124,6 +124,7 @@ func TestNewValidates(t *testing.T) {
 		{"nil *ClusterClient", (*redis.ClusterClient)(nil), deduperedis.Config{}, "nil client"},
 		{"negative TTL", client, deduperedis.Config{TTL: -time.Second}, "negative TTL"},
 		{"negative lease", client, deduperedis.Config{Lease: -time.Second}, "negative lease"},
+		{"negative Shards", client, deduperedis.Config{Compact: true, Shards: -1}, "negative Shards"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := deduperedis.New(tc.client, tc.cfg)
