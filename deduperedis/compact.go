@@ -57,13 +57,10 @@ type compactKey struct {
 
 // compactKeyOf returns where the compact layout keeps k.
 func (s *Store) compactKeyOf(k dedupe.Key) compactKey {
-	h := sha256.New()
-	var n [binary.MaxVarintLen64]byte
-	h.Write(n[:binary.PutUvarint(n[:], uint64(len(k.Channel)))])
-	h.Write([]byte(k.Channel))
-	h.Write([]byte(k.MessageID))
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
+	var buf [128]byte // on the stack for keys up to about 120 bytes
+	text := binary.AppendUvarint(buf[:0], uint64(len(k.Channel)))
+	text = append(append(text, k.Channel...), k.MessageID...)
+	sum := sha256.Sum256(text)
 	shard := binary.BigEndian.Uint32(sum[fingerprintSize:]) % uint32(s.shards)
 	base := s.prefix + "{" + strconv.FormatUint(uint64(shard), 16) + "}"
 	return compactKey{
@@ -212,7 +209,11 @@ func (s *Store) existsCompact(ctx context.Context, key dedupe.Key) (bool, error)
 // value, markValue or "m:" and the result's bytes (see Store.mark), and
 // keep for MarkUntil.
 func (s *Store) markCompactRun(p pipe, key dedupe.Key, value any, ttl int64, keep bool) *redis.Cmd {
-	ck := s.compactKeyOf(key)
+	return markRun(p, s.compactKeyOf(key), value, ttl, keep)
+}
+
+// markRun is markCompactRun with the key's place ck.
+func markRun(p pipe, ck compactKey, value any, ttl int64, keep bool) *redis.Cmd {
 	var result []byte
 	if v, ok := value.([]byte); ok {
 		result = v[len(resultPrefix):]
@@ -223,9 +224,9 @@ func (s *Store) markCompactRun(p pipe, key dedupe.Key, value any, ttl int64, kee
 // markCompact is mark on the compact layout, with value as Store.mark has
 // it: one script call, which waits for the replicas if the store does.
 func (s *Store) markCompact(ctx context.Context, key dedupe.Key, value any, ttl int64) error {
-	k := s.key(key)
-	err := s.do(ctx, k, func(p pipe) func() error {
-		cmd, replicated := s.markCompactRun(p, key, value, ttl, false), p.need()
+	ck := s.compactKeyOf(key)
+	err := s.do(ctx, ck.claim, func(p pipe) func() error {
+		cmd, replicated := markRun(p, ck, value, ttl, false), p.need()
 		return func() error {
 			if err := cmd.Err(); err != nil {
 				return err
@@ -264,6 +265,21 @@ func (s *Store) claimRun(p pipe, c dedupe.Claim, key string, lease int64) *redis
 	if !s.compact {
 		return p.run(claimScript, key, c.Token, lease)
 	}
+	return claimCompact(p, s.compactKeyOf(c.Key), c.Token, lease)
+}
+
+// claimCompact queues compactClaimScript on p for the key at ck.
+func claimCompact(p pipe, ck compactKey, token string, lease int64) *redis.Cmd {
+	return p.runKeys(compactClaimScript, []string{ck.claim, ck.bucket}, token, lease, ck.fp)
+}
+
+// claimCall returns the Redis key of c's claim and the function that queues
+// its claim script, for lease ms, on a pipe.
+func (s *Store) claimCall(c dedupe.Claim, lease int64) (string, func(p pipe) *redis.Cmd) {
+	if !s.compact {
+		k := s.key(c.Key)
+		return k, func(p pipe) *redis.Cmd { return p.run(claimScript, k, c.Token, lease) }
+	}
 	ck := s.compactKeyOf(c.Key)
-	return p.runKeys(compactClaimScript, []string{ck.claim, ck.bucket}, c.Token, lease, ck.fp)
+	return ck.claim, func(p pipe) *redis.Cmd { return claimCompact(p, ck, c.Token, lease) }
 }

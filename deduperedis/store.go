@@ -302,7 +302,8 @@ func (s *Store) Claim(ctx context.Context, c dedupe.Claim, lease time.Duration) 
 	if lease <= 0 {
 		lease = s.lease
 	}
-	n, err := s.script(ctx, s.claimRun, c, ms(lease), claimTaken)
+	k, run := s.claimCall(c, ms(lease))
+	n, err := s.script(ctx, k, run, claimTaken)
 	switch {
 	case err != nil:
 		return 0, s.fail(ctx, "claim", c.Key, err)
@@ -345,9 +346,8 @@ func (s *Store) update(ctx context.Context, op string, script *redis.Script, c d
 	if c.Validate() != nil {
 		return fmt.Errorf("dedupe: redis: %s %s: %w: not a claim token", op, c.Key, dedupe.ErrNotOwner)
 	}
-	n, err := s.script(ctx, func(p pipe, c dedupe.Claim, key string, arg int64) *redis.Cmd {
-		return p.run(script, key, c.Token, arg)
-	}, c, arg, 0)
+	k := s.key(c.Key)
+	n, err := s.script(ctx, k, func(p pipe) *redis.Cmd { return p.run(script, k, c.Token, arg) }, 0)
 	if err != nil {
 		return s.fail(ctx, op, c.Key, err)
 	}
@@ -357,15 +357,14 @@ func (s *Store) update(ctx context.Context, op string, script *redis.Script, c d
 	return nil
 }
 
-// script runs the script queued by run on c's key with c's token and arg, in
-// the next pipeline, and returns its integer result. If the store waits for
-// replicas, a result equal to confirm (a claim taken) is returned only once
-// they confirmed it; confirm 0 asks for no confirmation.
-func (s *Store) script(ctx context.Context, run func(p pipe, c dedupe.Claim, key string, arg int64) *redis.Cmd, c dedupe.Claim, arg, confirm int64) (int64, error) {
-	k := s.key(c.Key)
+// script runs the script that run queues, on the Redis key k (the first
+// of its keys), in the next pipeline, and returns its integer result. If the
+// store waits for replicas, a result equal to confirm (a claim taken) is
+// returned only once they confirmed it; confirm 0 asks for no confirmation.
+func (s *Store) script(ctx context.Context, k string, run func(p pipe) *redis.Cmd, confirm int64) (int64, error) {
 	var n int64
 	err := s.do(ctx, k, func(p pipe) func() error {
-		cmd := run(p, c, k, arg)
+		cmd := run(p)
 		replicated := func() error { return nil }
 		if confirm != 0 {
 			replicated = p.need()
