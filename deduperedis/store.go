@@ -54,24 +54,27 @@ type Config struct {
 	// call once.
 	ClusterRetry time.Duration
 	// Compact keeps marks in the compact layout: a mark is an 8-byte
-	// fingerprint of its key in a small Redis hash shared by the marks of one
-	// shard that expire in the same window, and a bucket expires as a whole,
-	// at the end of its window, up to an eighth of the marks' TTL after the
-	// TTL asked for. It takes about a sixth of the memory of the plain layout,
-	// where each mark is a Redis string of its own, and every call is still
-	// one round trip and one atomic script; claims and results stay strings.
-	// [Store.ListMarks] is refused: a fingerprint does not give its key back.
-	// Every store of a Prefix must agree on Compact and [Config.Shards]: the
-	// two layouts do not see each other's marks. Default false, the plain
-	// layout. See docs/internals-redis.md, "Compact layout".
+	// fingerprint of its key (SHA-256), with its expiry, in a small Redis hash
+	// shared by the marks of one shard ([Config.Shards]), which Redis keeps
+	// as a listpack and drops as a whole when its last mark expires. It takes
+	// about a sixth of the memory of the plain layout, where each mark is a
+	// Redis string of its own. Every call is still one round trip and one
+	// atomic script, on keys of one hash slot; claims and results stay
+	// strings. The server's clock still decides expiry, to the millisecond.
+	// A false duplicate (two keys with one fingerprint in one shard) is about
+	// 5 in 10^9 over 10^9 marks. [Store.ListMarks] is refused: a fingerprint
+	// does not give its key back. Every store of a Prefix must agree on
+	// Compact and Shards: the two layouts do not see each other's marks.
+	// Needs Redis 6.2 or later. Default false, the plain layout. See
+	// docs/internals-redis.md, "Compact layout".
 	Compact bool
-	// Shards is, on the compact layout, how many shards the marks are spread
-	// over: each window of a shard is one Redis hash, which Redis keeps
-	// compact (a listpack) while it holds at most hash-max-listpack-entries
-	// fields, 128 by default. Set it to at least the marks written per window
-	// (an eighth of the TTL) divided by 100. Default 16,384, which fits 1.6
-	// million marks a window (a TTL of 24 h at about 150 marks a second).
-	// A negative Shards is an error.
+	// Shards is, on the compact layout, how many buckets the marks are
+	// spread over. Redis keeps a bucket compact (a listpack) while it holds
+	// at most hash-max-listpack-entries fields, 128 by default, and a Mark
+	// that takes a bucket past 100 fields drops its expired ones: set Shards
+	// to at least the marks live at once (messages a second × TTL) divided
+	// by 64. Default 16,384: a million live marks, a TTL of 24 h at about 11
+	// messages a second. A negative Shards is an error.
 	Shards int
 }
 
