@@ -52,7 +52,7 @@
 //
 // With [Config.Compact] a mark is an 8-byte fingerprint of its key, with its
 // expiry, in one of [Config.Shards] small hashes, which Redis keeps in its
-// compact listpack encoding: about 21 bytes a mark instead of 145 for the
+// compact listpack encoding: about 25 bytes a mark instead of 145 for the
 // plain layout's string per mark. Each call is still one round trip, one
 // atomic script on keys of one hash slot, and the server's clock still
 // decides expiry. The compact layout cannot list its marks ([Store.ListMarks]
