@@ -57,17 +57,21 @@ type compactKey struct {
 
 // compactKeyOf returns where the compact layout keeps k.
 func (s *Store) compactKeyOf(k dedupe.Key) compactKey {
+	bucket, fp := s.bucketOf(k)
+	base := bucket[:len(bucket)-1] // without the "m"
+	return compactKey{claim: base + "c:" + k.Channel + ":" + k.MessageID, bucket: bucket, fp: fp}
+}
+
+// bucketOf returns the bucket of k and k's fingerprint.
+func (s *Store) bucketOf(k dedupe.Key) (bucket, fp string) {
 	var buf [128]byte // on the stack for keys up to about 120 bytes
 	text := binary.AppendUvarint(buf[:0], uint64(len(k.Channel)))
 	text = append(append(text, k.Channel...), k.MessageID...)
 	sum := sha256.Sum256(text)
 	shard := binary.BigEndian.Uint32(sum[fingerprintSize:]) % uint32(s.shards)
-	base := s.prefix + "{" + strconv.FormatUint(uint64(shard), 16) + "}"
-	return compactKey{
-		claim:  base + "c:" + k.Channel + ":" + k.MessageID,
-		bucket: base + "m",
-		fp:     string(sum[:fingerprintSize]),
-	}
+	name := append(append(buf[:0], s.prefix...), '{')
+	name = append(strconv.AppendUint(name, uint64(shard), 16), '}', 'm')
+	return string(name), string(sum[:fingerprintSize])
 }
 
 // liveLua defines servertime(), the server's time in Unix milliseconds, and
@@ -190,10 +194,10 @@ func compactMarkArgs(ck compactKey, ttl int64, result []byte, keep bool) []any {
 
 // existsCompact is Exists on the compact layout: one script call.
 func (s *Store) existsCompact(ctx context.Context, key dedupe.Key) (bool, error) {
-	ck := s.compactKeyOf(key)
+	bucket, fp := s.bucketOf(key)
 	var n int64
-	err := s.do(ctx, ck.bucket, func(p pipe) func() error {
-		cmd := p.runKeys(compactExistsScript, []string{ck.bucket}, ck.fp)
+	err := s.do(ctx, bucket, func(p pipe) func() error {
+		cmd := p.runKeys(compactExistsScript, []string{bucket}, fp)
 		return func() (err error) {
 			n, err = cmd.Int64()
 			return err
