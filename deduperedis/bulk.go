@@ -52,7 +52,7 @@ func (s *Store) MarkUntil(ctx context.Context, keys []dedupe.Key, expires []time
 	for attempt := 0; len(todo) > 0; attempt++ {
 		_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, i := range todo {
-				results[i] = markUntilScript.EvalSha(ctx, p, []string{s.key(keys[i])}, ms(expires[i].Sub(local)))
+				results[i] = s.markUntilRun(pipe{Cmdable: p, ctx: ctx}, keys[i], ms(expires[i].Sub(local)))
 			}
 			return nil
 		})
@@ -69,7 +69,11 @@ func (s *Store) MarkUntil(ctx context.Context, keys []dedupe.Key, expires []time
 			}
 		}
 		if len(again) > 0 {
-			if err := s.loadScript(ctx, markUntilScript); err != nil {
+			script := markUntilScript
+			if s.compact {
+				script = compactMarkScript
+			}
+			if err := s.loadScript(ctx, script); err != nil {
 				return 0, fmt.Errorf("dedupe: redis: mark until: load script: %w", err)
 			}
 		} else if err != nil {
@@ -78,6 +82,14 @@ func (s *Store) MarkUntil(ctx context.Context, keys []dedupe.Key, expires []time
 		todo = again
 	}
 	return present, nil
+}
+
+// markUntilRun queues the MarkUntil script of key, for ttl ms, on p.
+func (s *Store) markUntilRun(p pipe, key dedupe.Key, ttl int64) *redis.Cmd {
+	if s.compact {
+		return s.markCompactRun(p, key, markValue, ttl, true)
+	}
+	return p.run(markUntilScript, s.key(key), ttl)
 }
 
 // isNoScript reports whether err is Redis's NOSCRIPT: the server does not know
@@ -99,10 +111,17 @@ func (s *Store) loadScript(ctx context.Context, script *redis.Script) error {
 // CountLive walks every key of the store's prefix (SCAN, and one pipeline of
 // GET and PTTL per page) and returns the numbers of live marks and claims
 // and the earliest and latest expiry of the marks, on the local clock. It
-// implements [dedupe.Counter].
+// implements [dedupe.Counter]. On the compact layout it reads every bucket
+// (HGETALL) and claim key of the prefix instead, one page of SCAN at a time.
 func (s *Store) CountLive(ctx context.Context) (marks, claims int64, oldest, newest time.Time, err error) {
 	if s.closed.Load() {
 		return 0, 0, oldest, newest, dedupe.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, 0, oldest, newest, fmt.Errorf("dedupe: redis: count: %w", err)
+	}
+	if s.compact {
+		return s.countCompact(ctx)
 	}
 	cursor := ""
 	for {

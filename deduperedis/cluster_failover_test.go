@@ -107,13 +107,22 @@ func (l *failoverLoad) fail(err error) {
 // cluster-node-timeout + 2 s of the kill, and that no message was processed
 // twice and no mark was lost. It logs the errors
 // callers saw and the recovery time.
-func TestClusterKillFailover(t *testing.T) {
+func TestClusterKillFailover(t *testing.T) { testClusterKillFailover(t, deduperedis.Config{}) }
+
+// TestClusterCompactKillFailover is TestClusterKillFailover on the compact
+// layout.
+func TestClusterCompactKillFailover(t *testing.T) {
+	testClusterKillFailover(t, deduperedis.Config{Compact: true})
+}
+
+func testClusterKillFailover(t *testing.T, cfg deduperedis.Config) {
 	addrs := clusterAddrs(t)
 	const pairs = 8
 	prefix := "dedupe-test:" + randomID(t) + ":"
 	l := &failoverLoad{last: make([]atomic.Int64, pairs), sample: map[string]int{}}
 	for range 4 {
-		l.stores = append(l.stores, newStore(t, newClusterClient(t, addrs), deduperedis.Config{Prefix: prefix}))
+		cfg.Prefix = prefix
+		l.stores = append(l.stores, newStore(t, newClusterClient(t, addrs), cfg))
 	}
 	master, _ := masterWithReplica(t, addrs)
 	var wg sync.WaitGroup

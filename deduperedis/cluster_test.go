@@ -24,20 +24,28 @@ import (
 // those that kill or stop a node restart it before they return.
 
 // TestClusterSuite runs the conformance suite and the multi-instance race on
-// the test cluster, the race both with keys spread over every master and with
-// every key in one hash slot.
+// the test cluster, on both layouts, the race both with keys spread over
+// every master and with every key in one hash slot.
 func TestClusterSuite(t *testing.T) {
 	addrs := clusterAddrs(t)
-	t.Run("conformance", func(t *testing.T) { runConformance(t, newClusterClient(t, addrs)) })
-	for _, tag := range []string{"", "{one}"} {
-		t.Run("race"+tag, func(t *testing.T) {
-			prefix := "dedupe-test:" + tag + randomID(t) + ":"
-			stores := make([]*deduperedis.Store, 4)
-			for i := range stores {
-				stores[i] = newStore(t, newClusterClient(t, addrs), deduperedis.Config{Prefix: prefix, TTL: time.Minute, Lease: time.Minute})
-			}
-			raceStores(t, stores, 8, 500, "race")
+	for _, layout := range []struct {
+		name    string
+		compact bool
+	}{{"", false}, {"-compact", true}} {
+		t.Run("conformance"+layout.name, func(t *testing.T) {
+			runConformance(t, newClusterClient(t, addrs), deduperedis.Config{Compact: layout.compact})
 		})
+		for _, tag := range []string{"", "{one}"} {
+			t.Run("race"+layout.name+tag, func(t *testing.T) {
+				prefix := "dedupe-test:" + tag + randomID(t) + ":"
+				stores := make([]*deduperedis.Store, 4)
+				for i := range stores {
+					stores[i] = newStore(t, newClusterClient(t, addrs), deduperedis.Config{Prefix: prefix,
+						TTL: time.Minute, Lease: time.Minute, Compact: layout.compact})
+				}
+				raceStores(t, stores, 8, 500, "race")
+			})
+		}
 	}
 }
 

@@ -48,6 +48,19 @@
 // a claim held by someone else until it expires: upgrade every instance
 // before any of them calls DoResult.
 //
+// # Compact layout
+//
+// With [Config.Compact] a mark is an 8-byte fingerprint of its key, with its
+// expiry, in one of [Config.Shards] small hashes, which Redis keeps in its
+// compact listpack encoding: about 25 bytes a mark instead of 145 for the
+// plain layout's string per mark. Each call is still one round trip, one
+// atomic script on keys of one hash slot, and the server's clock still
+// decides expiry. The compact layout cannot list its marks ([Store.ListMarks]
+// fails with an error wrapping [errors.ErrUnsupported]), and its scripts
+// cost the server more than the plain layout's single commands; it is
+// opt-in. docs/internals-redis.md, "Compact layout", has the keys, the
+// sizing of Shards and the probability of a false duplicate.
+//
 // # Failures
 //
 // A Redis error (connection refused or cut, timeout, server restart) is

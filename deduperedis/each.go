@@ -67,7 +67,7 @@ func (s *Store) ClaimEach(ctx context.Context, claims []dedupe.Claim, lease time
 	n := make([]int64, len(claims))
 	s.each(ctx, keys, errs, eachOp{name: "claim", wait: true,
 		queue: func(p pipe, i int, key string) redis.Cmder {
-			return p.run(claimScript, key, claims[i].Token, px)
+			return s.claimRun(p, claims[i], key, px)
 		},
 		read: func(i int, cmd redis.Cmder) (bool, error) {
 			v, err := cmd.(*redis.Cmd).Int64()
@@ -168,8 +168,13 @@ func (s *Store) MarkEach(ctx context.Context, keys []dedupe.Key, results [][]byt
 	}
 	px := roundMs(ttl)
 	s.each(ctx, keys, errs, eachOp{name: "mark", wait: true,
-		queue: func(p pipe, i int, key string) redis.Cmder { return p.Set(p.ctx, key, values[i], px) },
-		read:  func(_ int, cmd redis.Cmder) (bool, error) { return true, cmd.Err() },
+		queue: func(p pipe, i int, key string) redis.Cmder {
+			if s.compact {
+				return s.markCompactRun(p, keys[i], values[i], ms(ttl), false)
+			}
+			return p.Set(p.ctx, key, values[i], px)
+		},
+		read: func(_ int, cmd redis.Cmder) (bool, error) { return true, cmd.Err() },
 	})
 	return errs
 }

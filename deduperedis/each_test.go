@@ -304,10 +304,18 @@ func TestEachClosed(t *testing.T) {
 // back): the items on the moved slots are answered MOVED and sent again to
 // the new master, every item of every batch succeeds, and every mark is
 // there afterwards.
-func TestClusterEachFailover(t *testing.T) {
+func TestClusterEachFailover(t *testing.T) { testClusterEachFailover(t, deduperedis.Config{}) }
+
+// TestClusterCompactEachFailover is TestClusterEachFailover on the compact
+// layout.
+func TestClusterCompactEachFailover(t *testing.T) {
+	testClusterEachFailover(t, deduperedis.Config{Compact: true})
+}
+
+func testClusterEachFailover(t *testing.T, cfg deduperedis.Config) {
 	addrs := clusterAddrs(t)
 	waitClusterWhole(t, addrs, 60*time.Second) // an earlier test may have restarted a node
-	st := newStore(t, newClusterClient(t, addrs), deduperedis.Config{})
+	st := newStore(t, newClusterClient(t, addrs), cfg)
 	master, replica := masterWithReplica(t, addrs)
 	var stop atomic.Bool
 	var batches atomic.Int64

@@ -107,6 +107,13 @@ type server struct {
 // test.
 func startServer(t testing.TB, extra ...string) *server {
 	t.Helper()
+	return startServerOn(t, nil, extra...)
+}
+
+// startServerOn is startServer trying the ports of ports first, then free
+// ones.
+func startServerOn(t testing.TB, ports []int, extra ...string) *server {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Skip("redis-server is not on PATH; install it (Debian: apt-get install redis-server) to run the tests that stop and restart a server")
@@ -115,6 +122,9 @@ func startServer(t testing.TB, extra ...string) *server {
 	t.Cleanup(s.kill)
 	for attempt := 0; ; attempt++ {
 		s.port = freePort(t)
+		if attempt < len(ports) {
+			s.port = ports[attempt]
+		}
 		s.args = append([]string{
 			"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 			"--save", "", "--appendonly", "no", "--dir", s.dir,
@@ -123,7 +133,7 @@ func startServer(t testing.TB, extra ...string) *server {
 		if err == nil {
 			return s
 		}
-		if attempt == 2 {
+		if attempt == len(ports)+2 {
 			require.NoError(t, err)
 		}
 		t.Logf("retrying on another port: %v", err)

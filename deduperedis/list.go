@@ -37,10 +37,16 @@ type scanned struct {
 // its expiry on the local clock (the zero time for a key without one), and
 // returns the cursor of the next page ("" after the last). Claims and
 // released keys are left out. A key is the text after the store's prefix,
-// split at its first ':'. It implements [dedupe.Lister].
+// split at its first ':'. It implements [dedupe.Lister]. On the compact
+// layout ([Config.Compact]) it fails with an error wrapping
+// [errors.ErrUnsupported]: a fingerprint does not give its key back, so the
+// marks of a compact store cannot be copied to another store.
 func (s *Store) ListMarks(ctx context.Context, cursor string, limit int, yield func(key dedupe.Key, expires time.Time)) (string, error) {
 	if s.closed.Load() {
 		return "", dedupe.ErrClosed
+	}
+	if s.compact {
+		return "", fmt.Errorf("dedupe: redis: list marks: %w on the compact layout, which keeps a fingerprint of each key, not the key", errors.ErrUnsupported)
 	}
 	next, found, err := s.scanPage(ctx, cursor, max(limit, 1))
 	if err != nil {

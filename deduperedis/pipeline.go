@@ -33,7 +33,11 @@ type pipe struct {
 
 // run queues script on key with args.
 func (p pipe) run(script *redis.Script, key string, args ...any) *redis.Cmd {
-	keys := []string{key}
+	return p.runKeys(script, []string{key}, args...)
+}
+
+// runKeys queues script on keys with args.
+func (p pipe) runKeys(script *redis.Script, keys []string, args ...any) *redis.Cmd {
 	if p.eval {
 		return script.Eval(p.ctx, p, keys, args...)
 	}

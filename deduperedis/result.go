@@ -52,6 +52,9 @@ func (s *Store) Result(ctx context.Context, key dedupe.Key) (result []byte, mark
 	if err := s.check(ctx, "result", key); err != nil {
 		return nil, false, err
 	}
+	if s.compact {
+		return s.resultCompact(ctx, key)
+	}
 	k := s.key(key)
 	var v string
 	err = s.do(ctx, k, func(p pipe) func() error {

@@ -26,7 +26,14 @@ const unit = 200 * time.Millisecond
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	client := newClient(t, redisAddr(t), nil)
-	runConformance(t, client)
+	runConformance(t, client, deduperedis.Config{})
+}
+
+// TestCompactConformance runs the suite on the compact layout.
+func TestCompactConformance(t *testing.T) {
+	t.Parallel()
+	client := newClient(t, redisAddr(t), nil)
+	runConformance(t, client, deduperedis.Config{Compact: true})
 }
 
 // TestClusterConformance runs the suite through a ClusterClient against a
@@ -35,6 +42,17 @@ func TestConformance(t *testing.T) {
 // the pipelines of a batch are split by node.
 func TestClusterConformance(t *testing.T) {
 	t.Parallel()
+	testClusterConformance(t, deduperedis.Config{})
+}
+
+// TestClusterCompactConformance is TestClusterConformance on the compact
+// layout, whose buckets, indexes and claims of a shard share a slot.
+func TestClusterCompactConformance(t *testing.T) {
+	t.Parallel()
+	testClusterConformance(t, deduperedis.Config{Compact: true})
+}
+
+func testClusterConformance(t *testing.T, cfg deduperedis.Config) {
 	redisAddr(t)
 	nodes := startCluster(t, 3)
 	addrs := make([]string, len(nodes))
@@ -43,7 +61,7 @@ func TestClusterConformance(t *testing.T) {
 	}
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = client.Close() })
-	runConformance(t, client)
+	runConformance(t, client, cfg)
 	// Every node took keys.
 	ctx := context.Background()
 	err := client.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
@@ -56,33 +74,40 @@ func TestClusterConformance(t *testing.T) {
 	assert.NoError(t, err)
 }
 
-// runConformance runs the conformance suite on stores of client, each with
-// a prefix of its own, so each is isolated (dedupetest.Options.Isolated).
-func runConformance(t *testing.T, client redis.UniversalClient) {
+// runConformance runs the conformance suite on stores of client configured
+// by cfg, each with a prefix of its own, so each is isolated
+// (dedupetest.Options.Isolated). A compact store gets no MarkForever: no
+// other program writes its buckets.
+func runConformance(t *testing.T, client redis.UniversalClient, cfg deduperedis.Config) {
 	var mu sync.Mutex
 	prefixes := map[dedupe.Store]string{}
-	dedupetest.Run(t, dedupetest.Config{
+	suite := dedupetest.Config{
 		New: func(t *testing.T, o dedupetest.Options) dedupe.Store {
 			prefix := "dedupe-test:" + randomID(t) + ":"
-			s, err := deduperedis.New(client, deduperedis.Config{Prefix: prefix, TTL: o.TTL, Lease: o.Lease})
+			cfg := cfg
+			cfg.Prefix, cfg.TTL, cfg.Lease = prefix, o.TTL, o.Lease
+			s, err := deduperedis.New(client, cfg)
 			require.NoError(t, err, "New")
 			mu.Lock()
 			defer mu.Unlock()
 			prefixes[s] = prefix
 			return s
 		},
+		RealTime: true,
+		Unit:     unit,
+	}
+	if !cfg.Compact {
 		// A mark without a TTL, as another program may write one; deleted
 		// at the end of the test.
-		MarkForever: func(t *testing.T, st dedupe.Store, k dedupe.Key) {
+		suite.MarkForever = func(t *testing.T, st dedupe.Store, k dedupe.Key) {
 			mu.Lock()
 			key := prefixes[st] + k.String()
 			mu.Unlock()
 			require.NoError(t, client.Set(context.Background(), key, "m", 0).Err(), "SET %s", key)
 			t.Cleanup(func() { _ = client.Del(context.Background(), key).Err() })
-		},
-		RealTime: true,
-		Unit:     unit,
-	})
+		}
+	}
+	dedupetest.Run(t, suite)
 }
 
 func TestNewValidates(t *testing.T) {
@@ -99,6 +124,7 @@ func TestNewValidates(t *testing.T) {
 		{"nil *ClusterClient", (*redis.ClusterClient)(nil), deduperedis.Config{}, "nil client"},
 		{"negative TTL", client, deduperedis.Config{TTL: -time.Second}, "negative TTL"},
 		{"negative lease", client, deduperedis.Config{Lease: -time.Second}, "negative lease"},
+		{"negative Shards", client, deduperedis.Config{Compact: true, Shards: -1}, "negative Shards"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := deduperedis.New(tc.client, tc.cfg)

@@ -24,6 +24,10 @@
 // it added. A store made of others that has Forget but fails it with
 // [errors.ErrUnsupported] (a part of it cannot forget) skips its group. The groups that count or
 // walk the whole store ask New for a store of its own ([Options].Isolated).
+// A store that implements [dedupe.Lister] but refuses to walk its marks in
+// the configuration under test (its ListMarks fails with an error wrapping
+// [errors.ErrUnsupported], as the compact layout of package deduperedis
+// does) has its Lister group skipped, with the reason logged.
 //
 // [dedupe.TxStore] is generic in the database's transaction type, which Run
 // cannot name: a store that implements it runs [RunTx] as well, with a
