@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -69,6 +70,34 @@ func TestRepliesKill(t *testing.T) {
 	killRun(t, "sqlite:"+filepath.Join(t.TempDir(), "gateway.db"), rounds)
 }
 
+// TestRepliesKillServers is TestRepliesKill on Redis and PostgreSQL, when
+// their servers are given (DEDUPE_REDIS_ADDR, DEDUPE_POSTGRES_DSN), with 50
+// rounds each.
+func TestRepliesKillServers(t *testing.T) {
+	if os.Getenv(envInbox) != "" {
+		t.Skip("a child of the kill test")
+	}
+	rounds := 50
+	if testing.Short() {
+		rounds = 10
+	}
+	for env, store := range map[string]func(string) string{
+		"DEDUPE_REDIS_ADDR":   func(v string) string { return "redis://" + v + "/0" },
+		"DEDUPE_POSTGRES_DSN": func(v string) string { return v },
+	} {
+		t.Run(env, func(t *testing.T) {
+			v := os.Getenv(env)
+			if v == "" {
+				if os.Getenv("DEDUPE_REQUIRE_SERVERS") != "" {
+					require.Failf(t, "server not configured", "%s is unset", env)
+				}
+				t.Skipf("%s is unset", env)
+			}
+			killRun(t, store(v), rounds)
+		})
+	}
+}
+
 // killRun runs the kill test's rounds on store and checks each lane.
 func killRun(t *testing.T, store string, rounds int) {
 	plat := replytest.New(replytest.Config{Seed: uint64(time.Now().UnixNano()),
@@ -95,6 +124,7 @@ func killRun(t *testing.T, store string, rounds int) {
 type delivery struct {
 	msg    inbound
 	holder string   // the gateway it was last handed to ("" if none)
+	nacked string   // the gateway that last nacked it
 	acked  *outcome // the gateway's outcome, once acked
 	sent   int      // times handed out
 }
@@ -158,24 +188,30 @@ func (in *inbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// next picks the delivery for gateway gw on lane: a message nacked or held
-// by a dead gateway first, else a new one unless finishing.
+// next picks the delivery for gateway gw on lane: a message held by a dead
+// gateway (the rounds run one gateway at a time) or nacked by another
+// first, else a new one; once finishing, no new ones, and the messages gw
+// nacked are handed to it again.
 func (in *inbox) next(lane, gw string) (*inbound, bool) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	open := false
+	var retry *delivery
 	for _, d := range in.lanes[lane] {
-		if d.acked != nil {
-			continue
-		}
-		open = true
-		if d.holder != gw {
+		switch {
+		case d.acked != nil, d.holder == gw:
+		case d.holder == "" && d.nacked == gw:
+			retry = cmp.Or(retry, d)
+		default:
 			d.holder, d.sent = gw, d.sent+1
 			return &d.msg, false
 		}
 	}
 	if in.finishing {
-		return nil, !open
+		if retry == nil {
+			return nil, true
+		}
+		retry.holder, retry.sent = gw, retry.sent+1
+		return &retry.msg, false
 	}
 	n := len(in.lanes[lane])
 	id := fmt.Sprintf("%s-%d", in.run, n)
@@ -185,7 +221,7 @@ func (in *inbox) next(lane, gw string) (*inbound, bool) {
 }
 
 // settle takes gateway gw's ack (o not nil) or nack of message id; a
-// restart of the platform follows every 50th ack.
+// restart of the platform follows every 25th ack.
 func (in *inbox) settle(lane, id, gw string, o *outcome) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -194,12 +230,12 @@ func (in *inbox) settle(lane, id, gw string, o *outcome) {
 			continue
 		}
 		if o == nil {
-			d.holder = ""
+			d.holder, d.nacked = "", gw
 			return
 		}
 		d.acked = o
 		in.acks++
-		if in.acks%50 == 0 {
+		if in.acks%25 == 0 {
 			go func() { _ = in.plat.Restart() }()
 		}
 	}
