@@ -108,6 +108,7 @@ func TestRepliesDemo(t *testing.T) {
 			if c.policy == "" && c.platform != "telegram" {
 				assert.Equal(t, 5, strings.Count(out.String(), "replies on the platform: 1;"), "every reply once")
 			}
+			assert.Contains(t, out.String(), "redelivery: done, found sent: true", "the reply sent before the gateway died is not sent again")
 			assert.Contains(t, out.String(), "ok: every reply is on the platform once")
 		})
 	}

@@ -26,6 +26,9 @@ type outcome struct {
 	Attempts  int  `json:"attempts"`   // the reply's sends so far
 	MaybeLost bool `json:"maybe_lost"` // reported possibly lost (AtMostOnce after an unknown outcome)
 	MaybeDup  bool `json:"maybe_dup"`  // reported possibly duplicated (AtLeastOnce sent again)
+	// Resumed: the message was processed again and its reply's record said
+	// sent: an earlier run sent it and ended (died) before the message's mark.
+	Resumed bool `json:"resumed"`
 }
 
 // platforms are the presets of the platforms the fake serves, by name.
@@ -111,6 +114,7 @@ func (g *replier) handle(ctx context.Context, in inbound) (outcome, error) {
 			return nil
 		}
 		out.Attempts, out.MaybeDup = r.Attempts, r.MaybeDuplicate || (g.policy == reply.AtLeastOnce && r.Attempts > 1)
+		out.Resumed = err == nil && !r.Sent
 		return err
 	})
 	if !errors.Is(err, dedupe.ErrDuplicate) {

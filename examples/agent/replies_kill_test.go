@@ -246,7 +246,7 @@ func (in *inbox) check(t *testing.T, l lane, plat *replytest.Server) {
 	t.Helper()
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	var msgs, redelivered, dups, lost, reportedLost, reportedDup, unreportedLost, unreportedDup int
+	var msgs, redelivered, resumed, dups, lost, reportedLost, reportedDup, unreportedLost, unreportedDup int
 	for _, d := range in.lanes[l.name] {
 		msgs++
 		if !assert.NotNil(t, d.acked, "%s: message %s never acked", l.name, d.msg.ID) {
@@ -254,6 +254,9 @@ func (in *inbox) check(t *testing.T, l lane, plat *replytest.Server) {
 		}
 		if d.sent > 1 {
 			redelivered++
+		}
+		if d.acked.Resumed {
+			resumed++
 		}
 		n := plat.Count(d.msg.Chat, replyText(l.name, d.msg.ID))
 		if n == 0 {
@@ -275,8 +278,8 @@ func (in *inbox) check(t *testing.T, l lane, plat *replytest.Server) {
 			unreportedDup++
 		}
 	}
-	t.Logf("%-13s messages=%d redelivered=%d duplicate replies=%d lost replies=%d reported possibly lost=%d reported possibly duplicated=%d",
-		l.name, msgs, redelivered, dups, lost, reportedLost, reportedDup)
+	t.Logf("%-13s messages=%d redelivered=%d sent-then-killed-before-mark=%d duplicate replies=%d lost replies=%d reported possibly lost=%d reported possibly duplicated=%d",
+		l.name, msgs, redelivered, resumed, dups, lost, reportedLost, reportedDup)
 	assert.Positive(t, msgs, l.name)
 	assert.Zero(t, unreportedLost, "%s: replies lost without a report", l.name)
 	assert.Zero(t, unreportedDup, "%s: replies duplicated without a report", l.name)

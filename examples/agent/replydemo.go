@@ -146,8 +146,8 @@ func (dm *replyDemo) crashed(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(dm.out, "%-26s sent, then the gateway died before the mark; redelivery: done, attempts %d\n",
-		"5. gateway died:", out.Attempts)
+	fmt.Fprintf(dm.out, "%-26s sent, then the gateway died before the mark; redelivery: done, found sent: %v\n",
+		"5. gateway died:", out.Resumed)
 	return dm.verify(in, out, dm.model.calls.Load()-calls)
 }
 
