@@ -71,6 +71,7 @@ type replierConfig struct {
 	d                         *dedupe.Deduper
 	platformURL               string
 	timeout, lease            time.Duration // of a send call; of the reply's lock (0: the default)
+	window                    time.Duration // how long the platform honours a token, if not the preset's
 	model                     func(ctx context.Context, in inbound) ([]byte, error)
 }
 
@@ -80,6 +81,9 @@ func newReplier(c replierConfig) (*replier, error) {
 	p, ok := platforms[c.platform]
 	if !ok {
 		return nil, fmt.Errorf("-platform %q: want line, discord, feishu or telegram", c.platform)
+	}
+	if c.window > 0 {
+		p.Window = c.window
 	}
 	policy, err := parsePolicy(c.policy)
 	if err != nil {
