@@ -290,8 +290,8 @@ func (s *Server) Messages() []Message {
 	return append([]Message(nil), s.msgs...)
 }
 
-// Duplicates returns, for each (chat, text) delivered more than once, the
-// number of messages, as "chat\x00text" keys sorted.
+// Duplicates returns the number of messages of each (chat, text) delivered
+// more than once, keyed by chat and text joined with a NUL byte.
 func (s *Server) Duplicates() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
