@@ -78,9 +78,12 @@ func TestTokens(t *testing.T) {
 			if p == replytest.Telegram {
 				assert.Equal(t, 2, s.Count("c1", "hello"))
 				assert.NotEqual(t, id1, id2)
+				assert.Equal(t, map[string]int{"c1\x00hello": 2}, s.Duplicates())
 				return
 			}
 			assert.Equal(t, 1, s.Count("c1", "hello"))
+			assert.Empty(t, s.Duplicates())
+			assert.Len(t, s.Messages(), 1)
 			assert.Equal(t, 1, s.Stats().Repeats)
 			if p != replytest.LINE { // LINE's 409 gives the accepted request's id, not the message's
 				assert.Equal(t, id1, id2)
