@@ -106,7 +106,8 @@ func WithLease(d time.Duration) Option {
 }
 
 // WithPolicy overrides the platform's policy: [AtLeastOnce] for a Telegram
-// gateway that would rather send a reply twice than lose it.
+// gateway that would rather send a reply twice than lose it. A value that is
+// not a Policy means [AtMostOnce].
 func WithPolicy(p Policy) Option {
 	return func(o *options) { o.policy = p }
 }
