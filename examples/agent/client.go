@@ -13,8 +13,8 @@ import (
 	"github.com/gatewaykit/dedupe/idempotency"
 )
 
-// reply is what the client got for one request.
-type reply struct {
+// answer is what the client got for one request.
+type answer struct {
 	status   int
 	ctype    string
 	location string
@@ -23,27 +23,27 @@ type reply struct {
 }
 
 // same reports whether r is o again: status, kept headers and body.
-func (r reply) same(o reply) bool {
+func (r answer) same(o answer) bool {
 	return r.status == o.status && r.ctype == o.ctype && r.location == o.location && bytes.Equal(r.body, o.body)
 }
 
 // send posts message to the gateway at url with the Idempotency-Key key.
-func send(ctx context.Context, url, key, message string) (reply, error) {
+func send(ctx context.Context, url, key, message string) (answer, error) {
 	body, _ := json.Marshal(messageIn{Message: message})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/messages", bytes.NewReader(body))
 	if err != nil {
-		return reply{}, err
+		return answer{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer demo-user")
 	req.Header.Set("Idempotency-Key", key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return reply{}, err
+		return answer{}, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return reply{
+	return answer{
 		status:   resp.StatusCode,
 		ctype:    resp.Header.Get("Content-Type"),
 		location: resp.Header.Get("Location"),
@@ -95,24 +95,24 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 func (dm *demo) key(n int) string { return fmt.Sprintf(`"%s-%d"`, dm.run, n) }
 
 // retry is step 1: a message and the client's retry after the reply.
-func (dm *demo) retry(ctx context.Context) (reply, error) {
+func (dm *demo) retry(ctx context.Context) (answer, error) {
 	first, err := send(ctx, dm.gw.url, dm.key(1), "What is an idempotency key?")
 	if err != nil {
-		return reply{}, err
+		return answer{}, err
 	}
 	<-dm.model.started
 	if first.status != http.StatusCreated || first.replayed {
-		return reply{}, failf("first request: status %d, replayed %v: %s", first.status, first.replayed, first.body)
+		return answer{}, failf("first request: status %d, replayed %v: %s", first.status, first.replayed, first.body)
 	}
 	again, err := send(ctx, dm.gw.url, dm.key(1), "What is an idempotency key?")
 	if err != nil {
-		return reply{}, err
+		return answer{}, err
 	}
 	fmt.Fprintf(dm.out, "1. first reply:       %d %s", first.status, first.body)
 	fmt.Fprintf(dm.out, "   client's retry:    %d replayed=%v, same reply: %v; model calls: %d\n",
 		again.status, again.replayed, again.same(first), dm.model.calls.Load())
 	if !again.same(first) || !again.replayed || dm.model.calls.Load() != 1 {
-		return reply{}, failf("the retry got %d %s, model calls %d", again.status, again.body, dm.model.calls.Load())
+		return answer{}, failf("the retry got %d %s, model calls %d", again.status, again.body, dm.model.calls.Load())
 	}
 	return first, nil
 }
@@ -122,7 +122,7 @@ func (dm *demo) retry(ctx context.Context) (reply, error) {
 func (dm *demo) concurrent(ctx context.Context) error {
 	waits := dm.gw.d.Stats().Waits
 	type result struct {
-		r   reply
+		r   answer
 		err error
 	}
 	hold := make(chan struct{})
@@ -180,7 +180,7 @@ func (dm *demo) reused(ctx context.Context) error {
 
 // restart is step 4: the gateway restarts over the store, opened again, and
 // the retry of the first message still gets the first reply.
-func (dm *demo) restart(ctx context.Context, first reply) error {
+func (dm *demo) restart(ctx context.Context, first answer) error {
 	if !dm.durable {
 		fmt.Fprintln(dm.out, "4. restart:           skipped: a memory store forgets its keys when the gateway stops")
 		return nil

@@ -19,9 +19,32 @@
 // It prints each step and exits with status 1 if a reply differs or the
 // model was called more than once per key, 2 on a setup error.
 //
+// With -platform, it is a chat gateway instead, replying to each message it
+// is delivered through package reply, to a fake platform API
+// (reply/replytest) that honours the platform's idempotency token as the
+// platform documents it. Each message goes through Deduper.Do, the model is
+// called once (the reply's record keeps its answer) and the reply goes out
+// through a reply.Sender. The platform
+//
+//  1. accepts the reply's send and never answers it (the send times out);
+//  2. accepts it and answers 500;
+//  3. restarts while the send waits for its answer;
+//  4. refuses it with 503 before accepting it;
+//  5. and the gateway dies between the send and the message's mark.
+//
+// After each, the platform delivers the message again until the gateway
+// takes it, then once more (a copy, which sends nothing), and the demo
+// counts the platform's messages of the reply. On LINE, Discord and Feishu
+// (-policy native, their default) each reply is on the platform once.
+// Telegram has no token: at-most-once (its default) reports the reply of an
+// unknown outcome possibly lost and never sends it twice; at-least-once
+// sends it again and reports it possibly duplicated. The demo exits with
+// status 1 on a reply duplicated or lost without a report.
+//
 // Usage:
 //
 //	go run ./examples/agent [-store STORE] [-llm-delay D]
+//	go run ./examples/agent -platform line|discord|feishu|telegram [-policy at-most-once|at-least-once] [-store STORE]
 //
 // -store is the store of keys and replies: a SQLite file in a temporary
 // directory by default, sqlite:PATH or PATH.db, memory, redis://HOST:PORT/DB
@@ -49,6 +72,8 @@ func main() {
 type config struct {
 	Store    string
 	LLMDelay time.Duration
+	Platform string // the replies demo's platform ("": the idempotency demo)
+	Policy   string // its policy ("": the platform's)
 }
 
 func mainArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -57,6 +82,8 @@ func mainArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var cfg config
 	fs.StringVar(&cfg.Store, "store", "", "store: sqlite:PATH, PATH.db, memory, redis://… or postgres://… (default: a SQLite file in a temporary directory)")
 	fs.DurationVar(&cfg.LLMDelay, "llm-delay", 200*time.Millisecond, "how long the fake model takes to answer")
+	fs.StringVar(&cfg.Platform, "platform", "", "run the replies demo on this platform's semantics: line, discord, feishu or telegram")
+	fs.StringVar(&cfg.Policy, "policy", "", "the replies demo's policy after an unknown outcome: native, at-most-once or at-least-once (default: the platform's)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -72,6 +99,10 @@ func mainArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		defer os.RemoveAll(dir)
 		cfg.Store = "sqlite:" + dir + "/agent.db"
 	}
+	run, done := run, "ok: every retry got the first reply; the model was called once per key"
+	if cfg.Platform != "" {
+		run, done = runReplies, "ok: every reply is on the platform once, or its possible loss or duplicate reported; the model was called once per message"
+	}
 	err := run(ctx, cfg, stdout)
 	var failed *failure
 	switch {
@@ -82,7 +113,7 @@ func mainArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "agent:", err)
 		return 2
 	}
-	fmt.Fprintln(stdout, "ok: every retry got the first reply; the model was called once per key")
+	fmt.Fprintln(stdout, done)
 	return 0
 }
 

@@ -79,3 +79,45 @@ func expect(t *testing.T, code int, out string, lines ...string) {
 	}
 	assert.Contains(t, out, "ok: every retry got the first reply", "output lacks the final ok")
 }
+
+// TestRepliesDemo: the replies demo on each platform's semantics and policy:
+// exit 0, each reply once on LINE, Discord and Feishu, Telegram's reported
+// as its policy says.
+func TestRepliesDemo(t *testing.T) {
+	cases := []struct {
+		platform, policy string
+		lines            []string
+	}{
+		{"line", "", []string{"replies on the platform: 1; model calls: 1; reported possibly lost: false, possibly duplicated: false"}},
+		{"discord", "", []string{"replies on the platform: 1; model calls: 1; reported possibly lost: false, possibly duplicated: false"}},
+		{"feishu", "", []string{"replies on the platform: 1; model calls: 1; reported possibly lost: false, possibly duplicated: false"}},
+		{"telegram", "", []string{"replies on the platform: 0; model calls: 1; reported possibly lost: true"}},
+		{"telegram", "at-least-once", []string{"replies on the platform: 2; model calls: 1; reported possibly lost: false, possibly duplicated: true"}},
+	}
+	for _, c := range cases {
+		t.Run(c.platform+"/"+c.policy, func(t *testing.T) {
+			var out, errs bytes.Buffer
+			args := []string{"-platform", c.platform, "-policy", c.policy, "-llm-delay", "1ms",
+				"-store", "sqlite:" + filepath.Join(t.TempDir(), "agent.db")}
+			code := mainArgs(t.Context(), args, &out, &errs)
+			t.Logf("stdout:\n%sstderr:\n%s", out.String(), errs.String())
+			assert.Equal(t, 0, code, "exit status")
+			for _, l := range c.lines {
+				assert.Contains(t, out.String(), l)
+			}
+			if c.policy == "" && c.platform != "telegram" {
+				assert.Equal(t, 5, strings.Count(out.String(), "replies on the platform: 1;"), "every reply once")
+			}
+			assert.Contains(t, out.String(), "redelivery: done, found sent: true", "the reply sent before the gateway died is not sent again")
+			assert.Contains(t, out.String(), "ok: every reply is on the platform once")
+		})
+	}
+}
+
+// TestRepliesDemoBadFlags: an unknown platform or policy is a setup error.
+func TestRepliesDemoBadFlags(t *testing.T) {
+	for _, args := range [][]string{{"-platform", "irc"}, {"-platform", "line", "-policy", "twice"}} {
+		var out, errs bytes.Buffer
+		assert.Equal(t, 2, mainArgs(t.Context(), append(args, "-store", "memory"), &out, &errs), "%v: %s", args, errs.String())
+	}
+}
