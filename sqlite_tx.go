@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // DoTx runs fn once in effect for key: in one transaction on the store's
@@ -91,4 +92,45 @@ func (s *SQLiteStore) markTx(ctx context.Context, tx *sql.Tx, key Key) (Status, 
 		return 0, s.fail("do in transaction", dkey, err)
 	}
 	return Claimed, nil
+}
+
+// MarkResultTx is [SQLiteStore.MarkResult] written in the caller's
+// transaction tx on the store's database: it replaces key's mark and result
+// and clears any claim on key, visible to the store once tx commits and gone
+// if it rolls back. Package reply uses it to record a message's replies in
+// the transaction that commits the message's effect (reply.IntendTx). tx
+// holds SQLite's write lock from its first write until it ends, as in DoTx.
+func (s *SQLiteStore) MarkResultTx(ctx context.Context, tx *sql.Tx, key Key, result []byte, ttl time.Duration) error {
+	if err := checkCall(ctx, s.closed.Load(), key); err != nil {
+		return err
+	}
+	if err := checkResult(s.Backend(), key, result); err != nil {
+		return err
+	}
+	if s.readOnly {
+		return fmt.Errorf("dedupe: sqlite: mark in transaction %s: %w", key, ErrReadOnly)
+	}
+	if tx == nil {
+		return fmt.Errorf("dedupe: sqlite: mark in transaction %s: nil transaction", key)
+	}
+	dkey, now := key.String(), s.now()
+	ttl = orDefault(ttl, s.ttl)
+	created, expires := formatSQLiteTime(now, s.loc), formatSQLiteTime(now.Add(ttl), s.loc)
+	err := s.retryBusy(ctx, nil, func() error {
+		_, err := tx.ExecContext(ctx, "DELETE FROM "+s.claims+" WHERE dedupe_key = ?", dkey)
+		return err
+	})
+	if err == nil {
+		_, err = tx.ExecContext(ctx, s.markUpsertSQL(), dkey, key.Channel, key.MessageID, created, expires)
+	}
+	if err == nil && len(result) == 0 {
+		_, err = tx.ExecContext(ctx, "DELETE FROM "+s.results+" WHERE dedupe_key = ?", dkey)
+	} else if err == nil {
+		_, err = tx.ExecContext(ctx, "INSERT INTO "+s.results+" (dedupe_key, result, expires_at) VALUES (?1, ?2, ?3) "+
+			"ON CONFLICT(dedupe_key) DO UPDATE SET result = excluded.result, expires_at = excluded.expires_at", dkey, result, expires)
+	}
+	if err != nil {
+		return s.fail("mark in transaction", dkey, err)
+	}
+	return nil
 }

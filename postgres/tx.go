@@ -198,3 +198,40 @@ func (s *Store) keepResult(ctx context.Context, tx pgx.Tx, key dedupe.Key, res [
 	}
 	return nil
 }
+
+// MarkResultTx is [Store.MarkResult] written in the caller's transaction tx
+// on the store's database: it replaces key's mark and result (an empty
+// result is kept as none) and clears any claim on key, visible once tx
+// commits and gone if it rolls back. Package reply uses it to record a
+// message's replies in the transaction that commits the message's effect
+// (reply.IntendTx). Until tx ends, the key's row (on the partitioned layout,
+// its advisory lock) is held, as in [Store.MarkTx]; on the partitioned layout
+// a ttl beyond the partitions created ahead fails tx, and MarkResultTx
+// creates them meanwhile, so that the transaction run again succeeds.
+func (s *Store) MarkResultTx(ctx context.Context, tx pgx.Tx, key dedupe.Key, result []byte, ttl time.Duration) error {
+	if err := s.check(ctx, "mark in transaction", key); err != nil {
+		return err
+	}
+	if err := checkResult(key, result); err != nil {
+		return err
+	}
+	if tx == nil {
+		return errors.New("dedupe: postgres: mark in transaction: nil transaction")
+	}
+	if ttl <= 0 {
+		ttl = s.ttl
+	}
+	if len(result) == 0 {
+		result = nil
+	}
+	k := key.String()
+	if s.sql.lock != "" {
+		if _, err := tx.Exec(ctx, s.sql.lock, k); err != nil {
+			return s.fail(ctx, "mark in transaction", key, err)
+		}
+	}
+	if _, err := tx.Exec(ctx, s.sql.mark, k, micros(ttl), result); err != nil {
+		return s.failTx(ctx, key, ttl, err)
+	}
+	return nil
+}
