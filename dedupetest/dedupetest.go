@@ -26,6 +26,16 @@
 // [dedupe.TxStore] is generic in the database's transaction type, which Run
 // cannot name: a store that implements it runs [RunTx] as well, with a
 // [TxConfig] that writes and counts effects in that database.
+//
+// # Replies
+//
+// Package reply keeps its records in any store: Run's group Replies sends
+// replies through a [reply.Sender] on the store to a test platform (first
+// send, a resend after a recorded send, an unknown outcome under each
+// policy, a refused send, concurrent sends of one reply, slots and Flush,
+// the records' TTL, unreadable records, a closed store). RunTx adds the
+// groups MarkResultTx and IntendTx for a store that is also a
+// [reply.TxStore] of its transaction type.
 package dedupetest
 
 import (
@@ -128,6 +138,7 @@ func Run(t *testing.T, cfg Config) {
 		{"InvalidKeys", testInvalidKeys},
 		{"Closed", testClosed},
 		{"CancelledContext", testCancelledContext},
+		{"Replies", testReplies},
 	}
 	for _, g := range append(groups, capabilityGroups(t, cfg)...) {
 		t.Run(g.name, func(t *testing.T) {

@@ -41,7 +41,12 @@ type TxConfig[Tx any] struct {
 // the effect and the mark back, the panic propagating, and leaves the key to
 // a later DoTx; that a Claim beside an open DoTx never takes its key; that of
 // concurrent copies one runs; and that invalid keys, cancelled contexts and
-// closed stores are refused without running fn.
+// closed stores are refused without running fn. For a store that is also a
+// [reply.TxStore][Tx] it adds the groups MarkResultTx (a mark and result
+// written in the caller's transaction: visible on commit, gone on rollback,
+// replacing a mark, clearing a claim, refusing a result over the limit) and
+// IntendTx (replies recorded with the caller's effect, sent by Flush after
+// the commit, once; nothing after a rollback).
 //
 // [Run] cannot find this capability, whose interface is generic in the
 // database's transaction type: a store that implements it calls RunTx beside
@@ -50,10 +55,7 @@ func RunTx[Tx any](t *testing.T, cfg TxConfig[Tx]) {
 	if cfg.New == nil || cfg.Effect == nil || cfg.Effects == nil {
 		t.Fatal("dedupetest: TxConfig needs New, Effect and Effects")
 	}
-	for _, tc := range []struct {
-		name string
-		f    func(*testing.T, *txSuite[Tx])
-	}{
+	groups := []txGroup[Tx]{
 		{"Commit", testTxCommit[Tx]},
 		{"ErrorRollsBack", testTxError[Tx]},
 		{"PanicRollsBack", testTxPanic[Tx]},
@@ -61,11 +63,18 @@ func RunTx[Tx any](t *testing.T, cfg TxConfig[Tx]) {
 		{"BesideClaim", testTxBesideClaim[Tx]},
 		{"Concurrent", testTxConcurrent[Tx]},
 		{"Inputs", testTxInputs[Tx]},
-	} {
+	}
+	for _, tc := range append(groups, replyTxGroups(t, cfg)...) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.f(t, &txSuite[Tx]{cfg: cfg, id: randomID(t)})
 		})
 	}
+}
+
+// txGroup is a subtest of RunTx.
+type txGroup[Tx any] struct {
+	name string
+	f    func(*testing.T, *txSuite[Tx])
 }
 
 // txSuite is the state of one subtest of RunTx.

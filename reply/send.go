@@ -163,11 +163,11 @@ func (s *Sender) Send(ctx context.Context, key dedupe.Key, slot int,
 	if err := s.checkArgs(key, slot, send); err != nil {
 		return Receipt{}, err
 	}
-	unlock, err := s.lock(ctx, key, slot)
+	h, err := s.lock(ctx, key, slot)
 	if err != nil {
 		return Receipt{}, err
 	}
-	defer unlock()
+	defer h.release(ctx)
 	rec, found, err := s.read(ctx, key, slot)
 	switch {
 	case err != nil:
@@ -187,14 +187,15 @@ func (s *Sender) Send(ctx context.Context, key dedupe.Key, slot int,
 	case rec.state == sent:
 		return Receipt{ID: rec.id, Token: s.token(key, slot), Attempts: rec.attempt}, nil
 	case rec.state == intended && rec.attempt > 0:
-		return s.resend(ctx, key, slot, rec, send)
+		return s.resend(ctx, h, rec, send)
 	}
-	return s.attempt(ctx, key, slot, rec, send, false)
+	return s.attempt(ctx, h, rec, send, false)
 }
 
 // resend decides what to do with a reply whose last send's outcome is
 // unknown: ask the check, then the policy.
-func (s *Sender) resend(ctx context.Context, key dedupe.Key, slot int, rec record, send SendFunc) (Receipt, error) {
+func (s *Sender) resend(ctx context.Context, h *held, rec record, send SendFunc) (Receipt, error) {
+	key, slot := h.key, h.slot
 	log := s.o.log.With("platform", s.p.Name, "key", key.String(), "slot", slot, "attempt", rec.attempt)
 	if s.o.check != nil {
 		id, found, err := s.o.check(ctx, s.message(key, slot, rec, rec.attempt))
@@ -209,30 +210,37 @@ func (s *Sender) resend(ctx context.Context, key dedupe.Key, slot int, rec recor
 			log.Info("reply: check found a reply whose send's outcome was unknown", "id", id)
 			return Receipt{ID: id, Token: s.token(key, slot), Attempts: rec.attempt}, nil
 		}
-		return s.attempt(ctx, key, slot, rec, send, false)
+		return s.attempt(ctx, h, rec, send, false)
 	}
 	since := time.UnixMilli(rec.at)
 	switch {
 	case s.o.policy == Native && s.inWindow(since):
-		return s.attempt(ctx, key, slot, rec, send, false)
+		return s.attempt(ctx, h, rec, send, false)
 	case s.o.policy == AtLeastOnce:
 		log.Warn("reply: sent again after an unknown outcome: possibly duplicated", "policy", s.o.policy)
-		return s.attempt(ctx, key, slot, rec, send, true)
+		return s.attempt(ctx, h, rec, send, true)
 	}
 	log.Warn("reply: not sent again after an unknown outcome: possibly lost", "policy", s.o.policy, "since", since)
 	return Receipt{Token: s.token(key, slot), Attempts: rec.attempt},
 		fmt.Errorf("reply: %s: %s slot %d, %s, after %d sends: %w", s.p.Name, key, slot, s.o.policy, rec.attempt, ErrMaybeLost)
 }
 
-// inWindow reports whether a send again, begun now and lasting at most the
-// lease, ends within the platform's window of a token first sent at since.
+// inWindow reports whether a send again, begun now, reaches the platform
+// within its window of a token first sent at since, with a margin for the
+// request's way there: the lease, or a tenth of the window if that is less.
 func (s *Sender) inWindow(since time.Time) bool {
-	return s.p.Window > 0 && s.o.now().Add(s.o.lease).Before(since.Add(s.p.Window))
+	margin := min(s.o.lease, s.p.Window/10)
+	return s.p.Window > 0 && s.o.now().Add(margin).Before(since.Add(s.p.Window))
 }
 
-// attempt sends rec once more: it records it intended with the next attempt
-// number, calls send, and records the outcome.
-func (s *Sender) attempt(ctx context.Context, key dedupe.Key, slot int, rec record, send SendFunc, dup bool) (Receipt, error) {
+// attempt sends rec once more: it renews the lock, records the reply
+// intended with the next attempt number, calls send within what is left of
+// the lock's lease, and records the outcome.
+func (s *Sender) attempt(ctx context.Context, h *held, rec record, send SendFunc, dup bool) (Receipt, error) {
+	key, slot := h.key, h.slot
+	if err := h.renew(ctx); err != nil {
+		return Receipt{}, err
+	}
 	if rec.state != intended || rec.attempt == 0 { // a new series of sends: the platform holds no token yet
 		rec.at = s.o.now().UnixMilli()
 	}
@@ -241,7 +249,7 @@ func (s *Sender) attempt(ctx context.Context, key dedupe.Key, slot int, rec reco
 		return Receipt{}, err
 	}
 	r := Receipt{Token: s.token(key, slot), Attempts: rec.attempt, MaybeDuplicate: dup}
-	sctx, cancel := context.WithTimeout(ctx, s.o.lease)
+	sctx, cancel := context.WithTimeout(ctx, h.left())
 	id, err := send(sctx, s.message(key, slot, rec, rec.attempt))
 	cancel()
 	// The outcome is recorded even if ctx ended meanwhile.

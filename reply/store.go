@@ -35,11 +35,19 @@ func (s *Sender) checkBody(key dedupe.Key, slot int, body []byte) error {
 	return nil
 }
 
-// lock claims the lock key of reply slot of key, and returns the function
-// that releases it.
-func (s *Sender) lock(ctx context.Context, key dedupe.Key, slot int) (func(), error) {
-	c := dedupe.NewClaim(lockKey(key, slot))
-	switch st, err := s.store.Claim(ctx, c, s.o.lease); {
+// held is the lock of one reply, which Send holds while it handles it.
+type held struct {
+	s     *Sender
+	c     dedupe.Claim
+	key   dedupe.Key
+	slot  int
+	since time.Time // when the lease last began, on the local clock
+}
+
+// lock claims the lock key of reply slot of key.
+func (s *Sender) lock(ctx context.Context, key dedupe.Key, slot int) (*held, error) {
+	h := &held{s: s, c: dedupe.NewClaim(lockKey(key, slot)), key: key, slot: slot, since: time.Now()}
+	switch st, err := s.store.Claim(ctx, h.c, s.o.lease); {
 	case err != nil:
 		// A claim whose outcome is unknown runs out with its lease.
 		return nil, fmt.Errorf("reply: %s: lock %s slot %d: %w", s.p.Name, key, slot, err)
@@ -48,14 +56,38 @@ func (s *Sender) lock(ctx context.Context, key dedupe.Key, slot int) (func(), er
 	case st != dedupe.Claimed:
 		return nil, fmt.Errorf("reply: %s: lock %s slot %d: lock key marked (%v)", s.p.Name, key, slot, st)
 	}
-	return func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if err := s.store.Release(ctx, c); err != nil && !errors.Is(err, dedupe.ErrNotOwner) {
-			s.o.log.Warn("reply: lock not released; it runs out with its lease", "platform", s.p.Name,
-				"key", key.String(), "slot", slot, "err", err)
+	return h, nil
+}
+
+// renew begins the lock's lease anew, before a send, so that the send has
+// a whole lease (compose may have taken much of the first). A lock lost
+// meanwhile (compose outlasted the lease, and another copy may have taken
+// the reply) is [dedupe.ErrInFlight]: nothing is sent.
+func (h *held) renew(ctx context.Context) error {
+	since := time.Now()
+	if err := h.s.store.Extend(ctx, h.c, h.s.o.lease); err != nil {
+		if errors.Is(err, dedupe.ErrNotOwner) {
+			err = fmt.Errorf("%w: its lock ran out before the send: %w", dedupe.ErrInFlight, err)
 		}
-	}, nil
+		return fmt.Errorf("reply: %s: lock %s slot %d: %w", h.s.p.Name, h.key, h.slot, err)
+	}
+	h.since = since
+	return nil
+}
+
+// left is what remains of the lock's lease: the bound on a send.
+func (h *held) left() time.Duration {
+	return h.s.o.lease - time.Since(h.since)
+}
+
+// release drops the lock, even if ctx has ended.
+func (h *held) release(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := h.s.store.Release(ctx, h.c); err != nil && !errors.Is(err, dedupe.ErrNotOwner) {
+		h.s.o.log.Warn("reply: lock not released; it runs out with its lease", "platform", h.s.p.Name,
+			"key", h.key.String(), "slot", h.slot, "err", err)
+	}
 }
 
 // read returns the record of reply slot of key, and whether there is one.
