@@ -112,7 +112,7 @@ func TestSendMessage(t *testing.T) {
 		t.Run(fault, func(t *testing.T) {
 			t.Parallel()
 			s, f := discordSession(t, fault)
-			sender := reply.New(dedupe.NewMemoryStore(dedupe.MemoryConfig{}), reply.Discord, reply.WithLease(5*time.Second))
+			sender := reply.New(dedupe.NewMemoryStore(dedupe.MemoryConfig{}), reply.Discord)
 			_, err := sender.Send(context.Background(), key, 0, composeContent("pong"), dedupediscordgo.SendMessage(s, "C1"))
 			require.Error(t, err)
 			assert.Equal(t, fault == "400", reply.IsNotSent(err), "%v", err)
