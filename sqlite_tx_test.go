@@ -201,3 +201,38 @@ func TestSQLiteTxKillChild(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// MarkResultTx writes in the caller's transaction on the store's file, also
+// one the caller began on its own connection pool, and refuses a nil
+// transaction, a closed store and a read-only one.
+func TestSQLiteMarkResultTx(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tx.db")
+	s := openSQLite(t, path, dedupe.SQLiteConfig{})
+	db := openEffects(t, path)
+	ctx := context.Background()
+	k := dedupe.Key{Channel: "tx", MessageID: "result"}
+
+	tx, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	require.NoError(t, s.MarkResultTx(ctx, tx, k, []byte("answer"), time.Hour))
+	res, marked, err := s.Result(ctx, k)
+	require.NoError(t, err)
+	assert.False(t, marked, "not visible before the commit")
+	assert.Nil(t, res)
+	require.NoError(t, tx.Commit())
+	res, marked, err = s.Result(ctx, k)
+	require.NoError(t, err)
+	assert.True(t, marked)
+	assert.Equal(t, []byte("answer"), res)
+
+	assert.ErrorContains(t, s.MarkResultTx(ctx, nil, k, nil, 0), "nil transaction")
+	tx, err = db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer tx.Rollback()
+	assert.ErrorIs(t, s.MarkResultTx(ctx, tx, dedupe.Key{Channel: "a:b", MessageID: "1"}, nil, 0), dedupe.ErrInvalidKey)
+	require.NoError(t, s.Close())
+	assert.ErrorIs(t, s.MarkResultTx(ctx, tx, k, nil, 0), dedupe.ErrClosed)
+
+	ro := openSQLite(t, path, dedupe.SQLiteConfig{ReadOnly: true})
+	assert.ErrorIs(t, ro.MarkResultTx(ctx, tx, k, nil, 0), dedupe.ErrReadOnly)
+}

@@ -30,7 +30,11 @@
 // once sent, and the body, in a small versioned encoding. The body is
 // composed once, recorded before the first send, and sent byte for byte on
 // every later send. A record that cannot be read is an error
-// ([ErrBadRecord]): never a panic, never a send.
+// ([ErrBadRecord]): never a panic, never a send. So is a record whose mark a
+// store kept without its result: the memory store bounds the bytes of
+// results it holds ([dedupe.MemoryConfig].MaxResultBytes), and a reply
+// whose record lost its body is reported, not sent blind; size the bound for
+// the replies of one TTL.
 //
 // [Sender.Send] handles one reply at a time under a lock, a
 // [dedupe.Store.Claim] of the key {Channel: "dedupe.reply-lock"} with the

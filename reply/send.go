@@ -91,10 +91,12 @@ func WithTTL(d time.Duration) Option {
 	}
 }
 
-// WithLease sets how long Send holds a reply's lock (d <= 0: 1 minute), the
-// bound on one send: the [SendFunc]'s context ends with it, so that no other
-// copy takes the reply while a send of it is under way. A copy that died
-// holding the lock blocks the reply for this long ([dedupe.ErrInFlight]).
+// WithLease sets the lease of a reply's lock (d <= 0: 1 minute). Send
+// renews it before each send, and the [SendFunc]'s context ends with it, so
+// that no other copy takes the reply while a send of it is under way; if it
+// ran out meanwhile (compose took longer), Send sends nothing and returns
+// [dedupe.ErrInFlight]. A copy that died holding the lock blocks the reply
+// until its lease runs out (dedupe.ErrInFlight meanwhile).
 func WithLease(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {
@@ -104,7 +106,8 @@ func WithLease(d time.Duration) Option {
 }
 
 // WithPolicy overrides the platform's policy: [AtLeastOnce] for a Telegram
-// gateway that would rather send a reply twice than lose it.
+// gateway that would rather send a reply twice than lose it. A value that is
+// not a Policy means [AtMostOnce].
 func WithPolicy(p Policy) Option {
 	return func(o *options) { o.policy = p }
 }
@@ -141,8 +144,8 @@ func WithLogger(l *slog.Logger) Option {
 // Send sends reply number slot of the message key once:
 //
 //  1. It takes a short lock on (key, slot), a [dedupe.Store.Claim] of a lock
-//     key released at the end: a copy running elsewhere gets
-//     [dedupe.ErrInFlight].
+//     key released at the end and renewed before each send ([WithLease]): a
+//     copy running elsewhere gets [dedupe.ErrInFlight].
 //  2. It reads the reply's record. Sent: it returns its receipt without
 //     sending. [NotSent]: it sends again. Unknown outcome: the [WithCheck]
 //     function, then the [Policy], decide. No record: it calls compose (an

@@ -9,8 +9,8 @@ import (
 	"github.com/gatewaykit/dedupe"
 )
 
-// checkArgs refuses what Send cannot handle before any I/O.
-func (s *Sender) checkArgs(key dedupe.Key, slot int, send SendFunc) error {
+// checkReply refuses a reply whose record cannot be kept, before any I/O.
+func (s *Sender) checkReply(key dedupe.Key, slot int) error {
 	if s == nil || s.store == nil {
 		return errors.New("reply: nil Sender or store")
 	}
@@ -19,6 +19,14 @@ func (s *Sender) checkArgs(key dedupe.Key, slot int, send SendFunc) error {
 	}
 	if slot < 0 {
 		return fmt.Errorf("reply: %s: %s: slot %d: %w", s.p.Name, key, slot, dedupe.ErrInvalidKey)
+	}
+	return nil
+}
+
+// checkArgs refuses what Send cannot handle, before any I/O.
+func (s *Sender) checkArgs(key dedupe.Key, slot int, send SendFunc) error {
+	if err := s.checkReply(key, slot); err != nil {
+		return err
 	}
 	if send == nil {
 		return fmt.Errorf("reply: %s: %s slot %d: nil SendFunc", s.p.Name, key, slot)

@@ -26,7 +26,7 @@ type TxStore[Tx any] interface {
 // [TxStore][Tx], else it is an error; so is a body over Send's limit.
 func IntendTx[Tx any](ctx context.Context, s *Sender, tx Tx, key dedupe.Key, slot int, body []byte) error {
 	var none Tx
-	if err := s.checkArgs(key, slot, func(context.Context, Message) (string, error) { return "", nil }); err != nil {
+	if err := s.checkReply(key, slot); err != nil {
 		return err
 	}
 	ts, ok := s.store.(TxStore[Tx])
