@@ -41,14 +41,25 @@ func relationBytes(tb testing.TB, pool *pgxpool.Pool, table string) int64 {
 	return n
 }
 
+// indexBytes returns the bytes of table's indexes (every partition's).
+func indexBytes(tb testing.TB, pool *pgxpool.Pool, table string) int64 {
+	tb.Helper()
+	var n int64
+	require.NoError(tb, pool.QueryRow(context.Background(), `SELECT coalesce(
+	(SELECT sum(pg_indexes_size(relid)) FROM pg_partition_tree($1::regclass)),
+	pg_indexes_size($1::regclass))::bigint`, table).Scan(&n))
+	return n
+}
+
 // BenchmarkBytesPerMark reports what a mark costs the server on disk and in
 // its buffers: pg_total_relation_size (heap, indexes and TOAST of every
 // partition) after sizeMarks marks of ten-digit ids ("telegram:" and 10
 // digits: a 19-byte key), 24 h TTL, expiring over the next day, written by
 // MarkUntil in batches of 1,000 and vacuumed, less the empty table's size.
 // Beside the two layouts is the anchor, a bare table of the same keys as a
-// text primary key (impl=bare-pk). id-B and key-B are the id's and the
-// stored key's lengths.
+// text primary key (impl=bare-pk). index-B/mark is the indexes' part of
+// B/mark, what shared_buffers must hold for lookups to stay in memory; id-B
+// and key-B are the id's and the stored key's lengths.
 //
 //	go test -run '^$' -bench BytesPerMark -benchtime 1x -count 1 ./postgres
 func BenchmarkBytesPerMark(b *testing.B) {
@@ -60,10 +71,11 @@ func BenchmarkBytesPerMark(b *testing.B) {
 				cfg := l.cfg
 				cfg.Table = testTable(b)
 				s := newTestStore(b, pool, cfg)
-				before := relationBytes(b, pool, cfg.Table)
+				before, idx := relationBytes(b, pool, cfg.Table), indexBytes(b, pool, cfg.Table)
 				fillBulk(b, s, n)
 				vacuum(b, pool, cfg.Table)
 				reportMarkBytes(b, relationBytes(b, pool, cfg.Table)-before, n)
+				b.ReportMetric(float64(indexBytes(b, pool, cfg.Table)-idx)/float64(n), "index-B/mark")
 			}
 		})
 	}
@@ -73,7 +85,7 @@ func BenchmarkBytesPerMark(b *testing.B) {
 			ctx := context.Background()
 			_, err := pool.Exec(ctx, `CREATE TABLE `+table+` (key text PRIMARY KEY)`)
 			require.NoError(b, err)
-			before := relationBytes(b, pool, table)
+			before, idx := relationBytes(b, pool, table), indexBytes(b, pool, table)
 			i := 0
 			_, err = pool.CopyFrom(ctx, pgx.Identifier{table}, []string{"key"}, pgx.CopyFromFunc(func() ([]any, error) {
 				if i == n {
@@ -85,6 +97,7 @@ func BenchmarkBytesPerMark(b *testing.B) {
 			require.NoError(b, err)
 			vacuum(b, pool, table)
 			reportMarkBytes(b, relationBytes(b, pool, table)-before, n)
+			b.ReportMetric(float64(indexBytes(b, pool, table)-idx)/float64(n), "index-B/mark")
 		}
 	})
 }
