@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -50,7 +51,9 @@ type heldTable struct {
 // then 64 callers of Exists of remembered keys at random. It reports each
 // table's median keys/s and the median of the rounds' ratios to the smallest
 // table (cm-x, ex-x), and logs the server's shared_buffers and the tables'
-// sizes. Run it on a private server (docs/sizing.md):
+// sizes. With DEDUPE_GROWTH_PREWARM=1 it reads each table into
+// shared_buffers first (pg_prewarm). Run it on a private server
+// (docs/sizing.md):
 //
 //	DEDUPE_GROWTH=1 DEDUPE_POSTGRES_DSN=postgres://postgres@127.0.0.1:5441/test \
 //	  go test -run '^$' -bench GrowthHeld -benchtime 1x -timeout 2h ./postgres
@@ -67,6 +70,9 @@ func BenchmarkGrowthHeld(b *testing.B) {
 		var now time.Time
 		require.NoError(b, pool.QueryRow(ctx, `SELECT now()`).Scan(&now))
 		fillMarks(b, pool, pgx.Identifier{cfg.Table}, "", size, now.Add(time.Hour), 23*time.Hour)
+		if os.Getenv("DEDUPE_GROWTH_PREWARM") == "1" {
+			prewarm(b, pool, cfg.Table)
+		}
 		b.Logf("keys=%d: %d bytes, shared_buffers %s", size, relationBytes(b, pool, cfg.Table), sb)
 		w := &claimMark{pool: pool, s: s, keys: &benchKeys{prefix: randomHex(b, 4) + "-"}}
 		t := &heldTable{size: size, claimMark: w.store}
@@ -106,6 +112,17 @@ func BenchmarkGrowthHeld(b *testing.B) {
 		}
 		b.Logf("keys=%d: claimmark keys/s %.0f, exists keys/s %.0f", t.size, t.cm, t.ex)
 	}
+}
+
+// prewarm reads table and its indexes into shared_buffers with pg_prewarm
+// (https://www.postgresql.org/docs/current/pgprewarm.html), as a server that
+// has served the table for a while holds them; the extension must exist in
+// the database (CREATE EXTENSION pg_prewarm).
+func prewarm(b *testing.B, pool *pgxpool.Pool, table string) {
+	b.Helper()
+	_, err := pool.Exec(context.Background(), `SELECT pg_prewarm($1::regclass),
+	(SELECT sum(pg_prewarm(indexrelid)) FROM pg_index WHERE indrelid = $1::regclass)`, table)
+	require.NoError(b, err, "pg_prewarm")
 }
 
 // forDuration runs op from 64 callers for d and returns the calls per second.

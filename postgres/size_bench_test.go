@@ -67,6 +67,7 @@ func BenchmarkBytesPerMark(b *testing.B) {
 	n := sizeMarks()
 	for _, l := range growthLayouts {
 		b.Run("impl="+l.name, func(b *testing.B) {
+			b.ReportAllocs()
 			for b.Loop() {
 				cfg := l.cfg
 				cfg.Table = testTable(b)
@@ -80,6 +81,7 @@ func BenchmarkBytesPerMark(b *testing.B) {
 		})
 	}
 	b.Run("impl=bare-pk", func(b *testing.B) {
+		b.ReportAllocs()
 		for b.Loop() {
 			table := testTable(b)
 			ctx := context.Background()
