@@ -22,7 +22,7 @@ type capacity struct {
 	of        string // what bytes counts
 	limit     int64  // bytes it may take in all, or -1 if unknown
 	limitOf   string // what limit is
-	maxMarks  int64  // marks it may hold in all (memory: max_size), or -1
+	maxMarks  int64  // marks it may hold in all (memory: the URL's max_size), or -1
 	advice    string // a line of advice on the store's settings, or ""
 	perMarkOf int64  // marks and claims bytes is divided by
 }
@@ -66,7 +66,7 @@ func measureCapacity(ctx context.Context, raw string, s dedupe.Store, st migrate
 		if fi, err := os.Stat(path); err == nil {
 			c.bytes, c.of = fi.Size(), "snapshot file; the live store's heap is about 114 B a mark (docs/sizing.md)"
 		}
-		c.maxMarks = memoryMaxSize
+		// The room is the gateway's MaxSize, which only the URL can tell.
 		if n, err := strconv.ParseInt(q.Get("max_size"), 10, 64); err == nil && n > 0 {
 			c.maxMarks = n
 		}
