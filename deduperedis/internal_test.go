@@ -112,3 +112,21 @@ func reply(t *testing.T, line string) error {
 	require.EqualError(t, err, line, "reply %q", line)
 	return err
 }
+
+// parseMemory reads the fields it needs from INFO memory, whatever the
+// others, and fails when one is missing or not a number.
+func TestParseMemory(t *testing.T) {
+	info := "# Memory\r\nused_memory:1048576\r\nused_memory_human:1.00M\r\nused_memory_startup:862000\r\n" +
+		"maxmemory:33554432\r\nmaxmemory_human:32.00M\r\nmaxmemory_policy:volatile-ttl\r\n"
+	m, err := parseMemory(info)
+	require.NoError(t, err)
+	assert.Equal(t, ServerMemory{Used: 1048576, Startup: 862000, Max: 33554432, Policy: "volatile-ttl"}, m)
+	for _, bad := range []string{
+		"# Memory\r\nused_memory:1\r\nmaxmemory:0\r\n",                          // no used_memory_startup
+		"# Memory\r\nused_memory:x\r\nused_memory_startup:1\r\nmaxmemory:0\r\n", // not a number
+		"",
+	} {
+		_, err := parseMemory(bad)
+		assert.Error(t, err, "%q", bad)
+	}
+}

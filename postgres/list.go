@@ -248,3 +248,20 @@ WHERE isleaf AND relid <> $1::regclass`, s.table)
 	}
 	return sizes, nil
 }
+
+// SharedBuffers returns the bytes of the server's shared_buffers
+// (https://www.postgresql.org/docs/current/runtime-config-resource.html):
+// the page cache that keeps the table's indexes in memory.
+// docs/sizing.md says how large it should be for a window of marks.
+func (s *Store) SharedBuffers(ctx context.Context) (int64, error) {
+	if s.closed.Load() {
+		return 0, dedupe.ErrClosed
+	}
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT setting::bigint * current_setting('block_size')::bigint
+FROM pg_settings WHERE name = 'shared_buffers'`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("dedupe: postgres: shared_buffers: %w", err)
+	}
+	return n, nil
+}

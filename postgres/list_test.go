@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,4 +88,23 @@ func checkListMarks(t *testing.T, s *Store, table string, minSizes int) {
 	sizes, err := s.Sizes(ctx)
 	require.NoError(t, err, "Sizes")
 	require.GreaterOrEqual(t, len(sizes), minSizes, "Sizes: %v", sizes)
+}
+
+// SharedBuffers is the server's shared_buffers in bytes, as SHOW prints it
+// in units ("128MB").
+func TestSharedBuffers(t *testing.T) {
+	pool := newPool(t, "", 2)
+	s := newTestStore(t, pool, Config{})
+	got, err := s.SharedBuffers(context.Background())
+	require.NoError(t, err)
+	var shown string
+	require.NoError(t, pool.QueryRow(context.Background(), `SHOW shared_buffers`).Scan(&shown))
+	units := map[string]int64{"kB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
+	num := strings.TrimRight(shown, "kMGTB")
+	n, err := strconv.ParseInt(num, 10, 64)
+	require.NoError(t, err, "SHOW shared_buffers = %q", shown)
+	assert.Equal(t, n*units[shown[len(num):]], got, "SHOW shared_buffers = %q", shown)
+	require.NoError(t, s.Close())
+	_, err = s.SharedBuffers(context.Background())
+	assert.ErrorIs(t, err, dedupe.ErrClosed)
 }

@@ -41,6 +41,13 @@
 // keeps its copy of the mark for its window, and a gateway running on a
 // memory snapshot rewrites the file from its own memory (stop it first).
 //
+// "dedupe stats" prints the live marks and claims, their expiries, the
+// store's sizes, its bytes per mark, and how many more marks fit where the
+// store can tell: under Redis's maxmemory (with a note when the eviction
+// policy is not noeviction), within PostgreSQL's shared_buffers, on the free
+// disk of a SQLite file, or within a memory snapshot's max_size.
+// docs/sizing.md says how to read them.
+//
 // Exit status: 0 on success, 1 on a failure (the copy so far stays
 // committed and checkpointed; a key forget refused), 2 on a usage error.
 package main

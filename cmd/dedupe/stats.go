@@ -27,7 +27,12 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	c, err := measureCapacity(ctx, args[0], s.Store, st)
+	if err != nil {
+		return err
+	}
 	printStats(stdout, st, time.Now())
+	printCapacity(stdout, c, st.Marks)
 	return nil
 }
 
