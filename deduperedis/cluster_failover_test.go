@@ -110,9 +110,12 @@ func (l *failoverLoad) fail(err error) {
 func TestClusterKillFailover(t *testing.T) { testClusterKillFailover(t, deduperedis.Config{}) }
 
 // TestClusterCompactKillFailover is TestClusterKillFailover on the compact
-// layout.
+// layout, with Config.Replicas 1 as docs/cluster.md asks of a cluster whose
+// marks must survive a failover: replication is asynchronous, and without
+// WAIT a mark written in the replica's lag before the kill can be lost (4 of
+// 5,419 were, once, on a machine at load 25).
 func TestClusterCompactKillFailover(t *testing.T) {
-	testClusterKillFailover(t, deduperedis.Config{Compact: true})
+	testClusterKillFailover(t, deduperedis.Config{Compact: true, Replicas: 1})
 }
 
 func testClusterKillFailover(t *testing.T, cfg deduperedis.Config) {

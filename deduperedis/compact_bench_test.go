@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -58,73 +56,6 @@ func BenchmarkCompact(b *testing.B) {
 		warmUp(b, exists)
 		b.Run("op=exists/layout="+l.name, func(b *testing.B) { callers(b, 64, exists) })
 	}
-}
-
-// bytesMarks is how many marks BenchmarkBytesPerMark writes: issue 38's
-// figure is for a million.
-const bytesMarks = 1_000_000
-
-// BenchmarkBytesPerMark writes a million marks of ten-digit message ids
-// ("telegram", "1000000000"…: 19 bytes of key text), with a TTL of 24 h, to
-// a private redis-server (port 6390 or the next free one up to 6399, else
-// any), on each layout after a FLUSHALL, and reports the growth of
-// used_memory per mark (B/mark), beside the key's text (key-B), and how many
-// buckets Redis no longer keeps as a listpack (hashtables, compact layout).
-// Run it with -benchtime 1x: each iteration writes the million again.
-func BenchmarkBytesPerMark(b *testing.B) {
-	srv := startServerOn(b, []int{6390, 6391, 6392, 6393, 6394, 6395, 6396, 6397, 6398, 6399})
-	client := newClient(b, srv.Addr(), func(o *redis.Options) { o.PoolSize = 8 })
-	ctx := context.Background()
-	for _, l := range layouts {
-		b.Run("layout="+l.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for range b.N {
-				if err := client.FlushAll(ctx).Err(); err != nil {
-					b.Fatal(err)
-				}
-				st := newStore(b, client, deduperedis.Config{Prefix: "dedupe:", TTL: 24 * time.Hour, Compact: l.compact})
-				before := usedMemory(b, client)
-				writeMarks(b, st, bytesMarks)
-				b.ReportMetric(float64(usedMemory(b, client)-before)/bytesMarks, "B/mark")
-				b.ReportMetric(float64(len("telegram:1000000000")), "key-B")
-				b.ReportMetric(float64(hashtables(b, client)), "hashtables")
-			}
-		})
-	}
-}
-
-// writeMarks marks n keys of ten-digit ids on st, 1,000 per MarkEach.
-func writeMarks(b *testing.B, st *deduperedis.Store, n int) {
-	keys := make([]dedupe.Key, 1000)
-	for done := 0; done < n; done += len(keys) {
-		for i := range keys {
-			keys[i] = dedupe.Key{Channel: "telegram", MessageID: strconv.Itoa(1_000_000_000 + done + i)}
-		}
-		for _, err := range st.MarkEach(context.Background(), keys, nil, 0) {
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-}
-
-// usedMemory returns the server's used_memory (INFO memory).
-func usedMemory(b *testing.B, client *redis.Client) int64 {
-	info, err := client.Info(context.Background(), "memory").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return n
-		}
-	}
-	b.Fatal("INFO memory without used_memory")
-	return 0
 }
 
 // hashtables returns how many hashes of the server Redis keeps as a
