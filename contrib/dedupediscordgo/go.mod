@@ -3,7 +3,7 @@ module github.com/gatewaykit/dedupe/contrib/dedupediscordgo
 go 1.26.0
 
 require (
-	github.com/bwmarrin/discordgo v0.29.0
+	github.com/bwmarrin/discordgo v0.28.1
 	github.com/gatewaykit/dedupe v0.1.0
 	github.com/gorilla/websocket v1.4.2
 	github.com/stretchr/testify v1.12.1
@@ -12,7 +12,6 @@ require (
 require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect

@@ -24,7 +24,7 @@ import (
 //
 // The body is Create Message's JSON params, the json.Marshal of a
 // *discordgo.MessageSend (its Files are not sent: they are not JSON). Its
-// members nonce and enforce_nonce are replaced. discordgo v0.29.0's
+// members nonce and enforce_nonce are replaced. discordgo v0.28.1's
 // MessageSend has no Nonce or EnforceNonce field, so the request is made with
 // the session's [discordgo.Session.RequestWithBucketID] (its rate limiter,
 // its retries of a 502, which send the same nonce again, and its token).
