@@ -332,7 +332,9 @@ func testClusterEachFailover(t *testing.T, cfg deduperedis.Config) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			claims := newClaims(fmt.Sprint("failover-", n), 64)
 			_, errs := st.ClaimEach(ctx, claims, time.Minute)
-			errs = append(errs, st.MarkEach(ctx, keysOf(claims), nil, time.Minute)...)
+			// Marks outlast the test: a run of over a minute (two failovers
+			// on a loaded machine) must not find its first marks expired.
+			errs = append(errs, st.MarkEach(ctx, keysOf(claims), nil, time.Hour)...)
 			cancel()
 			for _, err := range errs {
 				if err != nil {
