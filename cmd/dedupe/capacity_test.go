@@ -32,18 +32,19 @@ func TestStatsCapacity(t *testing.T) {
 		name, url string
 		want      []string // lines the output has, as regular expressions
 		room      bool     // a room line with a positive count
+		shared    bool     // a server other tests write to at once: its memory is not ours alone
 	}{
 		{"sqlite", "sqlite:" + filepath.Join(t.TempDir(), "gateway.db"),
-			[]string{`bytes/mark: \d+ \(\d+ bytes of database file and WAL / 2000 marks and claims\)`, `room: \d+ more marks \(free disk \d+\)`}, true},
+			[]string{`bytes/mark: \d+ \(\d+ bytes of database file and WAL / 2000 marks and claims\)`, `room: \d+ more marks \(free disk \d+\)`}, true, false},
 		{"memory", "memory:" + snap + "?max_size=5000",
-			[]string{`bytes/mark: \d+ \(\d+ bytes of snapshot file`, `room: 3000 more marks \(max_size 5000\)`}, true},
+			[]string{`bytes/mark: \d+ \(\d+ bytes of snapshot file`, `room: 3000 more marks \(max_size 5000\)`}, true, false},
 		{"redis", redisURL(t),
-			[]string{`bytes/mark: \d+ \(\d+ bytes of server memory since startup`}, false},
+			[]string{`bytes/mark: \d+ \(\d+ bytes of server memory since startup`}, false, true},
 		{"redis-maxmemory", privateRedisURL(t, "--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"),
 			[]string{`bytes/mark: \d+ \(\d+ bytes of server memory since startup`, `room: \d+ more marks \(maxmemory 67108864, policy allkeys-lru\)`,
-				`note: allkeys-lru: at maxmemory the server drops live marks and claims`}, true},
+				`note: allkeys-lru: at maxmemory the server drops live marks and claims`}, true, false},
 		{"postgres", postgresURL(t),
-			[]string{`bytes/mark: \d+ \(\d+ bytes of table, partitions and indexes / 2000 marks and claims\)`, `room: \d+ more marks \(shared_buffers \d+`}, true},
+			[]string{`bytes/mark: \d+ \(\d+ bytes of table, partitions and indexes / 2000 marks and claims\)`, `room: \d+ more marks \(shared_buffers \d+`}, true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -70,7 +71,9 @@ func TestStatsCapacity(t *testing.T) {
 			if assert.Len(t, perMark, 2, "output:\n%s", out) {
 				n, _ := strconv.Atoi(perMark[1])
 				assert.Greater(t, n, 19, "bytes per mark: at least the key's 19 bytes")
-				assert.Less(t, n, 10_000, "bytes per mark")
+				if !c.shared { // the shared server holds what the other packages' tests write meanwhile
+					assert.Less(t, n, 10_000, "bytes per mark")
+				}
 			}
 			if c.room {
 				room := regexp.MustCompile(`room: (\d+) more marks`).FindStringSubmatch(flat)
