@@ -18,6 +18,9 @@ import (
 // sizeMarks is how many marks BenchmarkBytesPerMark writes: 200,000, or
 // 20,000 where CI runs every benchmark once as a smoke test.
 func sizeMarks() int {
+	if n, err := strconv.Atoi(os.Getenv("DEDUPE_SIZE_MARKS")); err == nil && n > 0 {
+		return n // DEDUPE_SIZE_MARKS, as in every module's bytes-per-mark benchmark
+	}
 	if os.Getenv("CI") != "" {
 		return 20_000
 	}
