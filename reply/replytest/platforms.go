@@ -23,6 +23,9 @@ type call struct {
 	answer func(w http.ResponseWriter, f first, repeat bool)
 	// fail writes the platform's error answer.
 	fail func(w http.ResponseWriter, status int, msg string)
+	// rejected is the platform's message of a [Reject] (default "bad
+	// request (injected)").
+	rejected string
 }
 
 // run serves c: the fault drawn decides whether the message is accepted and
@@ -36,7 +39,11 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, c call) {
 		return
 	case Reject:
 		s.notify(f)
-		c.fail(w, http.StatusBadRequest, "bad request (injected)")
+		msg := c.rejected
+		if msg == "" {
+			msg = "bad request (injected)"
+		}
+		c.fail(w, http.StatusBadRequest, msg)
 		return
 	case Throttle:
 		s.notify(f)
@@ -212,7 +219,7 @@ func (s *Server) telegram(w http.ResponseWriter, r *http.Request) {
 	}
 	s.run(w, r, call{
 		m:      Message{Platform: Telegram, Chat: chat, Text: text},
-		prefix: "", fail: fail,
+		prefix: "", fail: fail, rejected: "Bad Request: chat not found",
 		answer: func(w http.ResponseWriter, f first, _ bool) {
 			writeJSON(w, http.StatusOK, map[string]any{"ok": true, "result": map[string]any{
 				"message_id": json.Number(f.id), "date": f.at.Unix(),

@@ -72,7 +72,8 @@ const (
 	// FailBefore answers 503 without accepting the call: nothing is
 	// delivered, the token is not taken.
 	FailBefore
-	// Reject answers 400 without accepting the call.
+	// Reject answers 400 without accepting the call (Telegram: "Bad
+	// Request: chat not found", a description its clients recognise).
 	Reject
 	// Throttle answers 429 without accepting the call, with Retry-After: 5
 	// (for Telegram, parameters.retry_after 5 in the body).
