@@ -35,6 +35,9 @@
 //
 // The author (Discord) or app (Feishu) a token is scoped to is the request's
 // Authorization header. A Server is safe for concurrent use.
+//
+// [Client] makes these calls in their real shapes; [RunTelegram] tests a
+// Telegram client library's send against a Server.
 package replytest
 
 import (

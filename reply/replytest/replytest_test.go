@@ -8,6 +8,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -258,4 +259,15 @@ func TestTelegramBodies(t *testing.T) {
 	assert.Equal(t, map[string]any{"retry_after": 5.0}, out["parameters"])
 	assert.Equal(t, 4, s.Stats().Calls, "getMe is not a send call")
 	assert.Equal(t, 1, s.Count("7", "json"))
+}
+
+// TestRunTelegram: the Client's Telegram send (4xx NotSent, the rest unknown)
+// passes RunTelegram.
+func TestRunTelegram(t *testing.T) {
+	replytest.RunTelegram(t, func(t *testing.T, baseURL string, chat int64) reply.SendFunc {
+		send, err := replytest.Client{HTTP: &http.Client{Timeout: 2 * time.Second}, BaseURL: baseURL, Auth: "1:x"}.
+			Send(replytest.Telegram, strconv.FormatInt(chat, 10))
+		require.NoError(t, err)
+		return send
+	})
 }
