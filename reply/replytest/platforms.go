@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -22,6 +23,9 @@ type call struct {
 	answer func(w http.ResponseWriter, f first, repeat bool)
 	// fail writes the platform's error answer.
 	fail func(w http.ResponseWriter, status int, msg string)
+	// rejected is the platform's message of a [Reject] (default "bad
+	// request (injected)").
+	rejected string
 }
 
 // run serves c: the fault drawn decides whether the message is accepted and
@@ -35,7 +39,16 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, c call) {
 		return
 	case Reject:
 		s.notify(f)
-		c.fail(w, http.StatusBadRequest, "bad request (injected)")
+		msg := c.rejected
+		if msg == "" {
+			msg = "bad request (injected)"
+		}
+		c.fail(w, http.StatusBadRequest, msg)
+		return
+	case Throttle:
+		s.notify(f)
+		w.Header().Set("Retry-After", "5")
+		c.fail(w, http.StatusTooManyRequests, "Too Many Requests: retry after 5")
 		return
 	}
 	first, repeat := s.accept(c.m, c.scope, c.window, c.prefix)
@@ -45,6 +58,11 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, c call) {
 		hang(r, released)
 	case FailAfter:
 		c.fail(w, http.StatusInternalServerError, "internal server error")
+		return
+	case BadGateway:
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = io.WriteString(w, "<html><body><h1>502 Bad Gateway</h1></body></html>\n")
 		return
 	}
 	c.answer(w, first, repeat)
@@ -176,32 +194,67 @@ func (s *Server) feishu(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// telegram serves the Bot API's sendMessage, with a JSON body.
+// telegram serves the Bot API's sendMessage, with a JSON, form-encoded or
+// multipart body.
 func (s *Server) telegram(w http.ResponseWriter, r *http.Request) {
 	fail := func(w http.ResponseWriter, status int, msg string) {
-		writeJSON(w, status, map[string]any{"ok": false, "error_code": status, "description": msg})
+		out := map[string]any{"ok": false, "error_code": status, "description": msg}
+		if status == http.StatusTooManyRequests {
+			out["parameters"] = map[string]int{"retry_after": 5}
+		}
+		writeJSON(w, status, out)
 	}
 	if !strings.HasPrefix(r.PathValue("bot"), "bot") {
 		fail(w, http.StatusNotFound, "Not Found")
 		return
 	}
-	var in struct {
-		ChatID json.RawMessage `json:"chat_id"`
-		Text   string          `json:"text"`
-	}
-	if err := readJSON(r, &in); err != nil || len(in.ChatID) == 0 || in.Text == "" {
+	chat, text, err := telegramParams(r)
+	if err != nil || chat == "" || text == "" {
 		fail(w, http.StatusBadRequest, "Bad Request: message text is empty")
 		return
 	}
-	chat := strings.Trim(string(in.ChatID), `"`)
+	var chatID any = chat // a number when it is one, as the Bot API answers
+	if n, err := strconv.ParseInt(chat, 10, 64); err == nil {
+		chatID = n
+	}
 	s.run(w, r, call{
-		m:      Message{Platform: Telegram, Chat: chat, Text: in.Text},
-		prefix: "", fail: fail,
+		m:      Message{Platform: Telegram, Chat: chat, Text: text},
+		prefix: "", fail: fail, rejected: "Bad Request: chat not found",
 		answer: func(w http.ResponseWriter, f first, _ bool) {
 			writeJSON(w, http.StatusOK, map[string]any{"ok": true, "result": map[string]any{
-				"message_id": json.Number(f.id), "chat": map[string]string{"id": chat}, "text": in.Text}})
+				"message_id": json.Number(f.id), "date": f.at.Unix(),
+				"chat": map[string]any{"id": chatID, "type": "private"}, "text": text}})
 		},
 	})
+}
+
+// telegramParams reads a sendMessage's chat_id and text from its body: JSON,
+// or a form (form-encoded or multipart).
+func telegramParams(r *http.Request) (chat, text string, err error) {
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+		var in struct {
+			ChatID json.RawMessage `json:"chat_id"`
+			Text   string          `json:"text"`
+		}
+		err := readJSON(r, &in)
+		return strings.Trim(string(in.ChatID), `"`), in.Text, err
+	}
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
+		err = r.ParseMultipartForm(1 << 20)
+	} else {
+		err = r.ParseForm()
+	}
+	return r.FormValue("chat_id"), r.FormValue("text"), err
+}
+
+// telegramGetMe serves the Bot API's getMe: the bot of the token.
+func (s *Server) telegramGetMe(w http.ResponseWriter, r *http.Request) {
+	if !strings.HasPrefix(r.PathValue("bot"), "bot") {
+		writeJSON(w, http.StatusNotFound, map[string]any{"ok": false, "error_code": 404, "description": "Not Found"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "result": map[string]any{
+		"id": 1, "is_bot": true, "first_name": "replytest", "username": "replytest_bot"}})
 }
 
 // String describes m in one line.

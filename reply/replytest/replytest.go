@@ -2,7 +2,8 @@
 // serves the send-message calls of LINE, Discord, Feishu and Telegram on a
 // loopback port, honours their idempotency tokens as each platform documents
 // them, injects faults (a send accepted whose answer never comes, a 5xx after
-// or before accepting, a 4xx), survives a restart with its messages kept, and
+// or before accepting, a proxy's HTML 502 after accepting, a 4xx, a 429),
+// survives a restart with its messages kept, and
 // counts the messages delivered per chat and text, so that a test can assert
 // that no reply was sent twice and none was lost.
 //
@@ -25,11 +26,18 @@
 //     within an hour; a repeat is answered with the first message
 //     (https://open.feishu.cn/document/server-docs/im-v1/message/create). A
 //     uuid over 50 characters is refused with 400.
-//   - Telegram, POST /bot{token}/sendMessage: no token, every accepted call
-//     is a message (https://core.telegram.org/bots/api#sendmessage).
+//   - Telegram, POST /bot{token}/sendMessage, with a JSON, form-encoded or
+//     multipart body as the Bot API takes them: no token, every accepted
+//     call is a message (https://core.telegram.org/bots/api#sendmessage).
+//     /bot{token}/getMe, which the Bot API's clients call at start, is
+//     answered with a bot and is not a send call: no fault, not counted
+//     (https://core.telegram.org/bots/api#getme).
 //
 // The author (Discord) or app (Feishu) a token is scoped to is the request's
 // Authorization header. A Server is safe for concurrent use.
+//
+// [Client] makes these calls in their real shapes; [RunTelegram] tests a
+// Telegram client library's send against a Server.
 package replytest
 
 import (
@@ -67,8 +75,15 @@ const (
 	// FailBefore answers 503 without accepting the call: nothing is
 	// delivered, the token is not taken.
 	FailBefore
-	// Reject answers 400 without accepting the call.
+	// Reject answers 400 without accepting the call (Telegram: "Bad
+	// Request: chat not found", a description its clients recognise).
 	Reject
+	// Throttle answers 429 without accepting the call, with Retry-After: 5
+	// (for Telegram, parameters.retry_after 5 in the body).
+	Throttle
+	// BadGateway accepts the call, then answers 502 with an HTML page, as a
+	// proxy in front of the platform does: the body is not the platform's.
+	BadGateway
 )
 
 // String returns the fault's name.
@@ -84,6 +99,10 @@ func (f Fault) String() string {
 		return "5xx-before-accepting"
 	case Reject:
 		return "4xx"
+	case Throttle:
+		return "429"
+	case BadGateway:
+		return "html-502-after-accepting"
 	}
 	return fmt.Sprintf("Fault(%d)", int(f))
 }
@@ -91,7 +110,7 @@ func (f Fault) String() string {
 // Odds are the probabilities of each fault for a call no queued fault
 // ([Server.Next]) decides; what is left of 1 is [OK].
 type Odds struct {
-	Hang, FailAfter, FailBefore, Reject float64
+	Hang, FailAfter, FailBefore, Reject, Throttle, BadGateway float64
 }
 
 // Config configures a [Server]. Its zero value is usable.
@@ -177,6 +196,7 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("POST /api/v10/channels/{channel}/messages", s.discord)
 	s.mux.HandleFunc("POST /open-apis/im/v1/messages", s.feishu)
 	s.mux.HandleFunc("POST /{bot}/sendMessage", s.telegram)
+	s.mux.HandleFunc("/{bot}/getMe", s.telegramGetMe)
 	return s
 }
 
@@ -340,7 +360,8 @@ func (s *Server) fault() (Fault, <-chan struct{}) {
 		for _, c := range []struct {
 			p float64
 			f Fault
-		}{{o.Hang, Hang}, {o.FailAfter, FailAfter}, {o.FailBefore, FailBefore}, {o.Reject, Reject}} {
+		}{{o.Hang, Hang}, {o.FailAfter, FailAfter}, {o.FailBefore, FailBefore}, {o.Reject, Reject},
+			{o.Throttle, Throttle}, {o.BadGateway, BadGateway}} {
 			if x < c.p {
 				f = c.f
 				break

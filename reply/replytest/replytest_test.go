@@ -1,8 +1,15 @@
 package replytest_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"mime/multipart"
 	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -104,6 +111,8 @@ func TestFaults(t *testing.T) {
 		{replytest.FailAfter, false, 1},
 		{replytest.FailBefore, false, 0},
 		{replytest.Reject, true, 0},
+		{replytest.Throttle, true, 0},
+		{replytest.BadGateway, false, 1},
 	}
 	for _, p := range platforms {
 		for _, c := range cases {
@@ -210,4 +219,55 @@ func TestInvalid(t *testing.T) {
 			assert.Equal(t, 0, s.Count("c1", "hello"))
 		})
 	}
+}
+
+// TestTelegramBodies: sendMessage takes its text from a JSON, form-encoded or
+// multipart body and answers the message with a numeric chat id; getMe
+// answers the bot and is not a send call; a throttled call says when to retry.
+func TestTelegramBodies(t *testing.T) {
+	s := start(t, replytest.Config{})
+	post := func(method, contentType string, body io.Reader) (int, map[string]any) {
+		t.Helper()
+		resp, err := http.Post(s.URL()+"/bot1:x/"+method, contentType, body)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var out map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+		return resp.StatusCode, out
+	}
+	var mp bytes.Buffer
+	mw := multipart.NewWriter(&mp)
+	require.NoError(t, mw.WriteField("chat_id", "7"))
+	require.NoError(t, mw.WriteField("text", "multipart"))
+	require.NoError(t, mw.Close())
+	for _, c := range []struct{ contentType, body, text string }{
+		{"application/json", `{"chat_id":7,"text":"json"}`, "json"},
+		{"application/x-www-form-urlencoded", url.Values{"chat_id": {"7"}, "text": {"form"}}.Encode(), "form"},
+		{mw.FormDataContentType(), mp.String(), "multipart"},
+	} {
+		status, out := post("sendMessage", c.contentType, strings.NewReader(c.body))
+		require.Equal(t, http.StatusOK, status, "%s: %v", c.contentType, out)
+		assert.Equal(t, map[string]any{"id": 7.0, "type": "private"}, out["result"].(map[string]any)["chat"])
+		assert.Equal(t, 1, s.Count("7", c.text), c.contentType)
+	}
+	status, out := post("getMe", "application/json", strings.NewReader("{}"))
+	require.Equal(t, http.StatusOK, status)
+	assert.Equal(t, true, out["result"].(map[string]any)["is_bot"])
+	s.Next(replytest.Throttle)
+	status, out = post("sendMessage", "application/json", strings.NewReader(`{"chat_id":7,"text":"json"}`))
+	assert.Equal(t, http.StatusTooManyRequests, status)
+	assert.Equal(t, map[string]any{"retry_after": 5.0}, out["parameters"])
+	assert.Equal(t, 4, s.Stats().Calls, "getMe is not a send call")
+	assert.Equal(t, 1, s.Count("7", "json"))
+}
+
+// TestRunTelegram: the Client's Telegram send (4xx NotSent, the rest unknown)
+// passes RunTelegram.
+func TestRunTelegram(t *testing.T) {
+	replytest.RunTelegram(t, func(t *testing.T, baseURL string, chat int64) reply.SendFunc {
+		send, err := replytest.Client{HTTP: &http.Client{Timeout: 2 * time.Second}, BaseURL: baseURL, Auth: "1:x"}.
+			Send(replytest.Telegram, strconv.FormatInt(chat, 10))
+		require.NoError(t, err)
+		return send
+	})
 }
