@@ -125,18 +125,7 @@ func BenchmarkGrowth(b *testing.B) {
 			require.NoError(b, pool.QueryRow(context.Background(), `SELECT now()`).Scan(&now))
 			fillMarks(b, pool, pgx.Identifier{cfg.Table}, "", size, now.Add(time.Minute), 23*time.Hour)
 			w := &claimMark{pool: pool, s: s, keys: &benchKeys{prefix: randomHex(b, 4) + "-"}}
-			exists := func(ctx context.Context, lat *[]time.Duration) error {
-				k := dedupe.Key{Channel: "fill", MessageID: strconv.Itoa(rand.IntN(size))}
-				var ok bool
-				err := timed(lat, func() (err error) {
-					ok, err = s.Exists(ctx, k)
-					return err
-				})
-				if err != nil || !ok {
-					return fmt.Errorf("Exists(%s) = %v, %v", k, ok, err)
-				}
-				return nil
-			}
+			exists := existsOfFill(s, size)
 			warmUp(b, w.store)
 			warmUp(b, exists)
 			name := fmt.Sprintf("keys=%d/layout=%s", size, l.name)
@@ -240,5 +229,22 @@ func (l *loadWindow) write(b *testing.B, w *claimMark) {
 			l.done[p].Add(1)
 			l.lat[p].add(d)
 		}
+	}
+}
+
+// existsOfFill returns a caller that asks s whether a random one of the
+// size marks fillMarks wrote exists, and fails if it does not.
+func existsOfFill(s *Store, size int) func(ctx context.Context, lat *[]time.Duration) error {
+	return func(ctx context.Context, lat *[]time.Duration) error {
+		k := dedupe.Key{Channel: "fill", MessageID: strconv.Itoa(rand.IntN(size))}
+		var ok bool
+		err := timed(lat, func() (err error) {
+			ok, err = s.Exists(ctx, k)
+			return err
+		})
+		if err != nil || !ok {
+			return fmt.Errorf("Exists(%s) = %v, %v", k, ok, err)
+		}
+		return nil
 	}
 }

@@ -3,10 +3,8 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,8 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/gatewaykit/dedupe"
 )
 
 // heldSizes are the tables BenchmarkGrowthHeld compares, and round how long
@@ -76,18 +72,7 @@ func BenchmarkGrowthHeld(b *testing.B) {
 		b.Logf("keys=%d: %d bytes, shared_buffers %s", size, relationBytes(b, pool, cfg.Table), sb)
 		w := &claimMark{pool: pool, s: s, keys: &benchKeys{prefix: randomHex(b, 4) + "-"}}
 		t := &heldTable{size: size, claimMark: w.store}
-		t.exists = func(ctx context.Context, lat *[]time.Duration) error {
-			k := dedupe.Key{Channel: "fill", MessageID: strconv.Itoa(rand.IntN(size))}
-			var ok bool
-			err := timed(lat, func() (err error) {
-				ok, err = s.Exists(ctx, k)
-				return err
-			})
-			if err != nil || !ok {
-				return fmt.Errorf("Exists(%s) = %v, %v", k, ok, err)
-			}
-			return nil
-		}
+		t.exists = existsOfFill(s, size)
 		warmUp(b, t.claimMark)
 		warmUp(b, t.exists)
 		tables = append(tables, t)
