@@ -4,7 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/redis/go-redis/v9"
@@ -20,18 +25,31 @@ import (
 // hash slot, and either is computed from k alone:
 //
 //   - base + "m": the shard's bucket, a hash whose fields are the
-//     fingerprints of its marks, each with its expiry, in milliseconds of
-//     the server's clock (Unix time). A mark is live while its expiry is
-//     after the server's TIME, so a mark is read as absent from its expiry
-//     on, to the millisecond. The bucket expires (PEXPIREAT) with the latest
-//     of its marks, as a whole; until then a Mark that adds a field beyond
+//     fingerprints of its marks, each with its expiry, in Unix milliseconds
+//     of the gateway's clock: the time of the Mark plus its TTL. A mark is
+//     live while its expiry is after the clock of the gateway that reads it,
+//     to the millisecond. The bucket expires (PEXPIREAT) with the latest of
+//     its marks, as a whole; until then a Mark that adds a field beyond
 //     pruneAt drops the expired ones, so that the bucket stays a listpack.
 //   - base + "c:" + channel + ":" + id: the claim or the result of k, a
 //     string exactly as in the plain layout ("c:token", "r: fences", or
 //     "m:" + result, expiring with the mark), but never a bare mark.
 //
-// Every call is one script on these two keys, which reads the server's clock
-// (TIME), so the server decides expiry here too.
+// Exists is one HGET. Mark is one round trip of plain commands, in this
+// order: HSET of the fingerprint, HLEN, PEXPIREAT GT of the bucket, and SET
+// or DEL of the claim key. Claim is one round trip of SET NX GET of the
+// claim key, then HGET of the fingerprint. Whatever runs between Mark's
+// commands, a Claim sees either the claim, still there, or the mark, already
+// there, and a mark wins (claimCompact). The rarer calls (Claim's harder
+// cases, Result, Forget, ClaimEach, MarkEach, MarkUntil) are each one
+// script on the two keys, given the gateway's time; so is every call on a
+// server older than Redis 7.0, which lacks SET NX GET and PEXPIREAT GT.
+//
+// The time is the gateway's, not the server's (TIME), because the calls
+// that carry nearly all the traffic run no script: a script call costs the
+// server several times what a plain command costs (docs/performance.md,
+// issue 38). Gateways whose clocks differ by d see a mark end up to d apart;
+// NTP keeps d to milliseconds.
 
 // defaultShards is [Config.Shards] when zero: 16,384 shards keep a bucket
 // of a million live marks at 61 fingerprints on average, and the fullest at
@@ -53,35 +71,82 @@ type compactKey struct {
 	claim  string // base + "c:" + channel + ":" + id
 	bucket string // base + "m"
 	fp     string // the fingerprint, fingerprintSize raw bytes
+	shard  uint32
 }
 
 // compactKeyOf returns where the compact layout keeps k.
 func (s *Store) compactKeyOf(k dedupe.Key) compactKey {
-	bucket, fp := s.bucketOf(k)
+	bucket, fp, shard := s.bucketOf(k)
 	base := bucket[:len(bucket)-1] // without the "m"
-	return compactKey{claim: base + "c:" + k.Channel + ":" + k.MessageID, bucket: bucket, fp: fp}
+	return compactKey{claim: base + "c:" + k.Channel + ":" + k.MessageID, bucket: bucket, fp: fp, shard: shard}
 }
 
-// bucketOf returns the bucket of k and k's fingerprint.
-func (s *Store) bucketOf(k dedupe.Key) (bucket, fp string) {
+// bucketOf returns the bucket of k, k's fingerprint and its shard.
+func (s *Store) bucketOf(k dedupe.Key) (bucket, fp string, shard uint32) {
 	var buf [128]byte // on the stack for keys up to about 120 bytes
 	text := binary.AppendUvarint(buf[:0], uint64(len(k.Channel)))
 	text = append(append(text, k.Channel...), k.MessageID...)
 	sum := sha256.Sum256(text)
-	shard := binary.BigEndian.Uint32(sum[fingerprintSize:]) % uint32(s.shards)
+	shard = binary.BigEndian.Uint32(sum[fingerprintSize:]) % uint32(s.shards)
 	name := append(append(buf[:0], s.prefix...), '{')
 	name = append(strconv.AppendUint(name, uint64(shard), 16), '}', 'm')
-	return string(name), string(sum[:fingerprintSize])
+	return string(name), string(sum[:fingerprintSize]), shard
 }
 
-// liveLua defines servertime(), the server's time in Unix milliseconds, and
-// live(bucket, fp, now), the expiry of fp's mark in bucket if it is after
-// now, and 0 otherwise.
+// expiryStep returns the step, in ms, to which Mark rounds up its bucket's
+// expiry for a mark of ttl ms: an eighth of the TTL, and at least a minute.
+// A Mark sends PEXPIREAT only when the store has not yet set its bucket's
+// expiry to the mark's or later (expiries). With Shards sized as the doc
+// says (live marks / 64), a bucket gets a mark every TTL / 64, so about one
+// Mark in eight sends it; a bucket outlives its last mark by at most the
+// step.
+func expiryStep(ttl int64) int64 { return max(ttl/8, 60_000) }
+
+// expirySlots is how many buckets' expiries a store remembers at most.
+const expirySlots = 1 << 16
+
+// expiries remembers, per bucket, the latest expiry this store set on it: a
+// direct-mapped table, by shard mod expirySlots, of shard / expirySlots << 48
+// | the expiry in Unix ms. What it remembers is a lower bound of the
+// bucket's expiry on the server: expiries only grow there (PEXPIREAT NX,
+// then GT), and a bucket that expired is past what is remembered. A bucket
+// deleted and made again (by Forget or a prune that emptied it, or FLUSHALL)
+// has no expiry until a Mark past the remembered one, or a tend, sets one;
+// and a failover may lose a PEXPIREAT: the table is forgotten on any error
+// of a compact call, which a failover gives.
+type expiries struct {
+	once  sync.Once
+	slots []atomic.Uint64
+}
+
+// expiryMask keeps an expiry's 48 bits, in Unix ms, of a slot.
+const expiryMask = 1<<48 - 1
+
+// covers reports whether the store set shard's bucket to expire at e (Unix
+// ms) or later.
+func (x *expiries) covers(shard uint32, e int64) bool {
+	x.once.Do(func() { x.slots = make([]atomic.Uint64, expirySlots) })
+	v := x.slots[shard%expirySlots].Load()
+	return uint32(v>>48) == shard/expirySlots && int64(v&expiryMask) >= e
+}
+
+// set remembers that the store set shard's bucket to expire at e.
+func (x *expiries) set(shard uint32, e int64) {
+	x.slots[shard%expirySlots].Store(uint64(shard/expirySlots)<<48 | uint64(e)&expiryMask)
+}
+
+// forget forgets every bucket's expiry.
+func (x *expiries) forget() {
+	x.once.Do(func() { x.slots = make([]atomic.Uint64, expirySlots) })
+	for i := range x.slots {
+		x.slots[i].Store(0)
+	}
+}
+
+// liveLua defines live(bucket, fp, now), the expiry of fp's mark in bucket
+// if it is after now (Unix milliseconds), and 0 otherwise, and
+// prune(bucket, now), which drops the expired fields of bucket.
 const liveLua = `
-local function servertime()
-	local t = redis.call('TIME')
-	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 local function live(bucket, fp, now)
 	local v = tonumber(redis.call('HGET', bucket, fp))
 	if v and v > now then
@@ -89,29 +154,63 @@ local function live(bucket, fp, now)
 	end
 	return 0
 end
+local function prune(bucket, now)
+	local all, expired = redis.call('HGETALL', bucket), {}
+	for i = 1, #all, 2 do
+		if tonumber(all[i + 1]) <= now then
+			expired[#expired + 1] = all[i]
+		end
+	end
+	if #expired > 0 then
+		redis.call('HDEL', bucket, unpack(expired))
+	end
+	return #expired
+end
 `
 
-// compactExistsScript returns 1 if the bucket KEYS[1] holds a live mark of
-// the fingerprint ARGV[1], and 0 otherwise.
-var compactExistsScript = redis.NewScript(liveLua + `
-if live(KEYS[1], ARGV[1], servertime()) > 0 then
-	return 1
-end
-return 0
-`)
-
 // compactClaimScript is claimScript on the claim key KEYS[1], for the token
-// ARGV[1] and ARGV[2] ms, after reading the bucket KEYS[2] for a live mark
-// of the fingerprint ARGV[3]: a mark found there is claimMarked, in the
-// same atomic step.
-var compactClaimScript = redis.NewScript(liveLua + `
-if live(KEYS[2], ARGV[3], servertime()) > 0 then
+// ARGV[1] and ARGV[2] ms, after reading the bucket KEYS[2] for a mark of the
+// fingerprint ARGV[3] live at ARGV[4] (Unix ms): a mark found there is
+// claimMarked, in the same atomic step.
+var compactClaimScript = redis.NewScript(`
+local e = tonumber(redis.call('HGET', KEYS[2], ARGV[3]))
+if e and e > tonumber(ARGV[4]) then
 	return 2
 end
 ` + claimLua)
 
+// compactUnclaimScript deletes the claim key KEYS[1] if it holds ARGV[1],
+// a claim that claimCompact took on a key it then found marked.
+var compactUnclaimScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+	return redis.call('DEL', KEYS[1])
+end
+return 0
+`)
+
+// compactTendScript looks after the bucket KEYS[1] at ARGV[1] (Unix ms):
+// if it holds more than ARGV[2] (pruneAt) fields, it drops the expired
+// ones, and if it has no expiry (one made again, see expiries), it sets the
+// latest of its fields'.
+var compactTendScript = redis.NewScript(liveLua + `
+local now = tonumber(ARGV[1])
+if redis.call('HLEN', KEYS[1]) > tonumber(ARGV[2]) then
+	prune(KEYS[1], now)
+end
+if redis.call('PTTL', KEYS[1]) == -1 then
+	local latest = 0
+	for _, v in ipairs(redis.call('HVALS', KEYS[1])) do
+		latest = math.max(latest, tonumber(v) or 0)
+	end
+	if latest > 0 then
+		redis.call('PEXPIREAT', KEYS[1], string.format('%d', latest))
+	end
+end
+return 0
+`)
+
 // compactMarkScript marks the fingerprint ARGV[1] in the bucket KEYS[2] for
-// ARGV[2] ms, replacing its expiry, lengthens the bucket's expiry to the
+// ARGV[2] ms from ARGV[6] (Unix ms), replacing its expiry, lengthens the bucket's expiry to the
 // mark's if it is shorter, and sets the claim key KEYS[1] to "m:" + the
 // result ARGV[3], expiring with the mark, or deletes it if ARGV[3] is empty:
 // a mark replaces any claim, mark or result. A field added beyond ARGV[5]
@@ -122,7 +221,7 @@ end
 // sooner is lengthened, its result with it, and the script returns 0; a key
 // without a live mark is marked, and the script returns 1.
 var compactMarkScript = redis.NewScript(liveLua + `
-local now = servertime()
+local now = tonumber(ARGV[6])
 local e = now + tonumber(ARGV[2])
 local keep = ARGV[4] == '1'
 local found = 0
@@ -134,15 +233,7 @@ if keep then
 end
 if redis.call('HSET', KEYS[2], ARGV[1], string.format('%d', e)) == 1 and
 		redis.call('HLEN', KEYS[2]) > tonumber(ARGV[5]) then
-	local all, expired = redis.call('HGETALL', KEYS[2]), {}
-	for i = 1, #all, 2 do
-		if tonumber(all[i + 1]) <= now then
-			expired[#expired + 1] = all[i]
-		end
-	end
-	if #expired > 0 then
-		redis.call('HDEL', KEYS[2], unpack(expired))
-	end
+	prune(KEYS[2], now)
 end
 if redis.call('PTTL', KEYS[2]) < e - now then
 	redis.call('PEXPIREAT', KEYS[2], string.format('%d', e))
@@ -166,18 +257,23 @@ return 1
 `)
 
 // compactResultScript returns the value of the claim key KEYS[1] if it
-// holds a result ("m:" + result), "m" if the bucket KEYS[2] holds a live
-// mark of the fingerprint ARGV[1] without one, and "" otherwise.
+// holds a result ("m:" + result), "m" if the bucket KEYS[2] holds a mark of
+// the fingerprint ARGV[1] live at ARGV[2] (Unix ms) without one, and ""
+// otherwise.
 var compactResultScript = redis.NewScript(liveLua + `
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, 2) == 'm:' then
 	return v
 end
-if live(KEYS[2], ARGV[1], servertime()) > 0 then
+if live(KEYS[2], ARGV[1], tonumber(ARGV[2])) > 0 then
 	return 'm'
 end
 return ''
 `)
+
+// nowMs is the compact layout's time: the gateway's clock, in Unix
+// milliseconds.
+func nowMs() int64 { return time.Now().UnixMilli() }
 
 // compactMarkArgs returns the arguments of compactMarkScript for ck, a mark
 // of ttl ms with result (nil: none), and keep for MarkUntil.
@@ -189,24 +285,27 @@ func compactMarkArgs(ck compactKey, ttl int64, result []byte, keep bool) []any {
 	if result == nil {
 		result = []byte{}
 	}
-	return []any{ck.fp, ttl, result, k, pruneAt}
+	return []any{ck.fp, ttl, result, k, pruneAt, nowMs()}
 }
 
-// existsCompact is Exists on the compact layout: one script call.
+// existsCompact is Exists on the compact layout: one HGET.
 func (s *Store) existsCompact(ctx context.Context, key dedupe.Key) (bool, error) {
-	bucket, fp := s.bucketOf(key)
-	var n int64
+	bucket, fp, _ := s.bucketOf(key)
+	var v string
 	err := s.do(ctx, bucket, func(p pipe) func() error {
-		cmd := p.runKeys(compactExistsScript, []string{bucket}, fp)
+		cmd := p.HGet(p.ctx, bucket, fp)
 		return func() (err error) {
-			n, err = cmd.Int64()
+			if v, err = cmd.Result(); err == redis.Nil {
+				err = nil
+			}
 			return err
 		}
 	})
 	if err != nil {
 		return false, s.fail(ctx, "exists", key, err)
 	}
-	return n == 1, nil
+	e, _ := strconv.ParseInt(v, 10, 64) // "" (no mark): 0
+	return e > nowMs(), nil
 }
 
 // markCompactRun queues compactMarkScript on p for key, for ttl ms, with
@@ -226,22 +325,148 @@ func markRun(p pipe, ck compactKey, value any, ttl int64, keep bool) *redis.Cmd 
 }
 
 // markCompact is mark on the compact layout, with value as Store.mark has
-// it: one script call, which waits for the replicas if the store does.
+// it: one round trip of plain commands (see the layout's comment above),
+// which waits for the replicas if the store does. The bucket's expiry is
+// lengthened to the mark's, rounded up to expiryStep (PEXPIREAT NX then
+// GT), unless the store already did (expiries). A Mark that took its bucket past
+// pruneAt fields drops the expired ones with compactTendScript in a second
+// round trip, best effort: a failure leaves them to the next such Mark. A
+// server that does not know PEXPIREAT NX and GT (before Redis 7.0) has the
+// store run the layout's scripts from then on (Store.scripted).
 func (s *Store) markCompact(ctx context.Context, key dedupe.Key, value any, ttl int64) error {
 	ck := s.compactKeyOf(key)
+	var tend bool
 	err := s.do(ctx, ck.claim, func(p pipe) func() error {
-		cmd, replicated := markRun(p, ck, value, ttl, false), p.need()
+		if s.scripted.Load() {
+			cmd, replicated := markRun(p, ck, value, ttl, false), p.need()
+			return func() error { return errors.Join(cmd.Err(), replicated()) }
+		}
+		e := nowMs() + ttl
+		step := expiryStep(ttl)
+		until := (e + step - 1) / step * step
+		q, send := p.pipelined()
+		added := q.HSet(p.ctx, ck.bucket, ck.fp, e)
+		size := q.HLen(p.ctx, ck.bucket)
+		nx, gt := redis.Cmder(added), redis.Cmder(added) // no PEXPIREAT: their errors are HSET's
+		if !s.expiries.covers(ck.shard, e) {
+			nx = q.Do(p.ctx, "pexpireat", ck.bucket, until, "nx")
+			gt = q.Do(p.ctx, "pexpireat", ck.bucket, until, "gt")
+		}
+		var claim redis.Cmder
+		if v, ok := value.([]byte); ok {
+			claim = q.Do(p.ctx, "set", ck.claim, v, "pxat", e)
+		} else {
+			claim = q.Del(p.ctx, ck.claim)
+		}
+		replicated := p.need()
+		send()
 		return func() error {
-			if err := cmd.Err(); err != nil {
-				return err
+			for _, c := range [...]redis.Cmder{added, size, nx, gt, claim} {
+				if err := c.Err(); err != nil {
+					return err
+				}
 			}
+			if nx != added {
+				s.expiries.set(ck.shard, until)
+			}
+			tend = added.Val() == 1 && size.Val() > pruneAt
 			return replicated()
 		}
 	})
+	if err != nil && !s.scripted.Load() && isOldPexpireat(err) {
+		s.scripted.Store(true)
+		return s.markCompact(ctx, key, value, ttl)
+	}
 	if err != nil {
+		s.expiries.forget()
 		return s.fail(ctx, "mark", key, err)
 	}
+	if tend {
+		_ = s.do(ctx, ck.bucket, func(p pipe) func() error {
+			return p.run(compactTendScript, ck.bucket, nowMs(), pruneAt).Err
+		})
+	}
 	return nil
+}
+
+// isOldPexpireat reports whether err is a server's refusal of PEXPIREAT's
+// GT: "ERR wrong number of arguments for 'pexpireat' command" before
+// Redis 7.0.
+func isOldPexpireat(err error) bool {
+	return redis.HasErrorPrefix(err, "ERR") && strings.Contains(err.Error(), "'pexpireat'")
+}
+
+// claimCompact is Claim on the compact layout, for lease ms: SET NX GET of
+// the claim key, then HGET of the mark, in one round trip, and in this
+// order, so that a mark made before the SET, or between the two, is seen
+// (Mark sets the fingerprint before it deletes the claim). It returns the
+// outcome compactClaimScript would:
+//
+//   - a live mark: claimMarked, and a claim the SET took is deleted again,
+//     in a second round trip (best effort: it expires with its lease);
+//   - the SET took the key: claimTaken, once the replicas confirm it if
+//     the store waits for them;
+//   - a result, or another token's claim: claimMarked or claimHeld;
+//   - the caller's own claim, or released tokens (fences): the script
+//     decides, in a second round trip.
+//
+// A server that does not know SET NX GET (before Redis 7.0) has the store
+// run the layout's scripts from then on (Store.scripted).
+func (s *Store) claimCompact(ctx context.Context, c dedupe.Claim, lease int64) (int64, error) {
+	ck := s.compactKeyOf(c.Key)
+	value := "c:" + c.Token
+	var prev string
+	var taken, marked bool
+	err := s.do(ctx, ck.claim, func(p pipe) func() error {
+		q, send := p.pipelined()
+		set := q.Do(p.ctx, "set", ck.claim, value, "px", lease, "nx", "get")
+		get := q.HGet(p.ctx, ck.bucket, ck.fp)
+		replicated := p.need()
+		send()
+		return func() (err error) {
+			taken, marked = false, false
+			if prev, err = set.Text(); err == redis.Nil {
+				prev, err, taken = "", nil, true
+			}
+			if err != nil {
+				return err
+			}
+			v, err := get.Result()
+			if err != nil && err != redis.Nil {
+				return err
+			}
+			e, _ := strconv.ParseInt(v, 10, 64)
+			if marked = e > nowMs(); taken && !marked {
+				return replicated()
+			}
+			return nil
+		}
+	})
+	if err != nil {
+		s.expiries.forget()
+	}
+	switch {
+	case err != nil && !s.scripted.Load() && redis.HasErrorPrefix(err, "ERR syntax"):
+		s.scripted.Store(true)
+		return s.script(ctx, ck.claim, func(p pipe) *redis.Cmd { return claimCompact(p, ck, c.Token, lease) }, claimTaken)
+	case err != nil:
+		return 0, err
+	case marked:
+		if taken {
+			_ = s.do(ctx, ck.claim, func(p pipe) func() error {
+				return p.run(compactUnclaimScript, ck.claim, value).Err
+			})
+		}
+		return claimMarked, nil
+	case taken:
+		return claimTaken, nil
+	case prev == markValue || strings.HasPrefix(prev, resultPrefix):
+		return claimMarked, nil
+	}
+	if owner, _, _ := strings.Cut(strings.TrimPrefix(prev, "c:"), " "); strings.HasPrefix(prev, "c:") && owner != c.Token {
+		return claimHeld, nil
+	}
+	return s.script(ctx, ck.claim, func(p pipe) *redis.Cmd { return claimCompact(p, ck, c.Token, lease) }, claimTaken)
 }
 
 // resultCompact is Result on the compact layout: one script call.
@@ -249,7 +474,7 @@ func (s *Store) resultCompact(ctx context.Context, key dedupe.Key) ([]byte, bool
 	ck := s.compactKeyOf(key)
 	var v string
 	err := s.do(ctx, ck.claim, func(p pipe) func() error {
-		cmd := p.runKeys(compactResultScript, []string{ck.claim, ck.bucket}, ck.fp)
+		cmd := p.runKeys(compactResultScript, []string{ck.claim, ck.bucket}, ck.fp, nowMs())
 		return func() (err error) {
 			v, err = cmd.Text()
 			return err
@@ -274,7 +499,7 @@ func (s *Store) claimRun(p pipe, c dedupe.Claim, key string, lease int64) *redis
 
 // claimCompact queues compactClaimScript on p for the key at ck.
 func claimCompact(p pipe, ck compactKey, token string, lease int64) *redis.Cmd {
-	return p.runKeys(compactClaimScript, []string{ck.claim, ck.bucket}, token, lease, ck.fp)
+	return p.runKeys(compactClaimScript, []string{ck.claim, ck.bucket}, token, lease, ck.fp, nowMs())
 }
 
 // claimCall returns the Redis key of c's claim and the function that queues

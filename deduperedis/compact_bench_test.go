@@ -13,23 +13,36 @@ import (
 	"github.com/gatewaykit/dedupe/deduperedis"
 )
 
-// layouts are the two layouts the compact benchmarks compare, the plain one
-// first: the baseline.
-var layouts = []struct {
+// layout is a layout of the store the compact benchmarks compare.
+type layout struct {
 	name    string
 	compact bool
-}{{"plain", false}, {"compact", true}}
+	shards  int // Config.Shards
+}
+
+// layouts are the two layouts the compact benchmarks compare, the plain one
+// first: the baseline.
+var layouts = []layout{{"plain", false, 0}, {"compact", true, 0}}
+
+// sparse is the compact layout with so many shards that nearly every Mark
+// of a benchmark makes a bucket of its own and sends its PEXPIREATs: the
+// worst case for the bucket expiries a store remembers (compact.go,
+// expiries), which in steady traffic spare about seven Marks in eight.
+var sparse = layout{"compact-sparse", true, 1 << 22}
 
 // BenchmarkCompact measures, on the shared test server, Claim then Mark of
 // new keys and Exists of marked keys by 64 callers, on the plain layout (the
 // baseline) and the compact one ([deduperedis.Config.Compact]), one after the
-// other in the same run. Compare the two layouts' keys/s run by run.
+// other in the same run, and Claim then Mark on the sparse compact layout
+// (the worst case of its bucket expiries). Compare the layouts' keys/s run
+// by run.
 func BenchmarkCompact(b *testing.B) {
 	client := benchClient(b)
 	ctx := context.Background()
-	for _, l := range layouts {
+	for _, l := range append(layouts, sparse) {
 		w := &claimMark{client: client, prefix: "dedupe-bench-credis:" + randomID(b) + ":"}
-		w.st = newStore(b, client, deduperedis.Config{Prefix: w.prefix, TTL: benchTTL, Lease: benchTTL, Compact: l.compact})
+		w.st = newStore(b, client, deduperedis.Config{Prefix: w.prefix, TTL: benchTTL, Lease: benchTTL,
+			Compact: l.compact, Shards: l.shards})
 		warmUp(b, w.store)
 		b.Run("op=claimmark/layout="+l.name, func(b *testing.B) { callers(b, 64, w.store) })
 	}

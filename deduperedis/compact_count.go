@@ -32,8 +32,8 @@ func (c *liveCount) addMark(exp time.Time) {
 
 // countCompact is CountLive on the compact layout: it walks every key of the
 // prefix on the server, or on each master of a cluster, with SCAN, and reads
-// each page's claim keys (GET) and buckets (HGETALL) in one pipeline, with
-// the server's TIME, which turns the marks' expiries into the local clock.
+// each page's claim keys (GET) and buckets (HGETALL) in one pipeline. The
+// marks' expiries are on the gateways' clock, as the layout keeps them.
 func (s *Store) countCompact(ctx context.Context) (marks, claims int64, oldest, newest time.Time, err error) {
 	var c liveCount
 	if s.cluster != nil {
@@ -72,10 +72,7 @@ func (s *Store) countPage(ctx context.Context, client redis.Cmdable, keys []stri
 		return nil
 	}
 	cmds := make([]redis.Cmder, len(keys))
-	sent := time.Now()
-	var now *redis.TimeCmd
 	_, err := client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		now = p.Time(ctx)
 		for i, k := range keys {
 			switch _, rest, _ := strings.Cut(k[len(s.prefix):], "}"); {
 			case strings.HasPrefix(rest, "c:"):
@@ -86,15 +83,10 @@ func (s *Store) countPage(ctx context.Context, client redis.Cmdable, keys []stri
 		}
 		return nil
 	})
-	local := sent.Add(time.Since(sent) / 2)
 	if err != nil && err != redis.Nil {
 		return err
 	}
-	server, err := now.Result()
-	if err != nil {
-		return err
-	}
-	skew := local.Sub(server) // add to a server time to get the local one
+	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := range keys {
@@ -106,8 +98,8 @@ func (s *Store) countPage(ctx context.Context, client redis.Cmdable, keys []stri
 		case *redis.MapStringStringCmd:
 			for _, v := range cmd.Val() {
 				ms, err := strconv.ParseInt(v, 10, 64)
-				if exp := time.UnixMilli(ms); err == nil && exp.After(server) {
-					c.addMark(exp.Add(skew))
+				if exp := time.UnixMilli(ms); err == nil && exp.After(now) {
+					c.addMark(exp)
 				}
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,4 +106,91 @@ func TestCompactPrune(t *testing.T) {
 	enc, err := client.ObjectEncoding(ctx, bucket).Result()
 	require.NoError(t, err)
 	assert.Equal(t, "listpack", enc, "encoding of the bucket")
+}
+
+// TestCompactMarkExpiry checks the bucket's expiry that Mark sets without a
+// script: at least its marks', rounded up by at most an eighth of the TTL, never
+// shortened by a shorter mark, and set again on a bucket made anew; and that
+// a Claim of a marked key leaves no claim behind.
+func TestCompactMarkExpiry(t *testing.T) {
+	client := newClient(t, redisAddr(t), nil)
+	prefix := "dedupe-test-credis:" + randomID(t) + ":"
+	s := newStore(t, client, deduperedis.Config{Prefix: prefix, Compact: true, Shards: 1})
+	ctx := context.Background()
+	t.Cleanup(func() { client.Del(ctx, keysUnder(t, client, prefix)...) })
+	bucket := prefix + "{0}m"
+	key := func(i int) dedupe.Key {
+		return dedupe.Key{Channel: "telegram", MessageID: strconv.Itoa(1_000_000_000 + i)}
+	}
+	pttl := func() time.Duration {
+		d, err := client.PTTL(ctx, bucket).Result()
+		require.NoError(t, err)
+		return d
+	}
+
+	require.NoError(t, s.Mark(ctx, key(0), time.Hour))
+	assert.True(t, pttl() > time.Hour-time.Second && pttl() <= time.Hour+time.Hour/8, "PTTL of the bucket = %v; want 1h to 1h7m30s", pttl())
+	require.NoError(t, s.Mark(ctx, key(1), time.Second))
+	assert.Greater(t, pttl(), time.Hour-time.Second, "PTTL of the bucket after a shorter mark")
+	require.NoError(t, s.Mark(ctx, key(2), 3*time.Hour))
+	assert.Greater(t, pttl(), 3*time.Hour-time.Second, "PTTL of the bucket after a longer mark")
+
+	st, err := s.Claim(ctx, dedupe.NewClaim(key(0)), 0)
+	require.NoError(t, err)
+	assert.Equal(t, dedupe.Duplicate, st, "Claim of a marked key")
+	claims, err := client.Keys(ctx, prefix+"*c:*").Result()
+	require.NoError(t, err)
+	assert.Empty(t, claims, "claim keys left by a Claim of a marked key")
+
+	// A bucket deleted behind the store's back is made again by the next
+	// Mark; a Mark past pruneAt fields gives it its expiry back.
+	require.NoError(t, client.Del(ctx, bucket).Err())
+	for i := range 120 {
+		require.NoError(t, s.Mark(ctx, key(100+i), time.Hour))
+	}
+	assert.Greater(t, pttl(), time.Hour-time.Minute, "PTTL of the bucket made again")
+}
+
+// TestCompactClaimMarkRace races claimers of a key against the Mark of the
+// one that took it, on both layouts: on the compact one, Mark's commands and
+// Claim's are plain commands, not one script, so a Claim may run between
+// Mark's HSET and its DEL. Each key must be claimed exactly once, and every
+// claim after the Mark must be a duplicate.
+func TestCompactClaimMarkRace(t *testing.T) {
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) {
+			prefix := "dedupe-test-credis:" + randomID(t) + ":"
+			const keys, racers = 1000, 8
+			stores := make([]*deduperedis.Store, racers) // each on its own connections
+			for i := range stores {
+				stores[i] = newStore(t, newClient(t, redisAddr(t), nil), deduperedis.Config{Prefix: prefix, Compact: l.compact, Shards: 8})
+			}
+			ctx := context.Background()
+			t.Cleanup(func() {
+				client := newClient(t, redisAddr(t), nil)
+				client.Del(ctx, keysUnder(t, client, prefix)...)
+			})
+			for i := range keys {
+				k := dedupe.Key{Channel: "race", MessageID: strconv.Itoa(i)}
+				var claimed atomic.Int32
+				var wg sync.WaitGroup
+				for _, s := range stores {
+					wg.Go(func() {
+						for {
+							st, err := s.Claim(ctx, dedupe.NewClaim(k), time.Hour)
+							if !assert.NoError(t, err) || st == dedupe.Duplicate {
+								return
+							}
+							if st == dedupe.Claimed {
+								claimed.Add(1)
+								assert.NoError(t, s.Mark(ctx, k, time.Hour))
+							}
+						}
+					})
+				}
+				wg.Wait()
+				require.Equal(t, int32(1), claimed.Load(), "claims of %s", k)
+			}
+		})
+	}
 }

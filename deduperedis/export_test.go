@@ -13,3 +13,7 @@ const RoundsInFlight = roundsInFlight
 
 // Prefix returns the key prefix of s.
 func Prefix(s *Store) string { return s.prefix }
+
+// UseScripts has the compact layout of s run its scripts, as on a server
+// older than Redis 7.0.
+func UseScripts(s *Store) { s.scripted.Store(true) }

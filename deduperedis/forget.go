@@ -26,7 +26,9 @@ func (s *Store) Forget(ctx context.Context, key dedupe.Key) (bool, error) {
 	if s.compact {
 		ck := s.compactKeyOf(key)
 		k = ck.claim
-		run = func(p pipe) *redis.Cmd { return p.runKeys(compactForgetScript, []string{ck.claim, ck.bucket}, ck.fp) }
+		run = func(p pipe) *redis.Cmd {
+			return p.runKeys(compactForgetScript, []string{ck.claim, ck.bucket}, ck.fp, nowMs())
+		}
 	} else {
 		k = s.key(key)
 		run = func(p pipe) *redis.Cmd { return p.run(forgetScript, k) }
@@ -55,7 +57,7 @@ end
 if head == 'm:' then
 	redis.call('DEL', KEYS[1])
 end
-local found = live(KEYS[2], ARGV[1], servertime())
+local found = live(KEYS[2], ARGV[1], tonumber(ARGV[2]))
 redis.call('HDEL', KEYS[2], ARGV[1])
 if found > 0 then
 	return 1

@@ -44,6 +44,18 @@ func (p pipe) runKeys(script *redis.Script, keys []string, args ...any) *redis.C
 	return script.EvalSha(p.ctx, p, keys, args...)
 }
 
+// pipelined returns where a call of several commands queues them so that
+// they go in one round trip, in order, and the function that sends them:
+// p itself and a no-op in a pipeline, or a pipeline of the call's own when p
+// is the client (a lone call, which exec sends as it is queued).
+func (p pipe) pipelined() (redis.Pipeliner, func()) {
+	if pl, ok := p.Cmdable.(redis.Pipeliner); ok {
+		return pl, func() {}
+	}
+	pl := p.Pipeline()
+	return pl, func() { _, _ = pl.Exec(p.ctx) } // each command keeps its own error
+}
+
 // send sends calls to client in one round trip and answers each with its own
 // error. Calls whose script the server did not know are sent again by EVAL,
 // in a second round trip, unless their caller left meanwhile.

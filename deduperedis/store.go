@@ -58,15 +58,17 @@ type Config struct {
 	// shared by the marks of one shard ([Config.Shards]), which Redis keeps
 	// as a listpack and drops as a whole when its last mark expires. It takes
 	// about a sixth of the memory of the plain layout, where each mark is a
-	// Redis string of its own. Every call is still one round trip and one
-	// atomic script, on keys of one hash slot; claims and results stay
-	// strings. The server's clock still decides expiry, to the millisecond.
-	// A false duplicate (two keys with one fingerprint in one shard) is about
+	// Redis string of its own. Every call is still one round trip on keys of
+	// one hash slot; claims and results stay strings. Expiry is decided to
+	// the millisecond by the gateways' clocks, not the server's: gateways
+	// whose clocks differ by d see a mark end up to d apart. A false
+	// duplicate (two keys with one fingerprint in one shard) is about
 	// 5 in 10^9 over 10^9 marks. [Store.ListMarks] is refused: a fingerprint
 	// does not give its key back. Every store of a Prefix must agree on
 	// Compact and Shards: the two layouts do not see each other's marks.
-	// Needs Redis 6.2 or later. Default false, the plain layout. See
-	// docs/internals-redis.md, "Compact layout".
+	// Needs Redis 6.2 or later; before 7.0 every call is a script, slower.
+	// Default false, the plain layout. See docs/internals-redis.md, "Compact
+	// layout".
 	Compact bool
 	// Shards is, on the compact layout, how many buckets the marks are
 	// spread over. Redis keeps a bucket compact (a listpack) while it holds
@@ -111,8 +113,10 @@ type Store struct {
 	replicaTimeout time.Duration // Config.ReplicaTimeout
 	retryFor       time.Duration // Config.ClusterRetry; <= 0: no retry
 
-	compact bool // Config.Compact (compact.go)
-	shards  int  // Config.Shards
+	compact  bool        // Config.Compact (compact.go)
+	shards   int         // Config.Shards
+	scripted atomic.Bool // compact: the server is older than Redis 7.0, Claim and Mark run scripts (compact.go)
+	expiries expiries    // compact: the buckets' expiries this store set (compact.go)
 }
 
 // New returns a store that keeps its marks and claims in Redis through client,
@@ -290,7 +294,9 @@ func (s *Store) mark(ctx context.Context, key dedupe.Key, value any, ttl time.Du
 // lease), unless it is marked or claimed by another token; see
 // [dedupe.Store.Claim]. It is one Lua script call (EVALSHA) that sets the
 // claim with PX if the key is absent and otherwise reports what holds it, so a
-// duplicate is told apart from a claim in flight in the same atomic step.
+// duplicate is told apart from a claim in flight in the same atomic step. On
+// the compact layout it is one SET NX GET of the claim then one HGET of the
+// mark, in one round trip (see [Config.Compact]).
 //
 // A Claim that returns an error may still have taken the key on the server.
 // Claim again with the same c, or Release(c), to settle it; [dedupe.Deduper]
@@ -305,8 +311,14 @@ func (s *Store) Claim(ctx context.Context, c dedupe.Claim, lease time.Duration) 
 	if lease <= 0 {
 		lease = s.lease
 	}
-	k, run := s.claimCall(c, ms(lease))
-	n, err := s.script(ctx, k, run, claimTaken)
+	var n int64
+	var err error
+	if s.compact && !s.scripted.Load() {
+		n, err = s.claimCompact(ctx, c, ms(lease))
+	} else {
+		k, run := s.claimCall(c, ms(lease))
+		n, err = s.script(ctx, k, run, claimTaken)
+	}
 	switch {
 	case err != nil:
 		return 0, s.fail(ctx, "claim", c.Key, err)

@@ -36,6 +36,14 @@ func TestCompactConformance(t *testing.T) {
 	runConformance(t, client, deduperedis.Config{Compact: true})
 }
 
+// TestCompactScriptedConformance runs the suite on the compact layout as a
+// server older than Redis 7.0 has it run: every call one script.
+func TestCompactScriptedConformance(t *testing.T) {
+	t.Parallel()
+	client := newClient(t, redisAddr(t), nil)
+	runConformance(t, client, deduperedis.Config{Compact: true}, deduperedis.UseScripts)
+}
+
 // TestClusterConformance runs the suite through a ClusterClient against a
 // private cluster of three nodes, which checks that every operation is
 // routed by its one key, that the scripts run under Cluster's rules, and that
@@ -78,7 +86,7 @@ func testClusterConformance(t *testing.T, cfg deduperedis.Config) {
 // by cfg, each with a prefix of its own, so each is isolated
 // (dedupetest.Options.Isolated). A compact store gets no MarkForever: no
 // other program writes its buckets.
-func runConformance(t *testing.T, client redis.UniversalClient, cfg deduperedis.Config) {
+func runConformance(t *testing.T, client redis.UniversalClient, cfg deduperedis.Config, then ...func(*deduperedis.Store)) {
 	var mu sync.Mutex
 	prefixes := map[dedupe.Store]string{}
 	suite := dedupetest.Config{
@@ -88,6 +96,9 @@ func runConformance(t *testing.T, client redis.UniversalClient, cfg deduperedis.
 			cfg.Prefix, cfg.TTL, cfg.Lease = prefix, o.TTL, o.Lease
 			s, err := deduperedis.New(client, cfg)
 			require.NoError(t, err, "New")
+			for _, f := range then {
+				f(s)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			prefixes[s] = prefix
