@@ -84,7 +84,9 @@ func (s *Store) do(ctx context.Context, key string, queue func(pipe) func() erro
 			return err
 		}
 		_, ask = redis.IsAskError(err)
-		s.expiries.forget() // a failover may have lost a bucket's PEXPIREAT (compact.go)
+		if s.compact {
+			s.expiries.forget() // a failover may have lost a bucket's PEXPIREAT (compact.go)
+		}
 		now := time.Now()
 		if until.IsZero() {
 			until = now.Add(s.retryFor)

@@ -113,7 +113,8 @@ const expirySlots = 1 << 16
 // deleted and made again (by Forget or a prune that emptied it, or FLUSHALL)
 // has no expiry until a Mark past the remembered one, or a tend, sets one;
 // and a failover may lose a PEXPIREAT: the table is forgotten on any error
-// of a compact call, which a failover gives.
+// of a compact Claim or Mark but the caller's own context ending, and
+// before the store sends a call again on a cluster, as a failover gives.
 type expiries struct {
 	once  sync.Once
 	slots []atomic.Uint64
@@ -304,8 +305,17 @@ func (s *Store) existsCompact(ctx context.Context, key dedupe.Key) (bool, error)
 	if err != nil {
 		return false, s.fail(ctx, "exists", key, err)
 	}
-	e, _ := strconv.ParseInt(v, 10, 64) // "" (no mark): 0
-	return e > nowMs(), nil
+	return expiryOf(v) > nowMs(), nil
+}
+
+// expiryOf returns the expiry a bucket's field holds, v, and 0 for no field
+// ("") or a value that is not a number.
+func expiryOf(v string) int64 {
+	if v == "" {
+		return 0 // ParseInt would allocate its error
+	}
+	e, _ := strconv.ParseInt(v, 10, 64)
+	return e
 }
 
 // markCompactRun queues compactMarkScript on p for key, for ttl ms, with
@@ -378,7 +388,9 @@ func (s *Store) markCompact(ctx context.Context, key dedupe.Key, value any, ttl 
 		return s.markCompact(ctx, key, value, ttl)
 	}
 	if err != nil {
-		s.expiries.forget()
+		if ctx.Err() == nil {
+			s.expiries.forget()
+		}
 		return s.fail(ctx, "mark", key, err)
 	}
 	if tend {
@@ -435,14 +447,13 @@ func (s *Store) claimCompact(ctx context.Context, c dedupe.Claim, lease int64) (
 			if err != nil && err != redis.Nil {
 				return err
 			}
-			e, _ := strconv.ParseInt(v, 10, 64)
-			if marked = e > nowMs(); taken && !marked {
+			if marked = expiryOf(v) > nowMs(); taken && !marked {
 				return replicated()
 			}
 			return nil
 		}
 	})
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
 		s.expiries.forget()
 	}
 	switch {

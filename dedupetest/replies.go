@@ -257,12 +257,20 @@ func testReplyTTL(t *testing.T, s *suite) {
 	st := s.open(t, Options{})
 	p, k, ctx := newReplyPlatform(false), s.key(), context.Background()
 	snd := s.sender(st, reply.Telegram, reply.WithTTL(s.d(10*time.Minute)))
+	start := s.now() // the record is made after it, so it lasts until start + TTL at least
 	if _, err := snd.Send(ctx, k, 0, body("answer"), p.send); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
 	s.wait(5 * time.Minute)
-	if r, err := snd.Send(ctx, k, 0, body("answer"), p.send); err != nil || r.Sent {
-		t.Fatalf("Send within the TTL = %+v, %v; want the record's receipt", r, err)
+	r, err := snd.Send(ctx, k, 0, body("answer"), p.send)
+	switch late := s.now().Sub(start) >= s.d(10*time.Minute); {
+	case err != nil:
+		t.Fatalf("Send within the TTL: %v", err)
+	case late:
+		t.Logf("the second Send returned after the TTL (a loaded machine): its receipt %+v, and what follows, are not checked", r)
+		return
+	case r.Sent:
+		t.Fatalf("Send within the TTL = %+v; want the record's receipt", r)
 	}
 	s.wait(6 * time.Minute)
 	if r, err := snd.Send(ctx, k, 0, body("answer"), p.send); err != nil || !r.Sent || r.Attempts != 1 {
