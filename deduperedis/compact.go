@@ -36,14 +36,15 @@ import (
 //     "m:" + result, expiring with the mark), but never a bare mark.
 //
 // Exists is one HGET. Mark is one round trip of plain commands, in this
-// order: HSET of the fingerprint, HLEN, PEXPIREAT GT of the bucket, and SET
-// or DEL of the claim key. Claim is one round trip of SET NX GET of the
+// order: HSET of the fingerprint, HLEN, PEXPIREAT NX and GT of the bucket
+// (when the store has not set its expiry that far yet, see expiries), and
+// SET or DEL of the claim key. Claim is one round trip of SET NX GET of the
 // claim key, then HGET of the fingerprint. Whatever runs between Mark's
 // commands, a Claim sees either the claim, still there, or the mark, already
 // there, and a mark wins (claimCompact). The rarer calls (Claim's harder
 // cases, Result, Forget, ClaimEach, MarkEach, MarkUntil) are each one
 // script on the two keys, given the gateway's time; so is every call on a
-// server older than Redis 7.0, which lacks SET NX GET and PEXPIREAT GT.
+// server older than Redis 7.0, which lacks SET NX GET and PEXPIREAT NX/GT.
 //
 // The time is the gateway's, not the server's (TIME), because the calls
 // that carry nearly all the traffic run no script: a script call costs the
@@ -211,10 +212,10 @@ return 0
 `)
 
 // compactMarkScript marks the fingerprint ARGV[1] in the bucket KEYS[2] for
-// ARGV[2] ms from ARGV[6] (Unix ms), replacing its expiry, lengthens the bucket's expiry to the
-// mark's if it is shorter, and sets the claim key KEYS[1] to "m:" + the
-// result ARGV[3], expiring with the mark, or deletes it if ARGV[3] is empty:
-// a mark replaces any claim, mark or result. A field added beyond ARGV[5]
+// ARGV[2] ms from ARGV[6] (Unix ms), replacing its expiry, lengthens the
+// bucket's expiry to the mark's if it is shorter, and sets the claim key
+// KEYS[1] to "m:" + the result ARGV[3], expiring with the mark, or deletes
+// it if ARGV[3] is empty: a mark replaces any claim, mark or result. A field added beyond ARGV[5]
 // (pruneAt) drops the bucket's expired fields. It returns 1.
 //
 // With ARGV[4] = "1" (MarkUntil) a live mark that lasts at least as long is
@@ -338,9 +339,10 @@ func markRun(p pipe, ck compactKey, value any, ttl int64, keep bool) *redis.Cmd 
 // it: one round trip of plain commands (see the layout's comment above),
 // which waits for the replicas if the store does. The bucket's expiry is
 // lengthened to the mark's, rounded up to expiryStep (PEXPIREAT NX then
-// GT), unless the store already did (expiries). A Mark that took its bucket past
-// pruneAt fields drops the expired ones with compactTendScript in a second
-// round trip, best effort: a failure leaves them to the next such Mark. A
+// GT), unless the store already did (expiries). A Mark that took its bucket
+// past pruneAt fields drops the expired ones with compactTendScript in a
+// second round trip, best effort: a failure leaves them to the next such
+// Mark. A
 // server that does not know PEXPIREAT NX and GT (before Redis 7.0) has the
 // store run the layout's scripts from then on (Store.scripted).
 func (s *Store) markCompact(ctx context.Context, key dedupe.Key, value any, ttl int64) error {
