@@ -31,7 +31,8 @@
 //
 // Every operation is one command on one key, and the Redis server's clock
 // decides expiry, so the store works on a single server, Sentinel, a Ring or
-// Redis Cluster, and the gateways' clocks play no part; Redis drops expired
+// Redis Cluster, and the gateways' clocks play no part (but for the marks of
+// the compact layout, below); Redis drops expired
 // keys itself, so the store needs no cleanup. Concurrent calls share pipelines:
 // a lone caller waits one round trip, 64 concurrent callers share a few. How it
 // works (keys and values, the Lua scripts, the fencing of released tokens,

@@ -83,7 +83,7 @@ type Config struct {
 // Store is a [dedupe.Store] on Redis, shared by every process that uses the
 // same Redis database and [Config.Prefix]. Each key is one Redis string whose
 // expiry is set with PX, so the Redis server's clock decides when marks and
-// claims expire. Each operation is one command touching one Redis key, which
+// claims expire ([Config.Compact] keeps marks otherwise). Each operation is one command touching one Redis key, which
 // makes the store work on Redis Cluster. A result kept with a mark ([Store.MarkResult]) is in the mark's string, and
 // expires with it.
 //
