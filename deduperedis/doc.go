@@ -57,7 +57,7 @@
 // plain layout's string per mark. Each call is still one round trip on keys
 // of one hash slot: Exists one HGET, Claim a SET NX GET and an HGET, Mark
 // an HSET, an HLEN and a DEL (and, now and then, the bucket's PEXPIREAT),
-// as fast as the plain layout at 64 callers. Its marks expire by the
+// about as fast as the plain layout at 64 callers (0.9×). Its marks expire by the
 // gateways' clocks, not the server's: keep them in sync (NTP). It cannot
 // list its marks ([Store.ListMarks] fails with an error wrapping
 // [errors.ErrUnsupported]); it is opt-in. docs/internals-redis.md, "Compact
