@@ -72,7 +72,7 @@ type compactKey struct {
 	claim  string // base + "c:" + channel + ":" + id
 	bucket string // base + "m"
 	fp     string // the fingerprint, fingerprintSize raw bytes
-	shard  uint32
+	shard  uint32 // the bucket's shard, for expiries
 }
 
 // compactKeyOf returns where the compact layout keeps k.
@@ -461,7 +461,7 @@ func (s *Store) claimCompact(ctx context.Context, c dedupe.Claim, lease int64) (
 	switch {
 	case err != nil && !s.scripted.Load() && redis.HasErrorPrefix(err, "ERR syntax"):
 		s.scripted.Store(true)
-		return s.script(ctx, ck.claim, func(p pipe) *redis.Cmd { return claimCompact(p, ck, c.Token, lease) }, claimTaken)
+		return s.claimScripted(ctx, ck, c.Token, lease)
 	case err != nil:
 		return 0, err
 	case marked:
@@ -479,7 +479,13 @@ func (s *Store) claimCompact(ctx context.Context, c dedupe.Claim, lease int64) (
 	if owner, _, _ := strings.Cut(strings.TrimPrefix(prev, "c:"), " "); strings.HasPrefix(prev, "c:") && owner != c.Token {
 		return claimHeld, nil
 	}
-	return s.script(ctx, ck.claim, func(p pipe) *redis.Cmd { return claimCompact(p, ck, c.Token, lease) }, claimTaken)
+	return s.claimScripted(ctx, ck, c.Token, lease)
+}
+
+// claimScripted is Claim on the compact layout by compactClaimScript, the
+// key at ck, for token and lease ms.
+func (s *Store) claimScripted(ctx context.Context, ck compactKey, token string, lease int64) (int64, error) {
+	return s.script(ctx, ck.claim, func(p pipe) *redis.Cmd { return claimCompact(p, ck, token, lease) }, claimTaken)
 }
 
 // resultCompact is Result on the compact layout: one script call.
