@@ -138,3 +138,34 @@ func TestDedupehttpDocLength(t *testing.T) {
 	require.NoError(t, err, "go doc")
 	assert.LessOrEqual(t, strings.Count(string(out), "\n"), 800, "go doc -all ./dedupehttp prints lines")
 }
+
+// RELEASING.md counts the modules, the go.mod files a release bumps and the
+// tags it makes; the counts follow the tree (issue 44 found "eleven" and
+// "thirteen" with fourteen modules).
+func TestReleasingCounts(t *testing.T) {
+	out, err := exec.Command("git", "ls-files", "*go.mod").Output()
+	if err != nil {
+		t.Skipf("git ls-files: %v (not a git checkout)", err)
+	}
+	mods := strings.Fields(string(out))
+	words := []string{"zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
+		"nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen",
+		"seventeen", "eighteen", "nineteen", "twenty"}
+	require.Less(t, len(mods), len(words), "add number words")
+	src, err := os.ReadFile("RELEASING.md")
+	require.NoError(t, err)
+	text := string(src)
+	for _, c := range []struct {
+		pattern string
+		want    int
+	}{
+		{`holds (\w+) Go modules`, len(mods)},
+		{`# (\w+) go\.mod files`, len(mods) - 1}, // the root requires no module of the tree
+		{`# (\w+) tags`, len(mods)},
+	} {
+		m := regexp.MustCompile(c.pattern).FindStringSubmatch(text)
+		if assert.NotNil(t, m, "RELEASING.md has no %q", c.pattern) {
+			assert.Equal(t, words[c.want], m[1], "RELEASING.md: %q", c.pattern)
+		}
+	}
+}
