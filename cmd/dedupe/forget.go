@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/user"
-	"strings"
 
 	"github.com/gatewaykit/dedupe"
 )
@@ -113,7 +111,7 @@ func runForget(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // auditLogger returns the logger of the marks forget drops: text records to
 // w, with their time, naming who ran the command (the user, the host, the
-// process) and the store (its URL without a password).
+// process) and the store (its URL without its secrets: [redactURL]).
 func auditLogger(w io.Writer, backend, rawURL string) *slog.Logger {
 	who := "unknown"
 	if u, err := user.Current(); err == nil {
@@ -123,21 +121,4 @@ func auditLogger(w io.Writer, backend, rawURL string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, nil)).With(
 		"user", who, "host", host, "pid", os.Getpid(),
 		"backend", backend, "store", redactURL(rawURL))
-}
-
-// redactURL returns raw with the password of a URL, in its user part or
-// its query, replaced by "xxxxx".
-func redactURL(raw string) string {
-	if !strings.Contains(raw, "://") {
-		return raw
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	return u.Redacted()
 }
