@@ -38,7 +38,10 @@
 // dropped it and the store (its URL with its secrets replaced by "xxxxx":
 // the password, and every query value but the harmless options such as
 // sslmode, prefix, table, db; see redact.go). The command prints no
-// secret of a store URL anywhere, errors included. A refused or failed key is
+// secret of a store URL anywhere, errors included. With $DEDUPE_MASK_KEY
+// set, the audit records' keys are masked as the gateway's dedupelog.Mask
+// masks them with that key (hashed with 16 bytes or more, so that they match
+// the gateway's records; left out with fewer). A refused or failed key is
 // left as it was; the others are done, and the exit status is 1. Only the
 // store is changed: a gateway's memory front layer ([dedupe.LayeredStore])
 // keeps its copy of the mark for its window, and a gateway running on a
