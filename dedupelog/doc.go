@@ -44,6 +44,7 @@
 //	message_id            the message id
 //	key                   "{platform}:{message_id}"
 //	error                 an error's text can quote the key or the id
+//	err                   reply: the same (and many programs' name for it)
 //	mark_error            dedupehttp: the error of the mark after a handler
 //	                      panicked having answered; its text quotes the key
 //	panic                 dedupehttp: a handler's panic value, as text
@@ -55,6 +56,14 @@
 // the tracing system's; neither comes from a user. The Deduper never logs a
 // message's body, its sender or its chat. A field added to a record or a
 // span that can hold an id belongs in the list.
+//
+// [Mask] finds the message a record is about in its fields platform,
+// message_id and key, or else in the attributes bound to its logger
+// ([slog.Logger.With], as package reply binds a reply's key), which it masks
+// when they are bound; a field is found at any depth of groups. An error
+// wrapping [dedupe.ErrInvalidKey] or [dedupe.ErrNoMessageID] quotes a value
+// that could not become a key, which no field names: its text is replaced by
+// the sentinel's ([Masker.Error]) in every record.
 //
 // The handlers are safe for concurrent use, as the handlers they wrap are.
 package dedupelog

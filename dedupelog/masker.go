@@ -4,8 +4,11 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"slices"
 	"strings"
+
+	"github.com/gatewaykit/dedupe"
 )
 
 // How a field can hold a message id.
@@ -22,6 +25,7 @@ var fields = map[string]int{
 	"message_id": holdsID, // the Deduper's decision record
 	"key":        holdsKey,
 	"error":      holdsText,
+	"err":        holdsText, // the same, as reply and many programs name it
 	"mark_error": holdsText, // dedupehttp: the mark after a handler panicked
 	"panic":      holdsText, // dedupehttp: a handler's panic value
 
@@ -106,11 +110,31 @@ func (m *Masker) Text(s, platform, id string) string {
 	return replaceWord(s, id, h)
 }
 
+// hiddenDetail ends the text of an error whose details [Masker.Error] hides.
+const hiddenDetail = " [detail hidden]"
+
+// Error returns the text of err with the message id hidden, as
+// [Masker.Text] hides it, except for an error that wraps
+// [dedupe.ErrInvalidKey] or [dedupe.ErrNoMessageID]: such an error is about
+// a value that could not become a key (an id too long, a member missing, a
+// sender that is not digits), which its text quotes and no field names, so
+// that no rule can find it; its text is the sentinel's followed by
+// " [detail hidden]", such as "dedupe: no message id [detail hidden]".
+func (m *Masker) Error(err error, platform, id string) string {
+	switch {
+	case errors.Is(err, dedupe.ErrInvalidKey):
+		return dedupe.ErrInvalidKey.Error() + hiddenDetail
+	case errors.Is(err, dedupe.ErrNoMessageID):
+		return dedupe.ErrNoMessageID.Error() + hiddenDetail
+	}
+	return m.Text(err.Error(), platform, id)
+}
+
 // Field returns value, the value of the field or span attribute name, with
 // the message id (platform, id) hidden as that field holds it (see
 // [Fields]): message_id and messaging.message.id as [Masker.ID] does, key
 // ("{platform}:{id}", whichever message it names) as [Masker.Key] does, the
-// texts (error, mark_error, panic, exception.message) as [Masker.Text] does. ok is false for a
+// texts (error, err, mark_error, panic, exception.message) as [Masker.Text] does. ok is false for a
 // field to leave out. A field that holds no id passes unchanged.
 func (m *Masker) Field(name, value, platform, id string) (masked string, ok bool) {
 	switch fields[name] {

@@ -90,12 +90,18 @@
 // keys evict another's inside its TTL, and that caller's retry run the
 // handler again. So on such a store the middleware refuses new keys instead
 // ([WithQuota]): it holds at most as many keys as take half the store's
-// marks (2,500 keys in the memory store's default 10,000 marks), and under
-// [WithScope] one scope at most an eighth of those; a key is held from its
-// first request until the TTL after its request was processed. A new key
-// beyond either bound gets 503 over-quota, with a Retry-After that says
-// when one of the keys in its way expires, and is counted ([WithStats]);
-// retries of keys held are served. A key held never gives way. Size the
+// marks (2,500 keys in the memory store's default 10,000 marks), and with
+// callers told apart ([WithScope], [WithCaller]) one caller at most an
+// eighth of those, however many scopes it presents. A caller is what
+// authenticates a request: by default its Authorization header, or else its
+// TLS client certificate, or else its scope ([WithCaller] says how to name
+// it otherwise). A key is held from its first request until the TTL after
+// its request was processed; a request that left nothing in the store (the
+// store failing, the key in flight elsewhere) gives its share back. A new
+// key beyond either bound gets 503 over-quota, with a Retry-After that says
+// when the first of the keys in its way expires (the caller's, or all keys'
+// when the store's share is full), and is counted ([WithStats]); retries of
+// keys held are served. A key held never gives way. Size the
 // memory store's MaxSize for the keys of one TTL; on other stores there is
 // no quota unless [WithQuota] sets one.
 //

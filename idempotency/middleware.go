@@ -89,54 +89,78 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fp := fingerprint(sha256.Sum256(h.c.fingerprint(r, body)))
 	scope := h.c.scope(r)
 	ks := keysFor(h.c.channel, scope, key)
-	if h.q != nil && !h.admitted(w, r, scope, ks) {
-		return
+	var caller string
+	var ticket int64 // non-zero: the quota counted the key anew for this request
+	if h.q != nil {
+		caller = h.c.callerOf(r, scope)
+		var ok bool
+		if ok, ticket = h.admitted(w, r, caller, ks); !ok {
+			return
+		}
 	}
-	if h.c.wait > 0 && h.refusedEarly(w, r, ks, fp) {
-		return
+	if h.c.wait > 0 {
+		if refused, kept := h.refusedEarly(w, r, ks, fp); refused {
+			h.settle(caller, ks, ticket, false, kept)
+			return
+		}
 	}
-	if h.serve(w, r, ks, fp) && h.q != nil {
-		h.q.hold(scope, ks.main.MessageID) // held until the TTL after this run
+	ran, kept := h.serve(w, r, ks, fp)
+	h.settle(caller, ks, ticket, ran, kept)
+}
+
+// settle counts the key of ks for caller after its request: until the TTL
+// after a run; not at all, if the quota counted it for this request and the
+// request left nothing in the store (refused by a failing store, or in
+// flight elsewhere), so that a failed request gives its share back.
+func (h *handler) settle(caller string, ks keys, ticket int64, ran, kept bool) {
+	switch {
+	case h.q == nil:
+	case ran:
+		h.q.hold(caller, ks.main.MessageID) // held until the TTL after this run
+	case !kept && ticket != 0:
+		h.q.release(caller, ks.main.MessageID, ticket)
 	}
 }
 
-// admitted counts the key of ks in scope against the quota, and returns
-// true, unless the key is new and its scope or the store has no room: then
+// admitted counts the key of ks for caller against the quota, and returns
+// true, unless the key is new and its caller or the store has no room: then
 // it answers 503 over-quota with the time until room is made. A key the
-// store holds already is not new, whatever the quota counted.
-func (h *handler) admitted(w http.ResponseWriter, r *http.Request, scope string, ks keys) bool {
-	ok, after := h.q.admit(scope, ks.main.MessageID)
+// store holds already is not new, whatever the quota counted. ticket is
+// the quota's for a key it counted anew.
+func (h *handler) admitted(w http.ResponseWriter, r *http.Request, caller string, ks keys) (ok bool, ticket int64) {
+	ok, after, ticket := h.q.admit(caller, ks.main.MessageID)
 	if ok {
-		return true
+		return true, ticket
 	}
 	bound, err := h.boundTo(r.Context(), ks.bind)
 	switch {
 	case err != nil:
 		h.c.problem(w, unavailable, detailUnavailable)
-		return false
+		return false, 0
 	case bound != nil:
-		h.q.hold(scope, ks.main.MessageID)
-		return true
+		h.q.hold(caller, ks.main.MessageID)
+		return true, 0
 	}
 	h.c.stats.OverQuota.Add(1)
 	h.c.retryProblem(w, overQuota, h.c.detailOverQuota(), after)
-	return false
+	return false, 0
 }
 
 // refusedEarly answers 422, and returns true, if the key is bound to another
 // fingerprint: with WithWait, a reuse is told at once rather than after the
-// first request, which the Deduper would wait for.
-func (h *handler) refusedEarly(w http.ResponseWriter, r *http.Request, ks keys, fp fingerprint) bool {
+// first request, which the Deduper would wait for. kept is false if it
+// answered for a failing store, which holds nothing of the request.
+func (h *handler) refusedEarly(w http.ResponseWriter, r *http.Request, ks keys, fp fingerprint) (refused, kept bool) {
 	bound, err := h.boundTo(r.Context(), ks.bind)
 	switch {
 	case err != nil:
 		h.c.problem(w, unavailable, detailUnavailable)
+		return true, false
 	case bound != nil && *bound != fp:
 		h.c.problem(w, keyReused, h.c.detailReused())
-	default:
-		return false
+		return true, true
 	}
-	return true
+	return false, true
 }
 
 // parseKey parses an Idempotency-Key field as the options say.
@@ -166,8 +190,10 @@ func (h *handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 
 // serve runs the handler under the claim of ks.main, unless another request
 // holds or held it, and answers for the handler if it did not run. It
-// reports whether the handler ran.
-func (h *handler) serve(w http.ResponseWriter, r *http.Request, ks keys, fp fingerprint) (ran bool) {
+// reports whether the handler ran, and whether the store holds the key
+// after the request (kept is false when another request holds its claim or
+// the store failed).
+func (h *handler) serve(w http.ResponseWriter, r *http.Request, ks keys, fp fingerprint) (ran, kept bool) {
 	rec := httpreplay.NewRecorder(w, httpreplay.Config{
 		Headers: h.c.headers,
 		Limit:   dedupe.MaxResultSize - recordOverhead,
@@ -184,7 +210,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, ks keys, fp fing
 		return h.record(rec, fp)
 	})
 	if ran {
-		return true // the handler answered; the Deduper logs a mark that failed
+		return true, true // the handler answered; the Deduper logs a mark that failed
 	}
 	switch {
 	case errors.Is(err, dedupe.ErrDuplicate):
@@ -192,15 +218,17 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, ks keys, fp fing
 	case errors.Is(err, dedupe.ErrInFlight):
 		if bound, _ := h.boundTo(r.Context(), ks.bind); bound != nil && *bound != fp {
 			h.c.problem(w, keyReused, h.c.detailReused())
-			return false
+			return false, true
 		}
 		h.inFlight(w, ks, start)
+		return false, false
 	case errors.Is(err, errReused):
 		h.c.problem(w, keyReused, h.c.detailReused())
 	default:
 		h.c.problem(w, unavailable, detailUnavailable)
+		return false, false
 	}
-	return false
+	return false, true
 }
 
 // inFlight answers 409 for a key whose claim another request held since

@@ -22,6 +22,7 @@ type config struct {
 	optional    bool
 	methods     []string
 	scope       func(*http.Request) string
+	caller      func(*http.Request) string // WithCaller's; nil: the default
 	fingerprint func(*http.Request, []byte) []byte
 	ttl         time.Duration
 	wait        time.Duration
@@ -83,6 +84,29 @@ func WithScope(scope func(*http.Request) string) Option {
 	return func(c *config) {
 		if scope != nil {
 			c.scope, c.scoped = scope, true
+		}
+	}
+}
+
+// WithCaller sets the function that names who sends a request, for the
+// quota ([WithQuota]): its keys count against one caller's share whatever
+// scopes ([WithScope]) they come under. A caller is what authenticates the
+// request, such as an API key or an account, where a scope may be finer
+// (an API key acting for many accounts, as Stripe's Stripe-Account header
+// does): a caller presenting many scopes must not take many shares, or one
+// could take every other caller's room. The name is hashed, never stored.
+//
+// By default the caller is the request's credential: its first
+// Authorization header (whatever the scheme: Bearer, Basic, a signature),
+// or else the certificate of a TLS client, or else the scope. Give a caller
+// function where the API authenticates otherwise (a cookie, a header of its
+// own, a proxy that authenticated the client: the identity it passes on),
+// and when one credential is shared by many callers. A nil function keeps
+// the default.
+func WithCaller(caller func(*http.Request) string) Option {
+	return func(c *config) {
+		if caller != nil {
+			c.caller = caller
 		}
 	}
 }
@@ -181,27 +205,35 @@ func WithDocs(url string) Option {
 // says why the default is strict).
 func WithBareKeys() Option { return func(c *config) { c.bare = true } }
 
-// WithQuota sets how many keys one scope ([WithScope]) may hold at once, a
-// key being held from its first request until the TTL after its request was
+// WithQuota sets how many keys one caller ([WithCaller]: by default what
+// authenticates the request) may hold at once, over all its scopes, a key
+// being held from its first request until the TTL after its request was
 // processed: a request with a new key beyond it is refused with 503
-// over-quota and a Retry-After that says when one of the scope's keys
-// expires, rather than stored; retries of keys held are served. n == 0
-// keeps the default; n < 0 turns off both bounds below, and a bounded store
-// may then evict keys inside their TTL.
+// over-quota and a Retry-After that says when the first of the caller's
+// keys expires (or, when the middleware's share of the store is full, the
+// first of all keys), rather than stored; retries of keys held are served.
+// A request that leaves nothing in the store (a failing store answered 503
+// unavailable, a key in flight in another process answered 409) gives its
+// key's share back at once. A request whose handler ran keeps it, even if
+// the handler failed: the key stays bound to its payload for the TTL (see
+// the package overview). n == 0 keeps the default; n < 0 turns off both
+// bounds below, and a bounded store may then evict keys inside their TTL.
 //
 // The default depends on the store. On a store that evicts marks to take new
 // ones ([dedupe.Evicter]: the memory store, MaxSize marks) a key that a
 // flood of other keys evicted would be new again inside its TTL, and its
 // retry would run the handler a second time; so by default the middleware
 // holds at most as many keys as take half the store's marks (each key takes
-// two: 2,500 keys in the default 10,000 marks), and under WithScope one
-// scope at most an eighth of those (312), so that no one caller can take
-// the others' room. New keys beyond either are refused, never evicting a
-// key held. The half leaves room for the store's shards, which fill
-// unevenly; it assumes the store is the middleware's own (size a store
-// shared with other work for both, and watch [dedupe.Stats].Evicted). On a
-// store that does not evict (SQLite, PostgreSQL, Redis without an eviction
-// policy) there is no quota by default: n bounds each scope's keys.
+// two: 2,500 keys in the default 10,000 marks), and with callers told apart
+// (WithScope or WithCaller) one caller at most an eighth of those (312), so
+// that no one caller can take the others' room, however many scopes it
+// presents. New keys beyond either are refused, never evicting a key held.
+// The half leaves room for the store's shards, which fill unevenly; it
+// assumes the store is the middleware's own (size a store shared with other
+// work for both, and watch [dedupe.Stats].Evicted). Eight callers at their
+// share fill it: size the store for the callers you serve. On a store that
+// does not evict (SQLite, PostgreSQL, Redis without an eviction policy)
+// there is no quota by default: n bounds each caller's keys.
 //
 // Keys are counted in this process's memory, by hash, about 50 bytes each:
 // each instance of a gateway counts the keys it was sent. A key the store
@@ -218,8 +250,9 @@ func WithStats(s *Stats) Option {
 	}
 }
 
-// WithClock sets the clock of the quota's expiries ([WithQuota]) and of the
-// Retry-After of a key in flight (default time.Now). Give it the store's
+// WithClock sets the clock of the quota's expiries and Retry-After
+// ([WithQuota]) and of the Retry-After of a key in flight (default
+// time.Now). Give it the store's
 // clock when you inject one.
 func WithClock(now func() time.Time) Option {
 	return func(c *config) {

@@ -7,12 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/user"
-	"strings"
 
 	"github.com/gatewaykit/dedupe"
+	"github.com/gatewaykit/dedupe/dedupelog"
 )
 
 // storeEnv names the environment variable "dedupe forget" takes its store's
@@ -111,33 +110,27 @@ func runForget(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
+// maskEnv names the environment variable whose value, when set, masks the
+// message ids in forget's audit records as the gateway's dedupelog.Mask
+// does with that key: hashed with a key of 16 bytes or more (the records of
+// a message then match the gateway's), left out with a shorter one.
+const maskEnv = "DEDUPE_MASK_KEY"
+
 // auditLogger returns the logger of the marks forget drops: text records to
 // w, with their time, naming who ran the command (the user, the host, the
-// process) and the store (its URL without a password).
+// process) and the store (its URL without its secrets: [redactURL]); their
+// keys masked if $DEDUPE_MASK_KEY is set.
 func auditLogger(w io.Writer, backend, rawURL string) *slog.Logger {
+	h := slog.Handler(slog.NewTextHandler(w, nil))
+	if key, ok := os.LookupEnv(maskEnv); ok {
+		h = dedupelog.Mask(h, dedupelog.Hash, []byte(key))
+	}
 	who := "unknown"
 	if u, err := user.Current(); err == nil {
 		who = u.Username
 	}
 	host, _ := os.Hostname()
-	return slog.New(slog.NewTextHandler(w, nil)).With(
+	return slog.New(h).With(
 		"user", who, "host", host, "pid", os.Getpid(),
 		"backend", backend, "store", redactURL(rawURL))
-}
-
-// redactURL returns raw with the password of a URL, in its user part or
-// its query, replaced by "xxxxx".
-func redactURL(raw string) string {
-	if !strings.Contains(raw, "://") {
-		return raw
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	return u.Redacted()
 }

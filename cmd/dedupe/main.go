@@ -35,7 +35,13 @@
 // live mark) or "refused" (a live claim holds the key: its message is being
 // processed, and its mark may follow), and logs each mark it dropped to
 // stderr at WARN, with the time, the key, the user, host and process that
-// dropped it and the store (without a password). A refused or failed key is
+// dropped it and the store (its URL with its secrets replaced by "xxxxx":
+// the password, and every query value but the harmless options such as
+// sslmode, prefix, table, db; see redact.go). The command prints no
+// secret of a store URL anywhere, errors included. With $DEDUPE_MASK_KEY
+// set, the audit records' keys are masked as the gateway's dedupelog.Mask
+// masks them with that key (hashed with 16 bytes or more, so that they match
+// the gateway's records; left out with fewer). A refused or failed key is
 // left as it was; the others are done, and the exit status is 1. Only the
 // store is changed: a gateway's memory front layer ([dedupe.LayeredStore])
 // keeps its copy of the mark for its window, and a gateway running on a
@@ -101,6 +107,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
+	// No secret of a store URL is printed, whoever prints it (redact.go).
+	secrets := argSecrets(args, os.Getenv(storeEnv))
+	stdout, stderr = scrubbed(stdout, secrets), scrubbed(stderr, secrets)
 	var err error
 	switch args[0] {
 	case "migrate":
