@@ -62,7 +62,8 @@ type Preset struct {
 	// header may be nil. It returns an error wrapping [ErrNotAMessage] for
 	// protocol requests, [dedupe.ErrNoMessageID] for a delivery without a
 	// usable id (a body that is not the expected JSON included), and
-	// [dedupe.ErrInvalidKey] for an id that is not a string or an integer.
+	// [dedupe.ErrInvalidKey] for an id that is not a string or an integer,
+	// or that is ambiguous: a member it reads that appears twice.
 	MessageID func(body []byte, header http.Header) (string, error)
 
 	// Events, for a platform that delivers several events in one request
@@ -245,7 +246,9 @@ func (p Preset) Answer(body []byte) (response []byte, ok bool) {
 // Extract never decodes a number through float64: ids of any length are kept
 // exactly as the platform wrote them. Member names match exactly, as the
 // platform spells them ({"UPDATE_ID":5} has no update_id), a member the
-// preset reads may appear once, and a string id that is not valid UTF-8, raw
+// preset reads may appear once ({"update_id":1,"update_id":2} is
+// [dedupe.ErrInvalidKey] alone, not [dedupe.ErrNoMessageID]: an ambiguous id
+// is refused, not served without deduplication), and a string id that is not valid UTF-8, raw
 // or as an escaped lone surrogate, is [dedupe.ErrInvalidKey]: two raw ids
 // never give one key.
 //
