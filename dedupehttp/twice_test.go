@@ -2,11 +2,14 @@ package dedupehttp_test
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
@@ -16,8 +19,9 @@ import (
 
 // TestSignedMemberTwiceRefused posts, to presets given their secret, signed
 // deliveries whose id member appears twice ({"update_id":1,"update_id":2}),
-// each five times: the id is ambiguous ([dedupe.ErrInvalidKey]), so each
-// copy is answered 400 and none runs the handler. Before, the error also
+// each five times, through New and NewAsync: the id is ambiguous
+// ([dedupe.ErrInvalidKey]), so each copy is answered 400 and none runs the
+// handler. Before, the error also
 // matched [dedupe.ErrNoMessageID]: every copy was served without
 // deduplication and ran (5 of 5 for each preset).
 func TestSignedMemberTwiceRefused(t *testing.T) {
@@ -37,23 +41,36 @@ func TestSignedMemberTwiceRefused(t *testing.T) {
 		{"stripe", platform.Stripe, plainBody(`{"id":"evt_1","object":"event","id":"evt_2"}`)},
 		{"feishu", platform.Feishu, func(s *platformtest.Signer) []byte { return s.Encrypt([]byte(feishuPlain)) }},
 	} {
-		t.Run(tc.signer, func(t *testing.T) {
-			s := platformtest.NewSigner(tc.signer, "the-endpoint-secret-of-"+tc.signer)
-			ran := 0
-			h := dedupehttp.New(dedupe.New(nil), s.Preset(tc.preset), http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran++ }),
-				dedupehttp.WithClock(at), dedupehttp.WithLogger(quiet))
-			body := tc.body(s)
-			for i := range copies {
-				w := httptest.NewRecorder()
-				r := httptest.NewRequest(http.MethodPost, "/hook", bytes.NewReader(body))
-				for k, v := range s.Sign(body, clock) {
-					r.Header[k] = v
+		for _, mode := range []string{"New", "NewAsync"} {
+			t.Run(tc.signer+"/"+mode, func(t *testing.T) {
+				s := platformtest.NewSigner(tc.signer, "the-endpoint-secret-of-"+tc.signer)
+				var ran atomic.Int32
+				next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran.Add(1) })
+				var h http.Handler
+				if mode == "New" {
+					h = dedupehttp.New(dedupe.New(nil), s.Preset(tc.preset), next, dedupehttp.WithClock(at), dedupehttp.WithLogger(quiet))
+				} else {
+					a := dedupehttp.NewAsync(dedupe.New(nil), dedupehttp.FromPreset(s.Preset(tc.preset)), next,
+						dedupehttp.WithClock(at), dedupehttp.WithLogger(quiet))
+					defer func() { require.NoError(t, a.Close(context.Background())) }()
+					h = a
 				}
-				h.ServeHTTP(w, r)
-				assert.Equal(t, http.StatusBadRequest, w.Code, "copy %d: %s", i, w.Body)
-			}
-			assert.Zero(t, ran, "copies of an ambiguous id that ran, of %d", copies)
-		})
+				body := tc.body(s)
+				for i := range copies {
+					w := httptest.NewRecorder()
+					r := httptest.NewRequest(http.MethodPost, "/hook", bytes.NewReader(body))
+					for k, v := range s.Sign(body, clock) {
+						r.Header[k] = v
+					}
+					h.ServeHTTP(w, r)
+					assert.Equal(t, http.StatusBadRequest, w.Code, "copy %d: %s", i, w.Body)
+				}
+				if a, ok := h.(*dedupehttp.Async); ok {
+					require.NoError(t, a.Close(context.Background())) // waits for anything queued
+				}
+				assert.Zero(t, ran.Load(), "copies of an ambiguous id that ran, of %d", copies)
+			})
+		}
 	}
 }
 
