@@ -98,13 +98,15 @@ func (c *config) receive(w http.ResponseWriter, r *http.Request) (*http.Request,
 		return nil, nil
 	}
 	received := len(data)
+	tokenInBody := false
 	if c.preset != nil {
+		tokenInBody = c.preset.TokenInBody(data, r.Header) // of the body as received
 		var answered bool
 		if data, answered = c.authenticate(w, r, data); answered {
 			return nil, nil
 		}
 	}
-	d := &delivery{Context: r.Context()}
+	d := &delivery{Context: r.Context(), tokenInBody: tokenInBody}
 	d.body.set(data)
 	r2 := r.WithContext(d) // handlers must not modify the request they are given
 	r2.Body = &d.body

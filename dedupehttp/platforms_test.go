@@ -212,7 +212,7 @@ func TestPlatformsMiddlewareAndAsync(t *testing.T) {
 	for name, c := range platformCases(t) {
 		for _, mode := range []string{"middleware", "async", "queue"} {
 			t.Run(name+"/"+mode, func(t *testing.T) {
-				seed := "secret-of-" + name
+				seed := "the-secret-of-" + name
 				s := platformtest.NewSigner(c.signer, seed)
 				p := s.Preset(c.preset)
 				if c.signer == "rule" {

@@ -23,7 +23,11 @@ import (
 // Only an endpoint that authenticates its deliveries replays (a preset given
 // its secret): elsewhere anyone who knows a message id could forge a copy and
 // read the first answer, so copies get the plain duplicate answer unless
-// [WithReplayUnauthenticated] says otherwise.
+// [WithReplayUnauthenticated] says otherwise. Nor is an answer replayed to a
+// copy that only a token in its body authenticates
+// ([platform.Preset.TokenInBody]: a plain Feishu delivery, checked by its
+// Verification Token), since whoever has seen one body can write such a copy:
+// a Feishu app replays only to deliveries signed with its Encrypt Key.
 func WithReplay(headers ...string) Option {
 	var kept []string // nil: httpreplay.DefaultHeaders
 	if len(headers) > 0 {
@@ -91,9 +95,15 @@ func (rn *run) serveKept(ctx context.Context) ([]byte, error) {
 }
 
 // replayTo answers w with the answer kept for a duplicate. It returns false,
-// having written nothing, if ans cannot be read: the copy is then answered
-// as a plain duplicate.
+// having written nothing, if ans cannot be read or the copy is authenticated
+// by a token in its body alone: the copy is then answered as a plain
+// duplicate.
 func (c *config) replayTo(w http.ResponseWriter, r *http.Request, d *delivery, ans []byte) bool {
+	if d.tokenInBody {
+		c.debug(r.Context(), "dedupe: dedupehttp: copy authenticated by a token in its body alone; answered as a plain duplicate, not replayed",
+			slog.String("platform", c.preset.Name))
+		return false
+	}
 	resp, err := httpreplay.Decode(ans)
 	if err != nil {
 		c.log(r.Context(), slog.LevelWarn, "dedupe: dedupehttp: kept answer unreadable; answered as a plain duplicate",

@@ -131,6 +131,8 @@ type delivery struct {
 	verdict Verdict
 	result  string // the decision record's, for Outcome
 	err     error  // behind a failed result
+
+	tokenInBody bool // authenticated by a token in its body alone: never replayed to
 }
 
 type deliveryKey struct{}

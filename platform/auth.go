@@ -45,6 +45,16 @@ func replayWindow(p *Preset) time.Duration {
 // until the year 2286.
 const maxTimestampDigits = 13
 
+// checkMillis is checkTimestamp for a platform whose timestamps are in
+// milliseconds only: a timestamp of another length than 13 digits (one in
+// seconds, which checkTimestamp would read as seconds) is refused.
+func checkMillis(name, header, ts string, now time.Time, window time.Duration) error {
+	if ts != "" && len(ts) != maxTimestampDigits {
+		return unauthenticated(name, header+" is not a Unix time in milliseconds (13 digits)")
+	}
+	return checkTimestamp(name, header, ts, now, window)
+}
+
 // checkTimestamp checks that the Unix time ts, in seconds or (13 digits) in
 // milliseconds, is at most window from now. header names it in errors.
 func checkTimestamp(name, header, ts string, now time.Time, window time.Duration) error {

@@ -32,12 +32,15 @@ import (
 // Replay is set: the robot's answer, a message in the body of the HTTP
 // response, is shown in the conversation.
 //
-// Secret: the robot's AppSecret. DingTalk sends the headers timestamp
-// (milliseconds) and sign, the base64 of the HMAC-SHA256 of timestamp + "\n"
+// Secret: the robot's AppSecret. DingTalk sends the headers timestamp,
+// "消息发送的时间戳，单位是毫秒" (the time the message was sent, in
+// milliseconds), and sign, the base64 of the HMAC-SHA256 of timestamp + "\n"
 // + AppSecret keyed with the AppSecret, and asks: "timestamp 与系统当前时间戳如果相差1小时以上，则认为是非法的请求"
 // (a timestamp more than an hour from now is an illegal request) and "sign
 // 与开发者自己计算的结果不一致，则认为是非法的请求" (so is a sign that differs).
-// [Preset.Verify] checks both, the sign in constant time. The sign does not
+// [Preset.Verify] checks both, the sign in constant time, and refuses a
+// timestamp that is not 13 digits: read as seconds, a 10-digit one would
+// fall within the hour, though DingTalk never sends one. The sign does not
 // cover the body: whoever captured one request can post any body under its
 // headers for an hour. Serve the robot over TLS only.
 var DingTalk = Preset{
@@ -66,7 +69,7 @@ type dingtalkVerifier struct{ secret []byte }
 
 func (v dingtalkVerifier) verify(_ *Preset, body []byte, h http.Header, now time.Time) ([]byte, error) {
 	ts := h.Get("timestamp")
-	if err := checkTimestamp("dingtalk", "timestamp", ts, now, dingtalkWindow); err != nil {
+	if err := checkMillis("dingtalk", "timestamp", ts, now, dingtalkWindow); err != nil {
 		return nil, err
 	}
 	got := h.Get("sign")

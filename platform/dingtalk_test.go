@@ -76,6 +76,34 @@ func TestDingTalkRobot(t *testing.T) {
 	})
 }
 
+// TestDingTalkRobotSecondsRefused signs 100 robot deliveries with the
+// AppSecret, as DingTalk's sign is computed, but over a timestamp in seconds
+// within the hour: DingTalk's timestamp is "消息发送的时间戳，单位是毫秒" (in
+// milliseconds), so each is refused. Before, a 10-digit timestamp was read
+// as seconds, and 100 of 100 passed.
+func TestDingTalkRobotSecondsRefused(t *testing.T) {
+	const secret = "SECappsecret-of-the-robot"
+	p := platform.DingTalk.WithSecret(secret)
+	now := time.UnixMilli(1613630252678)
+	accepted := 0
+	for i := range 100 {
+		ts := fmt.Sprint(now.Add(time.Duration(i-50) * 36 * time.Second).Unix())
+		mac := hmac.New(sha256.New, []byte(secret))
+		mac.Write([]byte(ts + "\n" + secret))
+		h := http.Header{"Timestamp": {ts}, "Sign": {base64.StdEncoding.EncodeToString(mac.Sum(nil))}}
+		_, err := p.VerifyRequest(&http.Request{URL: &url.URL{}, Header: h}, []byte(dingtalkRobotBody), now)
+		if err == nil {
+			accepted++
+		} else {
+			assert.ErrorIs(t, err, platform.ErrUnauthenticated)
+			assert.ErrorContains(t, err, "milliseconds")
+		}
+	}
+	assert.Zero(t, accepted, "deliveries with a timestamp in seconds accepted, of 100")
+	_, err := p.Verify([]byte(dingtalkRobotBody), dingtalkSign(secret, now), now)
+	assert.NoError(t, err, "the same in milliseconds")
+}
+
 // The callback test data of DingTalk's documentation (回调接口本地调试方案; the
 // same vector is in the SDKs' tests, e.g. zgs225/dingtalk_crypto): token
 // 123456, the aes_key and suiteKey below, and a check_create_suite_url.

@@ -21,7 +21,9 @@
 // id in the raw body; and Replay, set when the platform shows the handler's
 // answer to the user (Slack interactions and slash commands, Discord
 // interactions, Feishu card callbacks), so that package dedupehttp answers a
-// copy with the first answer. The presets are
+// copy with the first answer (only a copy the secret authenticates: not one
+// that only a token in its body does, see [Preset.TokenInBody]). The
+// presets are
 // [Telegram], [Slack], [Feishu], [Discord], [OneBot], [QQ], [LINE], [Meta],
 // [Matrix], [WeChat], [WeCom], [DingTalk], [DingTalkEvents], [StandardWebhooks],
 // [GitHub] and [Stripe], each documented with the id it keys on and where its TTL
@@ -38,7 +40,11 @@
 // as a template such as "{id}.{timestamp}.{body}"; hex or base64; the
 // prefix and separator of its signatures; a signed timestamp and its
 // tolerance; the TTL), decode it from a configuration file with
-// encoding/json, and make a preset of it with [NewPreset], which checks it.
+// encoding/json, and make a preset of it with [NewPreset], which checks it:
+// among other things that the signature covers the timestamp and an id
+// header (unless [Rule].UnsignedID accepts an unsigned id, as GitHub's
+// needs), and, when the preset is given its secret, that an HMAC key has at
+// least [MinSecretSize] bytes.
 // [GitHub] and [Stripe] are Rules, and [StandardWebhooks] is two. rule.go,
 // rule_verify.go and pointer.go hold the grammar; one file per sender
 // (standardwebhooks.go, github.go, stripe.go) holds its preset.
@@ -94,9 +100,10 @@
 // the platforms do, for tests.
 //
 // Member names are matched exactly, as the platform spells them, never
-// case-insensitively as encoding/json's struct decoding does, and a string id
-// that is not valid UTF-8 is refused rather than repaired, so two raw ids
-// never give one key.
+// case-insensitively as encoding/json's struct decoding does, a member read
+// twice makes the id ambiguous ([dedupe.ErrInvalidKey], refused rather than
+// served without deduplication), and a string id that is not valid UTF-8 is
+// refused rather than repaired, so two raw ids never give one key.
 //
 // # Errors
 //

@@ -70,6 +70,7 @@ func TestExactKeys(t *testing.T) {
 				require.NotErrorIs(t, err, dedupe.ErrInvalidKey)
 			case invalid:
 				require.ErrorIs(t, err, dedupe.ErrInvalidKey)
+				require.NotErrorIs(t, err, dedupe.ErrNoMessageID, "an invalid id is refused, not served without deduplication")
 			default:
 				require.NoError(t, err)
 				assert.Equal(t, tc.want, k.MessageID)

@@ -50,7 +50,12 @@ import (
 // of {"toast": …, "card": …} shows the toast and updates the card, and it
 // must come within 3 seconds (Feishu Open Platform, "卡片回传交互", card
 // callback communication). So Replay is set: a copy is answered with the
-// first answer. Event answers are ignored by Feishu, and an empty one is not
+// first answer, but only a copy signed with the Encrypt Key
+// (X-Lark-Signature): a plain delivery carries the Verification Token in
+// its body and nothing else proves it ([Preset.TokenInBody]), so it gets the
+// plain duplicate answer, never a kept one. An app without an Encrypt Key
+// (a preset given only its Verification Token, with WithSecret or
+// [Preset.WithVerificationToken]) thus replays no answer. Event answers are ignored by Feishu, and an empty one is not
 // kept. The legacy card callback of a "message card request URL" (no
 // schema, no id) is not keyed.
 var Feishu = Preset{

@@ -116,6 +116,18 @@ func (v *feishuVerifier) verify(p *Preset, body []byte, h http.Header, now time.
 	return plain, nil
 }
 
+// tokenInBody reports whether verify checks body with the Verification
+// Token it carries: a plain body. An encrypted one is signed, or (unsigned)
+// a url_verification that the preset answers itself.
+func (v *feishuVerifier) tokenInBody(body []byte, _ http.Header) bool {
+	var enc [len(feishuEncryptFields)][]byte
+	if decodeBody("feishu", body, feishuEncryptFields[:], enc[:]) != nil {
+		return true // refused by verify
+	}
+	encrypt, err := stringField("feishu", "encrypt", enc[0])
+	return err != nil || encrypt == ""
+}
+
 // checkChallenge checks the plaintext of an encrypted delivery that came
 // without a signature: only a url_verification with the Verification Token
 // passes, rebuilt from its members.

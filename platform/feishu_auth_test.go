@@ -152,3 +152,30 @@ func TestWithVerificationToken(t *testing.T) {
 		assert.ErrorIs(t, err, platform.ErrUnauthenticated, "%s: fails closed", name)
 	}
 }
+
+// TestTokenInBody checks which deliveries a preset authenticates by a token
+// in their body alone: Feishu's plain ones, whether the token came as the
+// secret or with WithVerificationToken; not its encrypted ones, not a
+// preset without a secret, not another platform.
+func TestTokenInBody(t *testing.T) {
+	s := platformtest.NewSigner("feishu", "the-encrypt-key-of-the-app")
+	plain := fixture(t, "feishu_card_action.json")
+	encrypted := s.Encrypt(plain)
+	feishu := s.Preset(platform.Feishu).WithVerificationToken("xxxxxx")
+	for _, tc := range []struct {
+		name   string
+		preset platform.Preset
+		body   []byte
+		want   bool
+	}{
+		{"feishu plain, Encrypt Key and token", feishu, plain, true},
+		{"feishu plain, token alone", platform.Feishu.WithVerificationToken("xxxxxx"), plain, true},
+		{"feishu plain, token as the secret", platform.Feishu.WithSecret("xxxxxx"), plain, true},
+		{"feishu encrypted", feishu, encrypted, false},
+		{"feishu without a secret", platform.Feishu, plain, false},
+		{"slack", platform.Slack.WithSecret("the-signing-secret"), fixture(t, "slack_event_callback.json"), false},
+		{"telegram", platform.Telegram.WithSecret("the-secret-token"), []byte(`{"update_id":1}`), false},
+	} {
+		assert.Equal(t, tc.want, tc.preset.TokenInBody(tc.body, s.Sign(tc.body, now)), tc.name)
+	}
+}

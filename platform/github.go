@@ -43,14 +43,18 @@ var GitHub = mustPreset(GitHubRule)
 
 // GitHubRule is the [Rule] of the [GitHub] preset, as its JSON writes it:
 //
-//	{"name": "github", "id": "header:X-GitHub-Delivery", "ttl": "96h0m0s", "ack_budget": "5s",
-//	 "signature": {"header": "X-Hub-Signature-256", "encoding": "hex", "prefix": "sha256="}}
+//	{"name": "github", "id": "header:X-GitHub-Delivery", "unsigned_id": true, "ttl": "96h0m0s",
+//	 "ack_budget": "5s", "signature": {"header": "X-Hub-Signature-256", "encoding": "hex", "prefix": "sha256="}}
+//
+// UnsignedID is set: GitHub signs the body alone, and X-GitHub-Delivery is
+// not in it (see [GitHub]).
 var GitHubRule = Rule{
-	Name:      "github",
-	ID:        "header:X-GitHub-Delivery",
-	Signature: SignatureRule{Header: "X-Hub-Signature-256", Encoding: "hex", Prefix: "sha256="},
-	TTL:       96 * time.Hour,
-	AckBudget: 5 * time.Second,
+	Name:       "github",
+	ID:         "header:X-GitHub-Delivery",
+	UnsignedID: true,
+	Signature:  SignatureRule{Header: "X-Hub-Signature-256", Encoding: "hex", Prefix: "sha256="},
+	TTL:        96 * time.Hour,
+	AckBudget:  5 * time.Second,
 }
 
 // mustPreset is NewPreset for the rules of this package, which are checked

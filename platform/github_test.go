@@ -48,7 +48,7 @@ func TestGitHubVectors(t *testing.T) {
 	_, err = p.Verify([]byte(ghPayload), http.Header{"X-Hub-Signature": {"sha1=" + strings.Repeat("0", 40)}}, now)
 	assert.ErrorIs(t, err, platform.ErrUnauthenticated, "SHA-1 alone")
 
-	s := platformtest.NewSigner("github", "webhook-secret")
+	s := platformtest.NewSigner("github", "the-github-webhook-secret")
 	p = s.Preset(platform.GitHub)
 	body := fixture(t, "github_ping.json")
 	first := s.SignID(ghDelivery, body, now)

@@ -58,9 +58,31 @@ func decodeBody(name string, body []byte, names []string, vals [][]byte) error {
 	case errNull:
 		return fmt.Errorf("%w: %s body is null", dedupe.ErrNoMessageID, name)
 	default:
-		return fmt.Errorf("%w: %s body is not the expected JSON: %w", dedupe.ErrNoMessageID, name, err)
+		return notExpected(name, "body", err)
 	}
 }
+
+// notExpected wraps err, which members found in field (the body, or one of
+// its members) of a delivery of platform name. A member read twice
+// (twiceError) is [dedupe.ErrInvalidKey] and not [dedupe.ErrNoMessageID]:
+// an id that may be either of two values is not a missing id, and such a
+// delivery is refused (400 in package dedupehttp) rather than served without
+// deduplication, where every copy would run. Anything else wraps
+// [dedupe.ErrNoMessageID].
+func notExpected(name, field string, err error) error {
+	var twice twiceError
+	if errors.As(err, &twice) {
+		return fmt.Errorf("%w: %s %s has %w", dedupe.ErrInvalidKey, name, field, err)
+	}
+	return fmt.Errorf("%w: %s body is not the expected JSON: %w", dedupe.ErrNoMessageID, name, err)
+}
+
+// twiceError is what members finds of an object holding a member it reads
+// twice: which copy holds the id would be a guess.
+type twiceError struct{ member string }
+
+// Error returns the text of a twiceError.
+func (e twiceError) Error() string { return fmt.Sprintf("member %q twice", e.member) }
 
 // object finds the members named names in raw, the value of member field of
 // a body already checked by decodeBody. An absent or null raw has none.
@@ -73,7 +95,7 @@ func object(name, field string, raw []byte, names []string, vals [][]byte) error
 		if errors.As(err, &typ) {
 			typ.Field = field
 		}
-		return fmt.Errorf("%w: %s body is not the expected JSON: %w", dedupe.ErrNoMessageID, name, err)
+		return notExpected(name, field, err)
 	}
 	return nil
 }
@@ -85,8 +107,8 @@ func object(name, field string, raw []byte, names []string, vals [][]byte) error
 // one valid JSON value (whitespace around it allowed) is errNotJSON, and its
 // vals are all nil; null is errNull; another value than an object is a
 // *json.UnmarshalTypeError. A member the caller asked for that appears twice
-// is [dedupe.ErrInvalidKey]: which copy holds the id would be a guess; the
-// members after it are not recorded.
+// is a twiceError: which copy holds the id would be a guess; the members
+// after it are not recorded.
 func members(text []byte, names []string, vals [][]byte) error {
 	sc := jsonscan.NewScanner(text)
 	if c := sc.Peek(); c != '{' {
@@ -109,7 +131,7 @@ func members(text []byte, names []string, vals [][]byte) error {
 		}
 		if n := matchName(key, escaped, names); n >= 0 && dup == nil {
 			if vals[n] != nil {
-				dup = fmt.Errorf("%w: member %q appears twice", dedupe.ErrInvalidKey, names[n])
+				dup = twiceError{names[n]}
 			} else {
 				vals[n] = v
 			}

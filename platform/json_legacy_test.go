@@ -32,7 +32,7 @@ func legacyDecodeBody(name string, body []byte, names []string, vals [][]byte) e
 		return fmt.Errorf("%w: %s body is null", dedupe.ErrNoMessageID, name)
 	}
 	if err := legacyMembers(v, names, vals); err != nil {
-		return fmt.Errorf("%w: %s body is not the expected JSON: %w", dedupe.ErrNoMessageID, name, err)
+		return legacyNotExpected(name, "body", err)
 	}
 	return nil
 }
@@ -48,16 +48,25 @@ func legacyObject(name, field string, raw []byte, names []string, vals [][]byte)
 		if errors.As(err, &typ) {
 			typ.Field = field
 		}
-		return fmt.Errorf("%w: %s body is not the expected JSON: %w", dedupe.ErrNoMessageID, name, err)
+		return legacyNotExpected(name, field, err)
 	}
 	return nil
+}
+
+// legacyNotExpected is notExpected, written again: a member twice is
+// [dedupe.ErrInvalidKey] alone, anything else [dedupe.ErrNoMessageID].
+func legacyNotExpected(name, field string, err error) error {
+	if _, twice := err.(twiceError); twice {
+		return fmt.Errorf("%w: %s %s has %w", dedupe.ErrInvalidKey, name, field, err)
+	}
+	return fmt.Errorf("%w: %s body is not the expected JSON: %w", dedupe.ErrNoMessageID, name, err)
 }
 
 // legacyMembers finds, in the JSON legacyObject obj (valid JSON, no surrounding space),
 // the values of the legacyMembers named names: vals[i] is the raw value of
 // names[i], or nil when it is absent. A name matches exactly, byte for byte
-// after unescaping. A member the caller asked for that appears twice is
-// [dedupe.ErrInvalidKey]: which copy holds the id would be a guess. A value
+// after unescaping. A member the caller asked for that appears twice is a
+// twiceError: which copy holds the id would be a guess. A value
 // other than an legacyObject is a *json.UnmarshalTypeError.
 func legacyMembers(obj []byte, names []string, vals [][]byte) error {
 	if obj[0] != '{' {
@@ -71,7 +80,7 @@ func legacyMembers(obj []byte, names []string, vals [][]byte) error {
 		vEnd := legacySkipValue(obj, i)
 		if n := legacyMatchName(key, names); n >= 0 {
 			if vals[n] != nil {
-				return fmt.Errorf("%w: member %q appears twice", dedupe.ErrInvalidKey, names[n])
+				return twiceError{names[n]}
 			}
 			vals[n] = obj[i:vEnd]
 		}

@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -52,15 +53,17 @@ import (
 // does not match" (Application Service API, Authorization, changed in
 // v1.4). [Preset.Verify] compares the token in constant time. Before v1.4 the
 // token came in an access_token query parameter, which homeservers "should
-// only send … if supporting legacy versions"; the preset sees no query, so a
-// request without the header is refused, whatever its query holds (Synapse
-// sends the header always, and the parameter too only when
-// use_appservice_legacy_authorization is set: synapse/appservice/api.py,
-// push_bulk). Serve a
-// homeserver that predates v1.4 behind a proxy that moves the parameter to
-// the header. When both come, the spec asks that they match: compare
-// r.URL.Query().Get("access_token"), if present, with the token yourself.
-// The token does not depend on the body, so only TLS keeps it from being
+// only send … if supporting legacy versions"; a request without the header
+// is refused, whatever its query holds (Synapse sends the header always, and
+// the parameter too only when use_appservice_legacy_authorization is set:
+// synapse/appservice/api.py, push_bulk). Serve a homeserver that predates
+// v1.4 behind a proxy that moves the parameter to the header. When both
+// come, "Application services should ensure both match if both are
+// provided" (same section): [Preset.VerifyRequest], which sees the query,
+// refuses a request whose access_token is not the hs_token too, or comes
+// more than once, or whose query is malformed; [Preset.Verify], which sees
+// no query, cannot, so call VerifyRequest (package dedupehttp does). The
+// token does not depend on the body, so only TLS keeps it from being
 // replayed.
 var Matrix = Preset{
 	Name:        "matrix",
@@ -108,6 +111,18 @@ func matrixEvents(body []byte, _ http.Header) ([]Event, error) {
 type matrixVerifier struct{ token []byte }
 
 func newMatrixVerifier(secret string) (verifier, error) { return matrixVerifier{[]byte(secret)}, nil }
+
+// verifyQuery is verify for a request whose URL query is q: a legacy
+// access_token beside the header must hold the hs_token too.
+func (v matrixVerifier) verifyQuery(p *Preset, body []byte, h http.Header, q url.Values, now time.Time) ([]byte, error) {
+	switch tokens := q["access_token"]; {
+	case len(tokens) > 1:
+		return nil, unauthenticated("matrix", "query parameter access_token appears more than once")
+	case len(tokens) == 1 && subtle.ConstantTimeCompare([]byte(tokens[0]), v.token) != 1:
+		return nil, unauthenticated("matrix", "access_token query parameter does not match the hs_token (the Authorization header must match it)")
+	}
+	return v.verify(p, body, h, now)
+}
 
 func (v matrixVerifier) verify(_ *Preset, body []byte, h http.Header, _ time.Time) ([]byte, error) {
 	auth := h.Get("Authorization")

@@ -3,6 +3,7 @@ package platform_test
 import (
 	"bytes"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -56,6 +57,45 @@ func TestMatrixAuthorization(t *testing.T) {
 	_, err := p.Verify(body, http.Header{}, now) // PUT …/transactions/35?access_token=hs_token
 	assert.ErrorIs(t, err, platform.ErrUnauthenticated)
 	assert.Contains(t, err.Error(), "access_token")
+}
+
+// TestMatrixQueryTokenMustMatch sends 100 transactions with the right
+// Authorization header and a legacy access_token query parameter that is
+// not the hs_token (the as_token, another bridge's, a prefix, empty, or
+// given twice): "Application services should ensure both match if both are
+// provided" (Application Service API, Authorization), so VerifyRequest
+// refuses each. Before, the query was not read and 100 of 100 passed. The
+// parameter equal to the token, or absent, passes.
+func TestMatrixQueryTokenMustMatch(t *testing.T) {
+	p := platform.Matrix.WithSecret(hsToken)
+	body := fixture(t, "matrix_txn.json")
+	request := func(query string) *http.Request {
+		r := httptest.NewRequest(http.MethodPut, "/_matrix/app/v1/transactions/35"+query, nil)
+		r.Header.Set("Authorization", "Bearer "+hsToken)
+		return r
+	}
+	wrong := []string{
+		"?access_token=" + asToken,
+		"?access_token=hs-token-of-another-bridge",
+		"?access_token=" + hsToken[:32],
+		"?access_token=",
+		"?access_token=" + hsToken + "&access_token=" + asToken,
+	}
+	accepted := 0
+	for i := range 100 {
+		_, err := p.VerifyRequest(request(wrong[i%len(wrong)]), body, now)
+		if err == nil {
+			accepted++
+			continue
+		}
+		assert.ErrorIs(t, err, platform.ErrUnauthenticated)
+		assert.ErrorContains(t, err, "access_token")
+	}
+	assert.Zero(t, accepted, "transactions whose access_token differs from the header, accepted of 100")
+	for _, query := range []string{"", "?access_token=" + hsToken} {
+		_, err := p.VerifyRequest(request(query), body, now)
+		assert.NoError(t, err, "query %q", query)
+	}
 }
 
 // TestMatrixForgeries sends 1,000 forged transactions of ten kinds.

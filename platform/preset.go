@@ -53,7 +53,8 @@ type Preset struct {
 	// the handler's answer with the message's mark and replays it to
 	// redeliveries and to copies that waited (see dedupehttp.WithReplay),
 	// when the preset has its secret: an endpoint that authenticates nothing
-	// does not replay.
+	// does not replay, nor does any endpoint to a delivery that only a token
+	// in its body authenticates ([Preset.TokenInBody]).
 	// [Slack], [Discord] and [Feishu] set it; set it to false on a copy to
 	// answer copies with an empty 200 instead.
 	Replay bool
@@ -62,7 +63,8 @@ type Preset struct {
 	// header may be nil. It returns an error wrapping [ErrNotAMessage] for
 	// protocol requests, [dedupe.ErrNoMessageID] for a delivery without a
 	// usable id (a body that is not the expected JSON included), and
-	// [dedupe.ErrInvalidKey] for an id that is not a string or an integer.
+	// [dedupe.ErrInvalidKey] for an id that is not a string or an integer,
+	// or that is ambiguous: a member it reads that appears twice.
 	MessageID func(body []byte, header http.Header) (string, error)
 
 	// Events, for a platform that delivers several events in one request
@@ -114,6 +116,27 @@ func (e Event) Key(p Preset) dedupe.Key { return dedupe.Key{Channel: p.Name, Mes
 // returns the body the preset keys on: the delivery's, or its plaintext.
 type verifier interface {
 	verify(p *Preset, body []byte, header http.Header, now time.Time) ([]byte, error)
+}
+
+// tokenBearer is a verifier that accepts some deliveries on a token they
+// carry in their body (see Preset.TokenInBody).
+type tokenBearer interface {
+	tokenInBody(body []byte, header http.Header) bool
+}
+
+// TokenInBody reports whether p, given its secret, authenticates the
+// delivery of body and header (as received, before [Preset.Verify]) only by
+// a token written in its body, the same in every delivery, rather than by a
+// signature: a plain (unencrypted) [Feishu] delivery, which its Verification
+// Token (header.token, token in the 1.0 schema) authenticates. Such a token
+// travels with every event to whatever keeps the body (a log line, a queue,
+// a handler's record of raw events), and whoever reads one can write
+// deliveries that pass; so package dedupehttp replays no kept answer to such
+// a delivery. It is false for every other delivery, and for a preset without
+// a usable secret.
+func (p Preset) TokenInBody(body []byte, header http.Header) bool {
+	b, ok := p.verifier.(tokenBearer)
+	return ok && b.tokenInBody(body, header)
 }
 
 // answerer is a verifier that answers a protocol request itself, because the
@@ -245,7 +268,9 @@ func (p Preset) Answer(body []byte) (response []byte, ok bool) {
 // Extract never decodes a number through float64: ids of any length are kept
 // exactly as the platform wrote them. Member names match exactly, as the
 // platform spells them ({"UPDATE_ID":5} has no update_id), a member the
-// preset reads may appear once, and a string id that is not valid UTF-8, raw
+// preset reads may appear once ({"update_id":1,"update_id":2} is
+// [dedupe.ErrInvalidKey] alone, not [dedupe.ErrNoMessageID]: an ambiguous id
+// is refused, not served without deduplication), and a string id that is not valid UTF-8, raw
 // or as an escaped lone surrogate, is [dedupe.ErrInvalidKey]: two raw ids
 // never give one key.
 //

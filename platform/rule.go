@@ -18,8 +18,8 @@ import (
 // makes a [Preset] of it, so a gateway adds a source from a configuration
 // file:
 //
-//	{"name": "github", "id": "header:X-GitHub-Delivery", "ttl": "96h", "ack_budget": "5s",
-//	 "signature": {"header": "X-Hub-Signature-256", "prefix": "sha256=", "encoding": "hex"}}
+//	{"name": "github", "id": "header:X-GitHub-Delivery", "unsigned_id": true, "ttl": "96h",
+//	 "ack_budget": "5s", "signature": {"header": "X-Hub-Signature-256", "prefix": "sha256=", "encoding": "hex"}}
 //
 // decodes (with encoding/json) into the Rule of [GitHub]. Durations are
 // written as Go writes them ("300s", "96h"); a member that is not a field
@@ -39,7 +39,9 @@ type Rule struct {
 	// ID is where the message id is: "header:" and a header's name, such as
 	// "header:X-GitHub-Delivery", or a JSON Pointer (RFC 6901) into the body,
 	// an object, such as "/id" or "/data/object/id". The id must be a
-	// non-empty string or a non-zero integer, as for every preset.
+	// non-empty string or a non-zero integer, as for every preset. A header
+	// must be signed ({id} in Signature.Signed) unless UnsignedID says
+	// otherwise.
 	ID string `json:"id"`
 
 	// Signature says how the sender signs a delivery.
@@ -53,6 +55,16 @@ type Rule struct {
 	// must be part of Signature.Signed ({timestamp}): one that is not signed
 	// proves nothing.
 	Timestamp string `json:"timestamp,omitempty"`
+
+	// UnsignedID accepts an ID that is a header the signature does not
+	// cover (Signature.Signed without {id}). A Rule refuses one otherwise:
+	// whoever captured one delivery could post it again under any new id,
+	// each copy a new message that runs. Set it only for a sender that signs
+	// no id, such as GitHub (X-GitHub-Delivery) or Shopify
+	// (X-Shopify-Event-Id), whose deliveries only TLS then keeps from being
+	// replayed; it is an error with a signed id, or an id in the body, which
+	// the signature of {body} covers.
+	UnsignedID bool `json:"unsigned_id,omitempty"`
 
 	// Tolerance is how far from now a signed timestamp may be: a delivery
 	// outside it is refused as a replay. Zero means the TTL. It must not
@@ -120,17 +132,27 @@ type SignatureRule struct {
 // forger spend the receiver's CPU.
 const MaxSignatures = 8
 
+// MinSecretSize is the fewest bytes an HMAC key of a [Rule]'s preset may
+// have (after SecretEncoding and SecretPrefix): 128 bits. A shorter one is
+// guessed by trying keys (a 1-byte secret falls in at most 256 tries), and
+// the preset given it refuses every delivery. An Ed25519 public key is 32
+// bytes.
+const MinSecretSize = 16
+
 // ErrInvalidRule reports a [Rule] that [NewPreset] cannot make a preset of;
 // the error says which field is wrong and why.
 var ErrInvalidRule = errors.New("dedupe: platform: invalid rule")
 
 // NewPreset makes a [Preset] of r after checking it: every field must be
 // usable as written (a header name, a JSON Pointer, a known algorithm and
-// encoding, a template whose placeholders r provides, a tolerance within the
+// encoding, a template whose placeholders r provides and that signs the
+// timestamp and, unless r.UnsignedID, an id header, a tolerance within the
 // TTL), or NewPreset returns an error wrapping [ErrInvalidRule] that names
 // the field. The preset, like every preset, authenticates nothing until it
 // is given its secret with [Preset.WithSecret]; a secret that does not
-// decode as r.Signature.SecretEncoding says makes it refuse every delivery.
+// decode as r.Signature.SecretEncoding says, or an HMAC key shorter than
+// [MinSecretSize] bytes, makes it refuse every delivery
+// ([Preset.CheckSecret] says why).
 func NewPreset(r Rule) (Preset, error) {
 	c, err := compileRule(r)
 	if err != nil {
@@ -141,13 +163,14 @@ func NewPreset(r Rule) (Preset, error) {
 
 // ruleJSON is a Rule as JSON writes it: durations as strings.
 type ruleJSON struct {
-	Name      string          `json:"name"`
-	ID        string          `json:"id"`
-	Signature SignatureRule   `json:"signature"`
-	Timestamp string          `json:"timestamp,omitempty"`
-	Tolerance json.RawMessage `json:"tolerance,omitempty"`
-	TTL       json.RawMessage `json:"ttl,omitempty"`
-	AckBudget json.RawMessage `json:"ack_budget,omitempty"`
+	Name       string          `json:"name"`
+	ID         string          `json:"id"`
+	UnsignedID bool            `json:"unsigned_id,omitempty"`
+	Signature  SignatureRule   `json:"signature"`
+	Timestamp  string          `json:"timestamp,omitempty"`
+	Tolerance  json.RawMessage `json:"tolerance,omitempty"`
+	TTL        json.RawMessage `json:"ttl,omitempty"`
+	AckBudget  json.RawMessage `json:"ack_budget,omitempty"`
 }
 
 // UnmarshalJSON decodes a Rule from JSON: durations as strings that
@@ -163,7 +186,7 @@ func (r *Rule) UnmarshalJSON(data []byte) error {
 	if dec.More() {
 		return fmt.Errorf("%w: more than one JSON value", ErrInvalidRule)
 	}
-	out := Rule{Name: v.Name, ID: v.ID, Signature: v.Signature, Timestamp: v.Timestamp}
+	out := Rule{Name: v.Name, ID: v.ID, Signature: v.Signature, Timestamp: v.Timestamp, UnsignedID: v.UnsignedID}
 	for _, d := range []struct {
 		name string
 		raw  json.RawMessage
@@ -195,7 +218,7 @@ func (r Rule) MarshalJSON() ([]byte, error) {
 		}
 		return json.RawMessage(`"` + d.String() + `"`)
 	}
-	return json.Marshal(ruleJSON{r.Name, r.ID, r.Signature, r.Timestamp, dur(r.Tolerance), dur(r.TTL), dur(r.AckBudget)})
+	return json.Marshal(ruleJSON{r.Name, r.ID, r.UnsignedID, r.Signature, r.Timestamp, dur(r.Tolerance), dur(r.TTL), dur(r.AckBudget)})
 }
 
 // ruleError returns an error wrapping ErrInvalidRule about field of rule name.

@@ -69,5 +69,5 @@ func ExampleGitHubRule() {
 	b, _ := json.Marshal(platform.GitHubRule)
 	fmt.Println(string(b))
 	// Output:
-	// {"name":"github","id":"header:X-GitHub-Delivery","signature":{"header":"X-Hub-Signature-256","encoding":"hex","prefix":"sha256="},"ttl":"96h0m0s","ack_budget":"5s"}
+	// {"name":"github","id":"header:X-GitHub-Delivery","unsigned_id":true,"signature":{"header":"X-Hub-Signature-256","encoding":"hex","prefix":"sha256="},"ttl":"96h0m0s","ack_budget":"5s"}
 }

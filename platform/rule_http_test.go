@@ -33,10 +33,10 @@ type ruleSource struct {
 }
 
 func ruleSources(t *testing.T) []ruleSource {
-	sw := platformtest.NewSigner("webhooks", "endpoint-secret")
+	sw := platformtest.NewSigner("webhooks", "the-endpoint-secret")
 	swa := platformtest.NewSigner("webhooks-v1a", "sender-key")
-	gh := platformtest.NewSigner("github", "hook-secret")
-	st := platformtest.NewSigner("stripe", "whsec_endpoint")
+	gh := platformtest.NewSigner("github", "the-github-hook-secret")
+	st := platformtest.NewSigner("stripe", "whsec_the-endpoint-secret")
 	swBody, ghBody, stBody := fixture(t, "webhooks_contact_created.json"), fixture(t, "github_ping.json"), fixture(t, "stripe_event.json")
 	other := func(name string) *platformtest.Signer { return platformtest.NewSigner(name, "forger") }
 	stripeBody := func(id string) []byte {

@@ -23,12 +23,14 @@ import (
 	"github.com/gatewaykit/dedupe/platform/platformtest"
 )
 
-// hookRule is a Rule that signs the body alone, keyed by a header.
+// hookRule is a Rule that signs the body alone, keyed by a header it does
+// not sign (UnsignedID), as GitHub does.
 func hookRule() platform.Rule {
 	return platform.Rule{
-		Name:      "hook",
-		ID:        "header:X-Delivery",
-		Signature: platform.SignatureRule{Header: "X-Signature", Encoding: "hex", Prefix: "sha256="},
+		Name:       "hook",
+		ID:         "header:X-Delivery",
+		UnsignedID: true,
+		Signature:  platform.SignatureRule{Header: "X-Signature", Encoding: "hex", Prefix: "sha256="},
 	}
 }
 
@@ -67,6 +69,10 @@ func TestNewPresetInvalid(t *testing.T) {
 		{"signature.signed", func(r *platform.Rule) { r.Signature.Signed = "{timestamp}.{body}" }},
 		{"signature.signed", func(r *platform.Rule) { r.ID, r.Signature.Signed = "/id", "{id}.{body}" }},
 		{"signature.signed", func(r *platform.Rule) { r.Timestamp = "header:X-Time" }},
+		{"signature.signed", func(r *platform.Rule) { r.UnsignedID = false }},
+		{"signature.signed", func(r *platform.Rule) { r.UnsignedID, r.Signature.Signed = false, "{timestamp}.{body}" }},
+		{"unsigned_id", func(r *platform.Rule) { r.ID = "/id" }},
+		{"unsigned_id", func(r *platform.Rule) { r.Signature.Signed = "{id}.{body}" }},
 		{"timestamp", func(r *platform.Rule) { r.Timestamp = "X-Time" }},
 		{"timestamp", func(r *platform.Rule) { r.Timestamp = "header:X Time" }},
 		{"timestamp", func(r *platform.Rule) { r.Timestamp = "signature:t=" }},
@@ -100,7 +106,7 @@ func TestRuleJSON(t *testing.T) {
 		text string
 		want platform.Rule
 	}{
-		"github": {`{"name": "github", "id": "header:X-GitHub-Delivery", "ttl": "96h", "ack_budget": "5s",
+		"github": {`{"name": "github", "id": "header:X-GitHub-Delivery", "unsigned_id": true, "ttl": "96h", "ack_budget": "5s",
 			"signature": {"header": "X-Hub-Signature-256", "encoding": "hex", "prefix": "sha256="}}`, platform.GitHubRule},
 		"stripe": {`{"name": "stripe", "id": "/id", "timestamp": "signature:t=", "tolerance": "300s", "ttl": "96h", "ack_budget": "2s",
 			"signature": {"header": "Stripe-Signature", "signed": "{timestamp}.{body}", "encoding": "hex", "prefix": "v1=", "separator": ","}}`,
@@ -168,7 +174,7 @@ func TestRuleOtherSchemes(t *testing.T) {
 		{slack, "slack", "slack_event_callback.json", "Ev08MFMKH6"},
 		{discord, "discord", "discord_application_command.json", "1187654321098765432"},
 	} {
-		s := platformtest.NewSigner(c.signer, "rule-secret")
+		s := platformtest.NewSigner(c.signer, "the-secret-of-the-rule")
 		p := c.p.WithSecret(s.Secret())
 		require.NoError(t, p.CheckSecret())
 		body := fixture(t, c.fixture)

@@ -27,6 +27,7 @@ type ruleSpec struct {
 	header, prefix, sep  string
 	ed25519, base64      bool
 	secretEnc, secretPre string
+	unsignedID           bool   // Rule.UnsignedID
 	parts                []part // the signed content
 }
 
@@ -38,7 +39,7 @@ type part struct {
 
 // compileRule checks r and returns its spec.
 func compileRule(r Rule) (*ruleSpec, error) {
-	s := &ruleSpec{name: r.Name, ttl: r.TTL, ack: r.AckBudget, tolerance: r.Tolerance}
+	s := &ruleSpec{name: r.Name, ttl: r.TTL, ack: r.AckBudget, tolerance: r.Tolerance, unsignedID: r.UnsignedID}
 	if err := (dedupe.Key{Channel: r.Name, MessageID: "1"}).Validate(); err != nil {
 		return nil, ruleError(r.Name, "name", "is not a key channel: %v", err)
 	}
@@ -181,6 +182,10 @@ func (s *ruleSpec) compileTemplate(t string) error {
 		return ruleError(s.name, "signature.signed", "%q does not sign {body}", t)
 	case (s.tsHeader != "" || s.tsEntry != "") && !seen['t']:
 		return ruleError(s.name, "signature.signed", "%q does not sign {timestamp}: an unsigned timestamp proves nothing", t)
+	case s.idHeader != "" && !seen['i'] && !s.unsignedID:
+		return ruleError(s.name, "signature.signed", "%q does not sign {id}, the header %s: a captured delivery would run again under any new id (sign {id}, or set unsigned_id for a sender that signs none)", t, s.idHeader)
+	case s.unsignedID && (s.idHeader == "" || seen['i']):
+		return ruleError(s.name, "unsigned_id", "is set, but the id is signed")
 	}
 	return nil
 }
@@ -244,6 +249,8 @@ func (s *ruleSpec) newVerifier(secret string) (verifier, error) {
 		return nil, unauthenticated(s.name, "secret is empty")
 	case s.ed25519 && len(key) != ed25519.PublicKeySize:
 		return nil, unauthenticated(s.name, fmt.Sprintf("secret is not an Ed25519 public key of %d bytes", ed25519.PublicKeySize))
+	case !s.ed25519 && len(key) < MinSecretSize:
+		return nil, unauthenticated(s.name, fmt.Sprintf("secret is %d bytes, fewer than the %d of an HMAC key that cannot be guessed (MinSecretSize)", len(key), MinSecretSize))
 	}
 	return ruleVerifier{s, key}, nil
 }

@@ -87,7 +87,7 @@ func TestStripeSDKCases(t *testing.T) {
 // testdata/stripe_event.json) and its retries: each signed anew with a later
 // t, each the same key.
 func TestStripeEvent(t *testing.T) {
-	s := platformtest.NewSigner("stripe", "whsec_endpoint")
+	s := platformtest.NewSigner("stripe", "whsec_the-endpoint-secret")
 	p := s.Preset(platform.Stripe)
 	body := fixture(t, "stripe_event.json")
 	var keys []dedupe.Key

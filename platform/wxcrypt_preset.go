@@ -52,8 +52,10 @@ type sealer interface {
 // VerifyRequest is [Preset.Verify] for a delivery received as r, whose body
 // has been read into body: it passes r's URL query too, which [WeChat],
 // [WeCom] and [DingTalkEvents] sign (signature, msg_signature, timestamp,
-// nonce) and where WeChat and WeCom send their URL check (echostr). For any
-// other preset it is Verify(body, r.Header, now). Verify alone refuses the
+// nonce) and where WeChat and WeCom send their URL check (echostr), and
+// where a legacy Matrix homeserver sends access_token, which must then be
+// the hs_token too (see [Matrix]). For any other preset it is
+// Verify(body, r.Header, now). Verify alone refuses the
 // deliveries of those three presets, since it cannot see their signature;
 // a server without net/http builds r with the query and headers it received.
 func (p Preset) VerifyRequest(r *http.Request, body []byte, now time.Time) ([]byte, error) {

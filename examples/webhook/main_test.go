@@ -64,7 +64,7 @@ func TestDemo(t *testing.T) {
 // TestDemoSeeds runs the demo with secrets from the flags instead of the
 // defaults.
 func TestDemoSeeds(t *testing.T) {
-	c := defaultConfig(t, "-telegram-secret", "t0ken", "-wecom-secret", "another-seed", "-rule-secret", "shpss_x")
+	c := defaultConfig(t, "-telegram-secret", "t0ken", "-wecom-secret", "another-seed", "-rule-secret", "shpss_0123456789abcdef")
 	require.NoError(t, demo(c, io.Discard))
 }
 

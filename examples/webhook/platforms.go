@@ -53,10 +53,14 @@ var msgCryptPlatforms = map[string]bool{"wechat": true, "wecom": true, "dingtalk
 // webhook indicates a duplicate" (Ignore duplicate webhooks,
 // https://shopify.dev/apps/build/webhooks/ignore-duplicates). Shopify waits 5
 // seconds for an answer and retries 8 times over the next 4 hours: a day
-// covers them, and 3 seconds leave two to answer.
+// covers them, and 3 seconds leave two to answer. The HMAC does not cover
+// X-Shopify-Event-Id, so the rule says unsigned_id: a captured delivery
+// posted again under another event id would run again, which only TLS
+// prevents.
 const shopifyRule = `{
 	"name": "shopify",
 	"id": "header:X-Shopify-Event-Id",
+	"unsigned_id": true,
 	"ttl": "24h",
 	"ack_budget": "3s",
 	"signature": {"header": "X-Shopify-Hmac-SHA256", "encoding": "base64"}
