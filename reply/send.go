@@ -153,11 +153,11 @@ func WithLogger(l *slog.Logger) Option {
 //     [ErrNoReply]) and records the reply as intended, with its body,
 //     before sending it.
 //  3. Before each send the record holds "intended, attempt n, since t,
-//     body"; after it "sent, id" or "not sent"; an unknown outcome leaves
-//     "intended".
+//     first sent at f, body"; after it "sent, id" or "not sent"; an
+//     unknown outcome leaves "intended".
 //
 // The error of a failed send is returned wrapped; a resend the policy refused
-// matches [ErrMaybeLost]. A body over 64 KiB less 1,056 bytes (the record's
+// matches [ErrMaybeLost]. A body over 64 KiB less 1,066 bytes (the record's
 // header and the platform's id) is refused before sending, with
 // [dedupe.ErrTooLarge]. An unreadable record is an error matching
 // [ErrBadRecord], and nothing is sent.
@@ -216,6 +216,9 @@ func (s *Sender) resend(ctx context.Context, h *held, rec record, send SendFunc)
 		return s.attempt(ctx, h, rec, send, false)
 	}
 	since := time.UnixMilli(rec.at)
+	if s.p.WindowFromFirstRequest && rec.first > 0 {
+		since = time.UnixMilli(rec.first)
+	}
 	switch {
 	case s.o.policy == Native && s.inWindow(since):
 		return s.attempt(ctx, h, rec, send, false)
@@ -246,6 +249,9 @@ func (s *Sender) attempt(ctx context.Context, h *held, rec record, send SendFunc
 	}
 	if rec.state != intended || rec.attempt == 0 { // a new series of sends: the platform holds no token yet
 		rec.at = s.o.now().UnixMilli()
+	}
+	if rec.first == 0 { // the token's first request, whatever its answer
+		rec.first = rec.at
 	}
 	rec.state, rec.attempt = intended, rec.attempt+1
 	if err := s.write(ctx, key, slot, rec); err != nil {
