@@ -39,8 +39,8 @@
 //
 // [Sender.Send] handles one reply at a time under a lock, a
 // [dedupe.Store.Claim] of the key {Channel: "dedupe.reply-lock"} with the
-// same id, held for [WithLease] (1 minute) and released when Send returns: a
-// copy running in another goroutine or process meanwhile gets
+// same id, renewed while Send runs ([WithLease]) and released when Send
+// returns: a copy running in another goroutine or process meanwhile gets
 // [dedupe.ErrInFlight].
 //
 // # Tokens and policies
