@@ -5,7 +5,9 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -14,6 +16,7 @@ import (
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/dedupehttp"
 	"github.com/gatewaykit/dedupe/platform"
+	"github.com/gatewaykit/dedupe/queue"
 	replies "github.com/gatewaykit/dedupe/reply"
 )
 
@@ -66,4 +69,40 @@ func TestAnswerInFlightReplyHeld(t *testing.T) {
 	assert.Equal(t, 1, sent)
 	assert.Equal(t, http.StatusOK, deliver(h, update(77), nil).Code, "a duplicate")
 	assert.Equal(t, 1, sent)
+}
+
+// Under Async with a queue, a handler that answers in flight puts its
+// message back, after half the visibility timeout, without counting an
+// attempt or warning: with WithMaxAttempts(1), five such answers and then a
+// success leave the message done, not failed.
+func TestAnswerInFlightQueued(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := queue.NewMemory(queue.MemoryConfig{Visibility: 10 * time.Second})
+		defer q.Close()
+		var calls atomic.Int32
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if calls.Add(1) <= 5 {
+				dedupehttp.AnswerInFlight(w, r)
+			}
+		})
+		var logs logBuffer
+		done := make(chan ended, 1)
+		a := dedupehttp.NewAsync(dedupe.New(nil), telegram, h, dedupehttp.WithQueue(q), dedupehttp.WithMaxAttempts(1),
+			dedupehttp.WithDone(doneTo(done)),
+			dedupehttp.WithLogger(slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))))
+		built := len(logs.records(t))
+		start := time.Now()
+		w := record(a, t.Context(), update(1))
+		require.Equal(t, http.StatusAccepted, w.Code)
+		require.NoError(t, (<-done).err)
+		assert.Equal(t, 25*time.Second, time.Since(start), "put back five times, 5 s each")
+		assert.EqualValues(t, 6, calls.Load())
+		synctest.Wait()
+		_, st := statusOf(t, a, w.Header().Get(dedupehttp.HeaderQueueID))
+		assert.Equal(t, "done", st["state"])
+		require.NoError(t, a.Close(t.Context()))
+		s := a.QueueStats()
+		assert.Equal(t, [3]uint64{1, 5, 0}, [3]uint64{s.Success, s.Retried, s.Failed})
+		assert.Len(t, logs.records(t), built, "nothing logged at info or above: %v", logs.records(t))
+	})
 }
