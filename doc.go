@@ -22,8 +22,10 @@
 //
 // A [Key] is "{channel}:{message_id}", the key the NekoBot Python gateway
 // stores. A [Store] holds marks (processed; kept for a TTL, default 24 h) and
-// claims (being processed; held for a lease, default 5 min, so a crashed
-// gateway does not block a message forever). A TTL or lease of 0 or less means
+// claims (being processed; held for a lease, so a crashed gateway does not
+// block a message for long: a [Deduper]'s is short and renewed while the
+// function runs, [WithLease]; a bare [Store.Claim]'s, which nothing renews,
+// is the store's, [DefaultLease]). A TTL or lease of 0 or less means
 // the store's default. [Store.Claim] is one atomic step, idempotent by the
 // token of a [Claim] the caller makes with [NewClaim]. Exists then Mark is two
 // steps and races between concurrent copies: use Claim, or Do.

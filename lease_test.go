@@ -121,3 +121,58 @@ func TestDoHandlerContextEndsWithDo(t *testing.T) {
 	require.Error(t, kept.Err())
 	assert.False(t, errors.Is(context.Cause(kept), dedupe.ErrNotOwner))
 }
+
+// With the defaults (no WithLease, no WithRenewal), the message of a process
+// that died holding its claim runs again within a minute, while a handler
+// that runs for ten minutes keeps its claim: the Deduper's lease is short
+// and renewed. Before, the lease was 5 minutes: the dead process's message
+// waited that long.
+func TestDoDefaultLeaseRecoversInSeconds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := dedupe.NewMemoryStore(dedupe.MemoryConfig{})
+		d := dedupe.New(st)
+		defer d.Close()
+		assert.LessOrEqual(t, d.Lease(), 30*time.Second, "the default lease")
+
+		// A process took key1's claim as Do does, and died: nothing renews
+		// or releases it. Another polls it every second, as a queue would.
+		dead := dedupe.NewClaim(key1)
+		status, err := st.Claim(context.Background(), dead, d.Lease())
+		require.NoError(t, err)
+		require.Equal(t, dedupe.Claimed, status)
+		start := time.Now()
+		for {
+			err := d.Do(context.Background(), key1, func(context.Context) error { return nil })
+			if err == nil {
+				break
+			}
+			require.ErrorIs(t, err, dedupe.ErrInFlight)
+			require.Less(t, time.Since(start), time.Minute, "the dead process's message is still held")
+			time.Sleep(time.Second)
+		}
+		assert.LessOrEqual(t, time.Since(start), d.Lease(), "ran again once the lease ran out")
+
+		// A handler running ten minutes keeps its claim all along.
+		longKey := dedupe.Key{Channel: "telegram", MessageID: "long"}
+		other := dedupe.New(st)
+		var runs atomic.Int32
+		handler := func(ctx context.Context) error {
+			runs.Add(1)
+			for range 10 {
+				select {
+				case <-ctx.Done():
+					return context.Cause(ctx)
+				case <-time.After(time.Minute):
+				}
+				require.ErrorIs(t, other.Do(context.Background(), longKey, func(context.Context) error {
+					runs.Add(1)
+					return nil
+				}), dedupe.ErrInFlight, "a copy while the long handler runs")
+			}
+			return nil
+		}
+		require.NoError(t, d.Do(context.Background(), longKey, handler))
+		assert.Equal(t, int32(1), runs.Load())
+		assert.Zero(t, d.Stats().Abandoned)
+	})
+}

@@ -23,6 +23,10 @@ type settings struct {
 	concurrency  int           // fns of a DoEach run at once; <= 1: one after another
 }
 
+// defaultDeduperLease is the lease of a Deduper's claims unless [WithLease]
+// sets another; WithLease's doc says why it is short.
+const defaultDeduperLease = 30 * time.Second
+
 // Defaults of the options.
 const (
 	defaultFallbackRetry = 5 * time.Second
@@ -31,7 +35,7 @@ const (
 
 func defaultSettings() settings {
 	return settings{
-		lease:   DefaultLease,
+		lease:   defaultDeduperLease,
 		retry:   defaultFallbackRetry,
 		queue:   defaultBacklog,
 		now:     time.Now,
@@ -60,10 +64,17 @@ func WithTTL(ttl time.Duration) Option {
 	}
 }
 
-// WithLease sets how long a claim holds a message while it is processed
-// (default [DefaultLease]; zero or less keeps it): if the process dies, another
-// copy can be processed once the lease runs out. Do cancels fn's context when
-// the lease ends without having been renewed (see [Deduper.Do]).
+// WithLease sets how long a claim holds a message while it is processed:
+// by default 30 s, renewed every third of it while fn runs ([WithRenewal],
+// on by default); zero or less keeps the setting. So the message of a
+// process that died (killed, out of memory, its machine gone) can run again
+// about 30 s later, while a handler that runs for minutes or hours keeps its
+// claim as long as a renewal reaches the store within the lease. If none
+// does (the store unreachable for about a lease), Do cancels fn's context
+// with a cause wrapping [ErrNotOwner] (see [Deduper.Do]). A longer lease
+// rides out a longer store outage; a shorter one brings a dead process's
+// message back sooner. A store's own default ([DefaultLease]) is longer: it
+// serves a [Store.Claim] with no lease, which nothing renews.
 func WithLease(lease time.Duration) Option {
 	return func(s *settings) {
 		if lease > 0 {

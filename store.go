@@ -11,7 +11,7 @@ import (
 // Default durations used when a store or a [Deduper] is given a zero or negative one.
 const (
 	DefaultTTL   = 24 * time.Hour  // outlasts every preset platform's redeliveries
-	DefaultLease = 5 * time.Minute // a crashed gateway's claim runs out after it
+	DefaultLease = 5 * time.Minute // a store's claim with no lease given, which nothing renews, runs out after it (a Deduper's is shorter: [WithLease])
 )
 
 // Store remembers which messages were processed (marks) and which are being

@@ -377,6 +377,9 @@ func (a *Async) serve(ctx context.Context, key dedupe.Key, id string, r *http.Re
 		r = r.WithContext(ctx)
 	}
 	a.next.ServeHTTP(w, r)
+	if w.inFlight {
+		return errAnsweredInFlight
+	}
 	if w.status == 0 {
 		if cause := context.Cause(ctx); errors.Is(cause, ErrHandlerTimeout) { // cut off, said nothing
 			return fmt.Errorf("%w: %w", ErrHandlerFailed, cause)
@@ -452,8 +455,9 @@ func (a *Async) Close(ctx context.Context) error {
 // discardWriter is the ResponseWriter of a queued request's handler: its
 // answer goes nowhere, but its status decides between mark and release.
 type discardWriter struct {
-	header http.Header
-	status int
+	header   http.Header
+	status   int
+	inFlight bool // the handler called AnswerInFlight
 }
 
 // Header returns the header map, which nobody reads.

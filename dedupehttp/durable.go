@@ -256,6 +256,10 @@ func (a *Async) conclude(ctx context.Context, dl queue.Delivery, ran bool, herr,
 		a.stats.retried.Add(1)
 		a.c.log(ctx, slog.LevelWarn, "dedupe: dedupehttp: queued message put back at close", attrs...)
 		a.settle(ctx, dl, queue.Change{State: queue.StateQueued, NotRun: !ran})
+	case ran && errors.Is(herr, dedupe.ErrInFlight): // AnswerInFlight: its work is held elsewhere
+		a.stats.retried.Add(1)
+		a.c.debug(ctx, "dedupe: dedupehttp: queued handler answered in flight, put back", attrs...)
+		a.settle(ctx, dl, queue.Change{State: queue.StateQueued, After: notRunDelay(dl), NotRun: true})
 	case ran && dl.Attempt < a.c.maxAttempts:
 		a.stats.retried.Add(1)
 		a.c.log(ctx, slog.LevelWarn, "dedupe: dedupehttp: queued handler failed, will retry",

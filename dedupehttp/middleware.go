@@ -181,6 +181,8 @@ type run struct {
 	status  int
 	ran     bool
 	decided bool // Do returned: a panic of the handler did not go through it
+	// inFlight: the handler called AnswerInFlight.
+	inFlight bool
 
 	// panicked and stack are the panic of a handler that had answered with a
 	// success status, recovered so that the message is marked.
@@ -198,6 +200,9 @@ func (rn *run) serve(ctx context.Context) error {
 	}
 	defer rn.recoverAfterSuccess()
 	rn.h.next.ServeHTTP(rn, r)
+	if rn.inFlight {
+		return errAnsweredInFlight
+	}
 	if rn.status == 0 {
 		rn.status = http.StatusOK
 	}

@@ -109,8 +109,8 @@
 //
 // A request whose process dies while the handler runs (a crash, a
 // SIGKILL, a deploy that does not drain) holds its key until the claim's
-// lease runs out: the Deduper's [dedupe.WithLease], 5 minutes by default,
-// from its last renewal. A retry meanwhile gets 409 key-in-flight, whose
+// lease runs out: the Deduper's [dedupe.WithLease], from its last
+// renewal. A retry meanwhile gets 409 key-in-flight, whose
 // detail says so and whose Retry-After is what is left of the lease at
 // most: the lease less the time the retry waited ([WithWait]). A retry of a
 // request still running in this process gets Retry-After: 1, as it will

@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -16,6 +17,34 @@ import (
 // message processed exactly once. The marks live in the same file.
 func TestSQLiteQueueKill(t *testing.T) {
 	durabletest.Kill(t, sqliteKillConfig())
+}
+
+// TestSQLiteQueueKillDefaults is TestSQLiteQueueKill with the defaults a
+// user gets: the Deduper's lease and the queue's visibility timeout (10 s)
+// as they come. The messages whose worker was killed mid-handler run again,
+// and every message is done, within a minute of the kill; with the
+// Deduper's former 5-minute lease they waited that long (the test gives up
+// after 2 minutes).
+func TestSQLiteQueueKillDefaults(t *testing.T) {
+	cfg := sqliteKillConfig()
+	cfg.Lease, cfg.Messages = -1, 20
+	open := cfg.Open
+	cfg.Open = func(t *testing.T, name, dir string) (queue.Queue, dedupe.Store) {
+		q, s := open(t, name, dir)
+		_ = q.Close()
+		q, err := queue.OpenSQLite(filepath.Join(dir, "gateway.db"), queue.SQLiteConfig{PollInterval: 50 * time.Millisecond})
+		require.NoError(t, err)
+		return q, s
+	}
+	r := durabletest.Kill(t, cfg)
+	if os.Getenv("DURABLETEST_KILL_PHASE") != "" {
+		return
+	}
+	require.Equal(t, r.Accepted, r.Processed)
+	require.Zero(t, r.Doubles)
+	require.Zero(t, r.Lost)
+	require.Positive(t, r.Interrupted)
+	require.Less(t, r.Recovery, time.Minute, "the killed workers' messages ran again within a minute")
 }
 
 // TestSQLiteQueuePoison sends a gateway that queues there a message whose handler

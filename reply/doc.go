@@ -26,8 +26,9 @@
 // for [WithTTL] (default [dedupe.DefaultTTL], never less than the platform's
 // window). So the records live in every store: memory, SQLite, Redis,
 // PostgreSQL, layered. A record holds the reply's state, the number of sends
-// so far, when the current series of sends began, the platform's message id
-// once sent, and the body, in a small versioned encoding. The body is
+// so far, when the current series of sends began, when the first send (a
+// refused one included) was made, the platform's message id once sent, and
+// the body, in a small versioned encoding. The body is
 // composed once, recorded before the first send, and sent byte for byte on
 // every later send. A record that cannot be read is an error
 // ([ErrBadRecord]): never a panic, never a send. So is a record whose mark a
@@ -38,8 +39,8 @@
 //
 // [Sender.Send] handles one reply at a time under a lock, a
 // [dedupe.Store.Claim] of the key {Channel: "dedupe.reply-lock"} with the
-// same id, held for [WithLease] (1 minute) and released when Send returns: a
-// copy running in another goroutine or process meanwhile gets
+// same id, renewed while Send runs ([WithLease]) and released when Send
+// returns: a copy running in another goroutine or process meanwhile gets
 // [dedupe.ErrInFlight].
 //
 // # Tokens and policies

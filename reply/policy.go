@@ -17,8 +17,9 @@ type Policy int
 // second always is.
 const (
 	// Native sends again with the same token: the platform drops a repeat
-	// of a token it accepted within [Platform].Window. Past the window it
-	// behaves as AtMostOnce.
+	// of a token it accepted within [Platform].Window, counted from where
+	// the platform counts it ([Platform].WindowFromFirstRequest). Past the
+	// window it behaves as AtMostOnce.
 	Native Policy = iota + 1
 	// AtMostOnce never sends again: Send returns an error matching
 	// [ErrMaybeLost] and logs the reply as possibly lost.
@@ -57,6 +58,14 @@ type Platform struct {
 	// still drops a repeat of it (0: it never does). Past it, [Native]
 	// behaves as [AtMostOnce].
 	Window time.Duration
+	// WindowFromFirstRequest says where Window starts. False (Discord,
+	// Feishu, WeCom: a platform that drops a repeat of a message it
+	// created): at the first send since the platform last refused the
+	// reply ([NotSent]), as a refused request created nothing a repeat
+	// could be matched with. True ([LINE]: the token's validity begins with
+	// its first request, whatever the answer): at the first send of the
+	// reply, refused ones included.
+	WindowFromFirstRequest bool
 	// Token returns the token of reply slot of the message key in the
 	// platform's format; nil for a platform without one (the [Message]'s
 	// Token is then "").
@@ -73,9 +82,14 @@ type Platform struct {
 // has already been accepted, the re-request is blocked and the status code
 // 409 is returned", and "The retry key is valid for 24 hours after
 // attempting the first request." So a SendFunc treats 409 as sent (with no
-// message id) and other 4xx as [NotSent]. The reply API (replyToken) takes
-// no retry key and is not covered.
-var LINE = Platform{Name: "line", Policy: Native, Window: 24 * time.Hour, Token: UUID}
+// message id) and other 4xx as [NotSent], and the window runs from the
+// first request with the key, a refused one (429, 400) included
+// (WindowFromFirstRequest): a reply refused at first and sent again later,
+// with its outcome unknown, is sent again only within 24 hours of that
+// first request; past them the retry key may no longer block a repeat, and
+// the reply is reported possibly lost ([ErrMaybeLost]) rather than risked
+// twice. The reply API (replyToken) takes no retry key and is not covered.
+var LINE = Platform{Name: "line", Policy: Native, Window: 24 * time.Hour, WindowFromFirstRequest: true, Token: UUID}
 
 // Discord is Create Message (POST /channels/{channel.id}/messages) with the
 // token as the nonce, a [Nonce] of 25 characters, and enforce_nonce set to

@@ -58,24 +58,29 @@ type record struct {
 	state   state
 	attempt int
 	at      int64 // unix ms when the sends since the last refusal began; 0 before the first
+	first   int64 // unix ms of the first send of the token, refused ones included; 0 before it
 	id      string
 	body    []byte
 }
 
-// recordVersion is the first byte of an encoded record.
-const recordVersion = 1
+// The first byte of an encoded record: version 2 holds first, version 1
+// (written before it) does not, and decodes with first = at.
+const (
+	recordVersion   = 2
+	recordVersionV1 = 1
+)
 
 // Room kept in a record for its header and the platform's message id: a
 // body is at most maxBody bytes, so that its record fits in
 // [dedupe.MaxResultSize].
 const (
-	maxHeader = 1 + 1 + 3*binary.MaxVarintLen64
+	maxHeader = 1 + 1 + 4*binary.MaxVarintLen64
 	maxID     = 1024
 	maxBody   = dedupe.MaxResultSize - maxHeader - maxID
 )
 
-// encode returns r's encoding: the version, the state, then attempt, at and
-// the id's length as uvarints, the id, and the body to the end. A sent
+// encode returns r's encoding: the version, the state, then attempt, at,
+// first and the id's length as uvarints, the id, and the body to the end. A sent
 // record whose id is too long for its room drops its body, which is no
 // longer needed.
 func (r record) encode() []byte {
@@ -87,13 +92,15 @@ func (r record) encode() []byte {
 	b = append(b, recordVersion, byte(r.state))
 	b = binary.AppendUvarint(b, uint64(r.attempt))
 	b = binary.AppendUvarint(b, uint64(max(r.at, 0)))
+	b = binary.AppendUvarint(b, uint64(max(r.first, 0)))
 	b = binary.AppendUvarint(b, uint64(len(r.id)))
 	b = append(b, r.id...)
 	return append(b, body...)
 }
 
-// decode parses a record encode wrote. Anything else is an error wrapping
-// ErrBadRecord.
+// decode parses a record encode wrote, or one of version 1 (its first is
+// its at: the best a record that did not keep it knows). Anything else is an
+// error wrapping ErrBadRecord.
 func decode(b []byte) (record, error) {
 	bad := func(what string) (record, error) {
 		return record{}, fmt.Errorf("%w: %s", ErrBadRecord, what)
@@ -101,27 +108,34 @@ func decode(b []byte) (record, error) {
 	if len(b) < 2 {
 		return bad(fmt.Sprintf("%d bytes", len(b)))
 	}
-	if b[0] != recordVersion {
+	if b[0] != recordVersion && b[0] != recordVersionV1 {
 		return bad(fmt.Sprintf("version %d", b[0]))
 	}
+	v1 := b[0] == recordVersionV1
 	r := record{state: state(b[1])}
 	if r.state < intended || r.state > notSent {
 		return bad(fmt.Sprintf("state %d", b[1]))
 	}
 	b = b[2:]
-	var vals [3]uint64
+	var vals [4]uint64 // attempt, at, first, the id's length
 	for i := range vals {
+		if v1 && i == 2 {
+			continue
+		}
 		v, n := binary.Uvarint(b)
 		if n <= 0 || v > 1<<62 {
 			return bad("header cut short")
 		}
 		vals[i], b = v, b[n:]
 	}
-	if vals[2] > uint64(len(b)) {
+	if v1 {
+		vals[2] = vals[1]
+	}
+	if vals[3] > uint64(len(b)) {
 		return bad("id cut short")
 	}
-	r.attempt, r.at = int(vals[0]), int64(vals[1])
-	r.id, b = string(b[:vals[2]]), b[vals[2]:]
+	r.attempt, r.at, r.first = int(vals[0]), int64(vals[1]), int64(vals[2])
+	r.id, b = string(b[:vals[3]]), b[vals[3]:]
 	if len(b) > 0 {
 		r.body = b
 	}

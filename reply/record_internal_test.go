@@ -12,7 +12,7 @@ import (
 func TestRecordRoundTrip(t *testing.T) {
 	for _, r := range []record{
 		{state: intended, body: []byte("hi")},
-		{state: intended, attempt: 3, at: 1764763200000, body: []byte{0, 1, 2}},
+		{state: intended, attempt: 3, at: 1764763200000, first: 1764676800000, body: []byte{0, 1, 2}},
 		{state: sent, attempt: 1, at: 1, id: "1187654321098765432", body: []byte("answer")},
 		{state: sent, attempt: 2, at: 1, id: "1187654321098765432"},
 		{state: notSent, attempt: 1, at: 5, body: bytes.Repeat([]byte("x"), maxBody)},
@@ -25,7 +25,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("decode(encode(%+v)): %v", r, err)
 		}
-		if got.state != r.state || got.attempt != r.attempt || got.at != r.at || got.id != r.id || !bytes.Equal(got.body, r.body) {
+		if got.state != r.state || got.attempt != r.attempt || got.at != r.at || got.first != r.first || got.id != r.id || !bytes.Equal(got.body, r.body) {
 			t.Fatalf("decode(encode(%+v)) = %+v", r, got)
 		}
 	}
@@ -36,6 +36,21 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 	if got, err := decode(b); err != nil || got.id != long.id || got.body != nil {
 		t.Fatalf("a sent record with a long id: %+v, %v; want its id, no body", got, err)
+	}
+}
+
+// A record of version 1, written before records kept the first send's
+// time, still reads: its first is its at.
+func TestRecordVersion1(t *testing.T) {
+	b := []byte{1, byte(intended), 2, 0xe8, 0x07, 2, 'i', 'd', 'h', 'i'} // attempt 2, at 1000, id "id", body "hi"
+	got, err := decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := record{state: intended, attempt: 2, at: 1000, first: 1000, id: "id", body: []byte("hi")}
+	if got.state != want.state || got.attempt != want.attempt || got.at != want.at || got.first != want.first ||
+		got.id != want.id || !bytes.Equal(got.body, want.body) {
+		t.Fatalf("decode(v1) = %+v, want %+v", got, want)
 	}
 }
 
@@ -74,7 +89,7 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		if got, err := decode(r.encode()); err != nil || got.state != r.state || got.attempt != r.attempt ||
-			got.at != r.at || got.id != r.id || !bytes.Equal(got.body, r.body) {
+			got.at != r.at || got.first != r.first || got.id != r.id || !bytes.Equal(got.body, r.body) {
 			t.Fatalf("decode(encode(decode(%x))) = %+v, %v; want %+v", b, got, err, r)
 		}
 	})

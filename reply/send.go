@@ -56,9 +56,12 @@ type options struct {
 // Option configures a [Sender].
 type Option func(*options)
 
-// defaultLease is how long Send holds a reply's lock by default: a send
-// must end within it.
-const defaultLease = time.Minute
+// defaultLease is the lease of a reply's lock by default ([WithLease]).
+const defaultLease = 15 * time.Second
+
+// maxSend bounds one call of a SendFunc, whose context also ends when the
+// reply's lock is lost.
+const maxSend = time.Minute
 
 // New returns a Sender that sends replies to platform p, keeping its records
 // in store. The store is the caller's: the Sender does not close it.
@@ -91,12 +94,16 @@ func WithTTL(d time.Duration) Option {
 	}
 }
 
-// WithLease sets the lease of a reply's lock (d <= 0: 1 minute). Send
-// renews it before each send, and the [SendFunc]'s context ends with it, so
-// that no other copy takes the reply while a send of it is under way; if it
-// ran out meanwhile (compose took longer), Send sends nothing and returns
-// [dedupe.ErrInFlight]. A copy that died holding the lock blocks the reply
-// until its lease runs out (dedupe.ErrInFlight meanwhile).
+// WithLease sets the lease of a reply's lock (d <= 0: 15 s). Send holds the
+// lock while it handles a reply, and renews it every third of the lease
+// until it returns (a heartbeat), so that no other copy takes the reply
+// while it is composed or sent, however long that takes; a copy that died
+// holding the lock blocks the reply only until its lease runs out
+// ([dedupe.ErrInFlight] meanwhile). If no renewal reaches the store within
+// the lease, or one finds the lock taken over, the lock is lost: a send
+// under way has its context cancelled, and Send sends nothing more and
+// returns an error matching [dedupe.ErrInFlight]. A send (one call of the
+// [SendFunc]) is also bounded to a minute.
 func WithLease(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {
@@ -144,7 +151,7 @@ func WithLogger(l *slog.Logger) Option {
 // Send sends reply number slot of the message key once:
 //
 //  1. It takes a short lock on (key, slot), a [dedupe.Store.Claim] of a lock
-//     key released at the end and renewed before each send ([WithLease]): a
+//     key released at the end and renewed while Send runs ([WithLease]): a
 //     copy running elsewhere gets [dedupe.ErrInFlight].
 //  2. It reads the reply's record. Sent: it returns its receipt without
 //     sending. [NotSent]: it sends again. Unknown outcome: the [WithCheck]
@@ -153,11 +160,11 @@ func WithLogger(l *slog.Logger) Option {
 //     [ErrNoReply]) and records the reply as intended, with its body,
 //     before sending it.
 //  3. Before each send the record holds "intended, attempt n, since t,
-//     body"; after it "sent, id" or "not sent"; an unknown outcome leaves
-//     "intended".
+//     first sent at f, body"; after it "sent, id" or "not sent"; an
+//     unknown outcome leaves "intended".
 //
 // The error of a failed send is returned wrapped; a resend the policy refused
-// matches [ErrMaybeLost]. A body over 64 KiB less 1,056 bytes (the record's
+// matches [ErrMaybeLost]. A body over 64 KiB less 1,066 bytes (the record's
 // header and the platform's id) is refused before sending, with
 // [dedupe.ErrTooLarge]. An unreadable record is an error matching
 // [ErrBadRecord], and nothing is sent.
@@ -216,6 +223,9 @@ func (s *Sender) resend(ctx context.Context, h *held, rec record, send SendFunc)
 		return s.attempt(ctx, h, rec, send, false)
 	}
 	since := time.UnixMilli(rec.at)
+	if s.p.WindowFromFirstRequest && rec.first > 0 {
+		since = time.UnixMilli(rec.first)
+	}
 	switch {
 	case s.o.policy == Native && s.inWindow(since):
 		return s.attempt(ctx, h, rec, send, false)
@@ -230,9 +240,10 @@ func (s *Sender) resend(ctx context.Context, h *held, rec record, send SendFunc)
 
 // inWindow reports whether a send again, begun now, reaches the platform
 // within its window of a token first sent at since, with a margin for the
-// request's way there: the lease, or a tenth of the window if that is less.
+// request's way there: the bound on a send, or a tenth of the window if that
+// is less.
 func (s *Sender) inWindow(since time.Time) bool {
-	margin := min(s.o.lease, s.p.Window/10)
+	margin := min(maxSend, s.p.Window/10)
 	return s.p.Window > 0 && s.o.now().Add(margin).Before(since.Add(s.p.Window))
 }
 
@@ -247,12 +258,15 @@ func (s *Sender) attempt(ctx context.Context, h *held, rec record, send SendFunc
 	if rec.state != intended || rec.attempt == 0 { // a new series of sends: the platform holds no token yet
 		rec.at = s.o.now().UnixMilli()
 	}
+	if rec.first == 0 { // the token's first request, whatever its answer
+		rec.first = rec.at
+	}
 	rec.state, rec.attempt = intended, rec.attempt+1
 	if err := s.write(ctx, key, slot, rec); err != nil {
 		return Receipt{}, err
 	}
 	r := Receipt{Token: s.token(key, slot), Attempts: rec.attempt, MaybeDuplicate: dup}
-	sctx, cancel := context.WithTimeout(ctx, h.left())
+	sctx, cancel := context.WithTimeout(h.ctx, maxSend)
 	id, err := send(sctx, s.message(key, slot, rec, rec.attempt))
 	cancel()
 	// The outcome is recorded even if ctx ended meanwhile.

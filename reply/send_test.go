@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -358,4 +359,91 @@ func TestPolicyString(t *testing.T) {
 	assert.Equal(t, "at-most-once", reply.AtMostOnce.String())
 	assert.Equal(t, "at-least-once", reply.AtLeastOnce.String())
 	assert.Equal(t, "policy(9)", reply.Policy(9).String())
+}
+
+// lineKeys is LINE's push API as "Retry failed API requests" describes its
+// retry key: a request with a key accepted within 24 hours of the key's
+// first request is blocked (409, nothing sent); "The retry key is valid for
+// 24 hours after attempting the first request", so past them the key is new
+// again, and a request with it sends a message. Its script answers the
+// next requests: "429" (refused, nothing sent, the key's first request all
+// the same), "lost" (sent, the answer lost), anything else or none: as LINE.
+type lineKeys struct {
+	now    func() time.Time
+	script []string
+	first  map[string]time.Time // key → its first request
+	sent   map[string]bool      // key → accepted since its first request
+	shown  int                  // messages the user saw
+}
+
+func (l *lineKeys) send(_ context.Context, m reply.Message) (string, error) {
+	now := l.now()
+	if f, ok := l.first[m.Token]; !ok || now.Sub(f) >= 24*time.Hour {
+		l.first[m.Token], l.sent[m.Token] = now, false
+	}
+	o := ""
+	if len(l.script) > 0 {
+		o, l.script = l.script[0], l.script[1:]
+	}
+	switch {
+	case o == "429":
+		return "", reply.NotSent(errors.New("line: 429 too many requests"))
+	case l.sent[m.Token]:
+		return "line-1", nil // 409: accepted before
+	}
+	l.sent[m.Token] = true
+	l.shown++
+	if o == "lost" {
+		return "", errTimeout
+	}
+	return "line-" + strconv.Itoa(l.shown), nil
+}
+
+// LINE's retry key is valid for 24 hours from its first request, a refused
+// one included: a reply refused (429) at first, sent 5 h later with its
+// outcome unknown, is not sent again 26 h after the first request (its key
+// no longer blocks a repeat) but reported possibly lost; within the 24
+// hours it is sent again and LINE blocks the repeat. AtLeastOnce sends it
+// and says MaybeDuplicate. On a record that measured the window from the
+// send after the refusal, the resend at 26 h went out as a native one:
+// two messages, MaybeDuplicate false.
+func TestLINEWindowFromFirstRequest(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		last  time.Duration // the last Send, after the first request
+		opts  []reply.Option
+		shown int
+		lost  bool
+		dup   bool
+	}{
+		{name: "past 24 h", last: 26 * time.Hour, shown: 1, lost: true},
+		{name: "within 24 h", last: 20 * time.Hour, shown: 1},
+		{name: "past 24 h, at least once", last: 26 * time.Hour, opts: []reply.Option{reply.WithPolicy(reply.AtLeastOnce)}, shown: 2, dup: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Records kept 48 h, so that the one written at 5 h outlives
+			// the last Send (past its TTL a reply is forgotten).
+			r := newRig(t, reply.LINE, true, append([]reply.Option{reply.WithTTL(48 * time.Hour)}, tc.opts...)...)
+			l := &lineKeys{now: r.clock.Now, script: []string{"429", "lost"}, first: map[string]time.Time{}, sent: map[string]bool{}}
+			send := func() (reply.Receipt, error) {
+				return r.s.Send(context.Background(), msgKey, 0, r.compose("answer"), l.send)
+			}
+			_, err := send()
+			require.True(t, reply.IsNotSent(err), "429: %v", err)
+			r.clock.Advance(5 * time.Hour)
+			_, err = send()
+			require.ErrorIs(t, err, errTimeout)
+			r.clock.Advance(tc.last - 5*time.Hour)
+			rc, err := send()
+			if tc.lost {
+				require.ErrorIs(t, err, reply.ErrMaybeLost, "receipt %+v", rc)
+				assert.False(t, rc.Sent)
+				assert.Contains(t, r.log.String(), "possibly lost")
+			} else {
+				require.NoError(t, err)
+				assert.Equal(t, tc.dup, rc.MaybeDuplicate)
+			}
+			assert.Equal(t, tc.shown, l.shown, "messages the user saw")
+		})
+	}
 }

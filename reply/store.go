@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/gatewaykit/dedupe"
@@ -43,16 +44,27 @@ func (s *Sender) checkBody(key dedupe.Key, slot int, body []byte) error {
 	return nil
 }
 
-// held is the lock of one reply, which Send holds while it handles it.
+// held is the lock of one reply, which Send holds while it handles it. A
+// goroutine renews its lease every third of it (the heartbeat) until
+// release; if no renewal reaches the store within a lease, or one finds the
+// lock taken over, ctx is cancelled with a cause matching
+// [dedupe.ErrInFlight], and so is any send under way.
 type held struct {
-	s     *Sender
-	c     dedupe.Claim
-	key   dedupe.Key
-	slot  int
+	s    *Sender
+	c    dedupe.Claim
+	key  dedupe.Key
+	slot int
+
+	ctx    context.Context // the caller's, cancelled when the lock is lost
+	cancel context.CancelCauseFunc
+	stop   chan struct{} // closed by release: the heartbeat ends
+	done   chan struct{} // closed by the heartbeat when it ended
+
+	mu    sync.Mutex
 	since time.Time // when the lease last began, on the local clock
 }
 
-// lock claims the lock key of reply slot of key.
+// lock claims the lock key of reply slot of key, and starts its heartbeat.
 func (s *Sender) lock(ctx context.Context, key dedupe.Key, slot int) (*held, error) {
 	h := &held{s: s, c: dedupe.NewClaim(lockKey(key, slot)), key: key, slot: slot, since: time.Now()}
 	switch st, err := s.store.Claim(ctx, h.c, s.o.lease); {
@@ -64,32 +76,83 @@ func (s *Sender) lock(ctx context.Context, key dedupe.Key, slot int) (*held, err
 	case st != dedupe.Claimed:
 		return nil, fmt.Errorf("reply: %s: lock %s slot %d: lock key marked (%v)", s.p.Name, key, slot, st)
 	}
+	h.ctx, h.cancel = context.WithCancelCause(ctx)
+	h.stop, h.done = make(chan struct{}), make(chan struct{})
+	go h.heartbeat(context.WithoutCancel(ctx))
 	return h, nil
 }
 
-// renew begins the lock's lease anew, before a send, so that the send has
-// a whole lease (compose may have taken much of the first). A lock lost
-// meanwhile (compose outlasted the lease, and another copy may have taken
-// the reply) is [dedupe.ErrInFlight]: nothing is sent.
-func (h *held) renew(ctx context.Context) error {
+// heartbeat renews the lock every third of its lease until release, and
+// cancels h.ctx once the lock is lost.
+func (h *held) heartbeat(ctx context.Context) {
+	defer close(h.done)
+	lease := h.s.o.lease
+	t := time.NewTicker(lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-t.C:
+		}
+		if h.left() <= 0 {
+			h.cancel(fmt.Errorf("%w: the lock of %s slot %d ran out before it could be renewed", dedupe.ErrInFlight, h.key, h.slot))
+			return
+		}
+		rctx, cancel := context.WithTimeout(ctx, lease/3)
+		err := h.extend(rctx)
+		cancel()
+		if errors.Is(err, dedupe.ErrNotOwner) {
+			h.cancel(fmt.Errorf("%w: the lock of %s slot %d was taken over: %w", dedupe.ErrInFlight, h.key, h.slot, err))
+			return
+		}
+		// Another error: tried again at the next tick, while the lease lasts.
+	}
+}
+
+// extend renews the lock's lease once.
+func (h *held) extend(ctx context.Context) error {
 	since := time.Now()
 	if err := h.s.store.Extend(ctx, h.c, h.s.o.lease); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.since = since
+	h.mu.Unlock()
+	return nil
+}
+
+// renew begins the lock's lease anew, before a send, so that the send
+// starts with a whole lease. A lock lost meanwhile (the heartbeat could not
+// reach the store for a lease, and another copy may have taken the reply)
+// is [dedupe.ErrInFlight]: nothing is sent.
+func (h *held) renew(ctx context.Context) error {
+	if err := context.Cause(h.ctx); err != nil && errors.Is(err, dedupe.ErrInFlight) {
+		return fmt.Errorf("reply: %s: lock %s slot %d: %w", h.s.p.Name, h.key, h.slot, err)
+	}
+	if err := h.extend(ctx); err != nil {
 		if errors.Is(err, dedupe.ErrNotOwner) {
 			err = fmt.Errorf("%w: its lock ran out before the send: %w", dedupe.ErrInFlight, err)
 		}
 		return fmt.Errorf("reply: %s: lock %s slot %d: %w", h.s.p.Name, h.key, h.slot, err)
 	}
-	h.since = since
 	return nil
 }
 
-// left is what remains of the lock's lease: the bound on a send.
+// left is what remains of the lock's lease, as this process counts it, less
+// a margin for a late timer: a twentieth of the lease, at most a second.
 func (h *held) left() time.Duration {
-	return h.s.o.lease - time.Since(h.since)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	lease := h.s.o.lease
+	return lease - min(lease/20, time.Second) - time.Since(h.since)
 }
 
-// release drops the lock, even if ctx has ended.
+// release stops the heartbeat and drops the lock, even if ctx has ended.
 func (h *held) release(ctx context.Context) {
+	close(h.stop)
+	<-h.done
+	h.cancel(context.Canceled)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := h.s.store.Release(ctx, h.c); err != nil && !errors.Is(err, dedupe.ErrNotOwner) {

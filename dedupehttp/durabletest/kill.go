@@ -50,7 +50,8 @@ type KillConfig struct {
 	// Workers is the [dedupehttp.WithWorkers] of the gateway. Default 4.
 	Workers int
 	// Lease is the [dedupe.WithLease] of the gateway's Deduper: how long a
-	// killed worker's claim outlives it. Default 2 s.
+	// killed worker's claim outlives it. Default 2 s; a negative Lease
+	// gives no WithLease, so that the Deduper's default is the one crashed.
 	Lease time.Duration
 }
 
@@ -67,6 +68,9 @@ type KillReport struct {
 	// again, their message having been settled between the gateway's
 	// look-up and its push; each was settled as a duplicate.
 	Again int
+	// Recovery is the time from the SIGKILL until every accepted message
+	// was done, the interrupted ones included, as the parent saw it.
+	Recovery time.Duration
 }
 
 // Kill is the crash test of a durable queue. Call it from a top-level test
@@ -109,7 +113,7 @@ func (cfg *KillConfig) defaults() {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 4
 	}
-	if cfg.Lease <= 0 {
+	if cfg.Lease == 0 {
 		cfg.Lease = 2 * time.Second
 	}
 }
@@ -185,7 +189,11 @@ func newKillGateway(cfg KillConfig, name, phase string, q queue.Queue, store ded
 		}
 		return dedupe.Key{Channel: name, MessageID: m.ID}, nil
 	}
-	d := dedupe.New(store, dedupe.WithLease(cfg.Lease))
+	var opts []dedupe.Option
+	if cfg.Lease > 0 {
+		opts = append(opts, dedupe.WithLease(cfg.Lease))
+	}
+	d := dedupe.New(store, opts...)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	return dedupehttp.NewAsync(d, extract, h, dedupehttp.WithQueue(q), dedupehttp.WithWorkers(cfg.Workers),
 		dedupehttp.WithLogger(logger), dedupehttp.WithMaxAttempts(poisonAttempts),

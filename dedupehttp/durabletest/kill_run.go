@@ -40,6 +40,7 @@ func (k *killRun) run() KillReport {
 		}
 		return started == completeFirst+k.cfg.Workers && settled == completeFirst
 	})
+	killed := time.Now()
 	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -65,6 +66,7 @@ func (k *killRun) run() KillReport {
 	}
 	k.waitDone(second, accepted)
 	k.waitDone(second, again)
+	recovery := time.Since(killed)
 	for id := range accepted {
 		if status, _ := k.post(second, id); status != http.StatusOK {
 			t.Errorf("redelivery of %s once done: status %d, want 200", id, status)
@@ -76,9 +78,9 @@ func (k *killRun) run() KillReport {
 		t.Errorf("second child: %v", err)
 	}
 	r := k.count(accepted)
-	r.Again = len(again)
-	t.Logf("accepted %d, processed %d, doubles %d, lost %d; %d interrupted by SIGKILL and run again after the restart; %d redeliveries accepted again and settled as duplicates",
-		r.Accepted, r.Processed, r.Doubles, r.Lost, r.Interrupted, r.Again)
+	r.Again, r.Recovery = len(again), recovery
+	t.Logf("accepted %d, processed %d, doubles %d, lost %d; %d interrupted by SIGKILL and run again after the restart; %d redeliveries accepted again and settled as duplicates; all done %v after the kill",
+		r.Accepted, r.Processed, r.Doubles, r.Lost, r.Interrupted, r.Again, r.Recovery.Round(100*time.Millisecond))
 	return r
 }
 

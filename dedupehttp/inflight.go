@@ -1,0 +1,40 @@
+package dedupehttp
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/gatewaykit/dedupe"
+)
+
+// AnswerInFlight answers r, in a handler of [New], [Middleware] or
+// [Async], as a copy in flight ([WithInFlight]): for work another process
+// holds, such as a reply whose Send returned [dedupe.ErrInFlight]. The
+// claim is released for the platform's retry, logged at debug only; a
+// queued message is put back without counting an attempt.
+func AnswerInFlight(w http.ResponseWriter, r *http.Request) {
+	for u := w; u != nil; {
+		switch m := u.(type) {
+		case *run:
+			m.inFlight = true
+			m.d.verdict = VerdictInFlight
+			w.Header().Set(HeaderVerdict, string(VerdictInFlight))
+			m.h.c.inFlight.ServeHTTP(w, r)
+			return
+		case *discardWriter:
+			m.inFlight = true
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			u = m.Unwrap()
+		default:
+			u = nil
+		}
+	}
+	w.Header().Set("Retry-After", "1")
+	w.Header().Set(HeaderVerdict, string(VerdictInFlight))
+	http.Error(w, "message in flight, retry later", http.StatusServiceUnavailable)
+}
+
+// errAnsweredInFlight is the error of a handler that called AnswerInFlight.
+var errAnsweredInFlight = fmt.Errorf("dedupe: dedupehttp: the handler answered in flight: %w", dedupe.ErrInFlight)
