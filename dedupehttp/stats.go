@@ -18,14 +18,16 @@ type Stats struct {
 	Unauthenticated uint64
 	// Undeduplicated counts deliveries without a usable message id that are
 	// not protocol requests: served without deduplication, or refused with
-	// 400 under [WithRefuseUndeduplicated].
+	// 400 under [WithRefuseUndeduplicated]; and the events of a batch
+	// ([Events], [NewAsyncEvents]) without one, served or refused alone.
 	Undeduplicated uint64
 	// Protocol counts protocol requests (URL verification, PING, heartbeat),
 	// passed to the handler without deduplication or answered by the
 	// middleware (QQ's callback URL validation).
 	Protocol uint64
 	// Malformed counts deliveries refused with 400 because their body is not
-	// the platform's JSON or their id is invalid.
+	// the platform's JSON or their id is invalid, and the events of a batch
+	// refused alone for the same reasons.
 	Malformed uint64
 	// PanicsAfterSuccess counts handlers that panicked after answering with
 	// a success status: their messages were marked, since the platform got
@@ -60,6 +62,7 @@ const (
 	warnUnauthenticated = iota
 	warnUndeduplicated
 	warnReplayTooLarge
+	warnEventRefused // an event of a batch refused alone
 	numWarnings
 )
 
