@@ -3,9 +3,9 @@ package dedupehttp
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/gatewaykit/dedupe"
 	"github.com/gatewaykit/dedupe/platform"
@@ -21,14 +21,32 @@ import (
 // only once every event is in q or processed: nothing is acknowledged that
 // q does not hold, and a redelivered batch pushes nothing twice (q holds one
 // live message per key). A store or q failure, or a full q, is answered 503
-// with Retry-After (the events pushed stay in q); an event with an invalid
-// id is refused alone, with 400 once the others are in q. [WithWorkers]
-// workers run h under [dedupe.Deduper.Do] with each event's key, as
-// [WithQueue] says: once per event whatever q hands out twice, an error or
-// panic failing that event's attempt alone ([WithMaxAttempts], [WithDone]).
-// h's request holds the whole batch, so that it reads what the events share.
-// d is used with p's TTL and AckBudget; q must not be nil. [WithOverflow]
-// and the observer of [ContextWithObserver] do not apply.
+// with Retry-After (the events pushed stay in q). [WithWorkers] workers run
+// h under [dedupe.Deduper.Do] with each event's key, as [WithQueue] says:
+// once per event whatever q hands out twice, an error or panic failing that
+// event's attempt alone ([WithMaxAttempts], [WithDone]).
+//
+// A message holds its event's part of the batch, not the whole batch: the
+// batch's JSON with every event but its own left out (with the elements
+// that held only those: another WhatsApp change, another entry), and all
+// the rest kept, so that h's request reads what the events share (LINE's
+// destination, WhatsApp's metadata) and p.Events finds its one event in it.
+// The queue holds about the batch once, not once per event. Messages queued
+// by an earlier version, which hold the whole batch, are served as before.
+// The signature headers are queued as received: they sign the batch, not
+// the part.
+//
+// An event that cannot be keyed costs neither the batch nor the others, as
+// under [Events]: one without a usable id is pushed under a key made for
+// it (channel p.Name, message id "unkeyed-" and a random text), so that q
+// runs it once per delivery of the batch, without deduplication across
+// deliveries, and h sees it with [VerdictUndeduplicated] and no key;
+// [WithRefuseUndeduplicated] refuses it instead. One whose id is invalid
+// or whose JSON is not the platform's is refused alone. Each is counted
+// ([Stats].Undeduplicated, [Stats].Malformed) and logged at warn level, and
+// none changes the answer. d is used with p's TTL and AckBudget; q must not
+// be nil. [WithOverflow] and the observer of [ContextWithObserver] do not
+// apply.
 func NewAsyncEvents(d *dedupe.Deduper, p platform.Preset, h func(r *http.Request, ev platform.Event) error,
 	q queue.Queue, opts ...AsyncOption) *Async {
 	opts = append([]AsyncOption{WithVerify(p)}, opts...)
@@ -54,45 +72,73 @@ func (a *Async) acceptEvents(w http.ResponseWriter, r *http.Request) {
 	if !b.events(w) {
 		return
 	}
-	invalid, processed := -1, 0
+	parts := newEventParts(d.body.data, b.evs)
+	queued, processed := 0, 0
 	for i, ev := range b.evs {
-		key := ev.Key(*a.events)
-		if key.Validate() != nil {
-			a.c.stats.malformed.Add(1)
-			if invalid < 0 {
-				invalid = i
+		key, err := eventKey(*a.events, ev)
+		if err != nil {
+			if key = a.unkeyed(r, parts, i, err); key == (dedupe.Key{}) {
+				continue // refused alone
 			}
-			continue
 		}
-		done, why := a.pushEvent(r, key, d.body.data)
+		done, why := a.pushEvent(r, key, parts.part(i))
 		if why != "" {
 			a.c.unavailable(w, why)
 			return
 		}
 		if done {
 			processed++
+		} else {
+			queued++
 		}
 	}
-	if invalid >= 0 {
-		http.Error(w, fmt.Sprintf("bad request: event %d has an invalid id: %v", invalid,
-			b.evs[invalid].Key(*a.events).Validate()), http.StatusBadRequest)
-		return
+	switch {
+	case queued > 0:
+		w.Header().Set(HeaderVerdict, "queued")
+	case processed > 0:
+		w.Header().Set(HeaderVerdict, string(VerdictDuplicate))
 	}
-	verdict := "queued"
-	if processed == len(b.evs) {
-		verdict = string(VerdictDuplicate)
-	}
-	w.Header().Set(HeaderVerdict, verdict)
 	answerEmptyObject(w)
 }
 
-// pushEvent pushes the event keyed key of the batch r, whose body is data,
+// unkeyedPrefix begins the message id of the key made for an event without
+// a usable id of its own.
+const unkeyedPrefix = "unkeyed-"
+
+// unkeyed settles event i of the batch r, which cannot be keyed because of
+// why: it returns the key made to queue it under (see [NewAsyncEvents]), or
+// the zero key when it is refused alone. Either way it is counted and
+// logged.
+func (a *Async) unkeyed(r *http.Request, parts *eventParts, i int, why error) dedupe.Key {
+	c, name := a.c, a.events.Name
+	switch {
+	case !errors.Is(why, dedupe.ErrNoMessageID) || malformed(why):
+		c.stats.malformed.Add(1)
+		c.eventUnkeyed(r.Context(), name, i, why, "refused", warnEventRefused)
+	case c.refuseNoID || !parts.ok:
+		// Without parts the event could not be told from the batch's
+		// others that have no id either.
+		c.stats.undeduplicated.Add(1)
+		c.eventUnkeyed(r.Context(), name, i, why, "refused", warnUndeduplicated)
+	default:
+		c.stats.undeduplicated.Add(1)
+		c.eventUnkeyed(r.Context(), name, i, why, "queued", warnUndeduplicated)
+		return dedupe.Key{Channel: name, MessageID: unkeyedPrefix + newMessageID()}
+	}
+	return dedupe.Key{}
+}
+
+// pushEvent pushes the event keyed key of the batch r, whose part is data,
 // to a's queue, unless it was processed already (then done is true). It
 // returns why it could not, or "" when the event is processed or in the
 // queue.
 func (a *Async) pushEvent(r *http.Request, key dedupe.Key, data []byte) (done bool, why string) {
 	ctx := r.Context()
-	marked, err := a.d.Exists(ctx, key)
+	var marked bool
+	var err error
+	if !strings.HasPrefix(key.MessageID, unkeyedPrefix) { // a made key was never marked
+		marked, err = a.d.Exists(ctx, key)
+	}
 	switch {
 	case err != nil:
 		a.c.log(ctx, slog.LevelWarn, "dedupe: dedupehttp: store failed, asked the platform to retry the batch",
@@ -117,13 +163,15 @@ func (a *Async) pushEvent(r *http.Request, key dedupe.Key, data []byte) (done bo
 }
 
 // queuedEvent is the handler of the messages of [NewAsyncEvents]: it finds
-// its event in the batch and runs the per-event handler on it.
+// its event in the message's part of the batch (or, queued by an earlier
+// version, in the whole batch) and runs the per-event handler on it.
 type queuedEvent struct {
 	p platform.Preset
 	h func(*http.Request, platform.Event) error
 }
 
-// ServeHTTP runs the handler on the event of r whose key is r's, and
+// ServeHTTP runs the handler on the event of r whose key is r's, or on the
+// one event without a usable id of a part queued under a made key, and
 // answers 500 if it failed or is not found.
 func (e queuedEvent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key, _ := KeyFrom(r.Context())
@@ -137,13 +185,40 @@ func (e queuedEvent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "dedupe: dedupehttp: queued batch: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	for _, ev := range evs {
-		if ev.Key(e.p) == key {
-			if err := e.h(r, ev); err != nil {
-				http.Error(w, err.Error(), http.StatusInternalServerError)
-			}
-			return
+	ev, found := e.find(evs, key)
+	if !found {
+		http.Error(w, "dedupe: dedupehttp: queued event "+key.String()+" not in its batch", http.StatusInternalServerError)
+		return
+	}
+	if ev.Err != nil || ev.Key(e.p) != key {
+		if d, ok := r.Context().Value(deliveryKey{}).(*delivery); ok {
+			d.key, d.verdict = dedupe.Key{}, VerdictUndeduplicated
 		}
 	}
-	http.Error(w, "dedupe: dedupehttp: queued event "+key.String()+" not in its batch", http.StatusInternalServerError)
+	if err := e.h(r, ev); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}
+
+// find returns the event of evs keyed key; or, for a key made for an event
+// without a usable id, the one such event of its part.
+func (e queuedEvent) find(evs []platform.Event, key dedupe.Key) (platform.Event, bool) {
+	for _, ev := range evs {
+		if ev.Err == nil && ev.Key(e.p) == key {
+			return ev, true
+		}
+	}
+	if !strings.HasPrefix(key.MessageID, unkeyedPrefix) {
+		return platform.Event{}, false
+	}
+	var found []platform.Event
+	for _, ev := range evs {
+		if _, err := eventKey(e.p, ev); err != nil {
+			found = append(found, ev)
+		}
+	}
+	if len(found) != 1 {
+		return platform.Event{}, false
+	}
+	return found[0], true
 }

@@ -29,13 +29,27 @@ import (
 // delivery's, with what its events share (LINE's destination, WhatsApp's
 // metadata). An error or panic of h fails its event alone.
 //
-// The answer is 200 with {} only when every event was processed now or
+// An event that cannot be keyed ([platform.Event].Err, or an id that is not
+// a valid key) costs neither the batch nor the other events, which run as
+// above. One without a usable id (a Messenger opt-in identified by
+// sender.user_ref) is served without deduplication, in its place in the
+// batch, with [VerdictUndeduplicated] and no key: it runs again if the
+// platform redelivers the batch, as a delivery without an id does under
+// [New]; [WithRefuseUndeduplicated] refuses it instead. Either way it is
+// counted in [Stats].Undeduplicated and logged at warn level (at most once a
+// minute) with the platform, its place in the batch and why, never its
+// content. An event whose id is invalid or whose JSON is not the platform's
+// is refused alone: not run, counted in [Stats].Malformed, logged likewise.
+// A refused event does not change the answer, since a redelivery would be
+// refused again and would only run the undeduplicated events once more.
+//
+// The answer is 200 with {} when every other event was processed now or
 // before; otherwise, in this order, 500 if h failed on an event, 503 with
-// Retry-After if the store failed, the [WithInFlight] answer if another
-// request still holds an event after the wait, and 400 if an event's id is
-// invalid (refused alone; counted in [Stats].Malformed). The observer
-// ([ContextWithObserver]) learns one [Outcome] per event. WithReplay and
-// WithDuplicate do not apply; a preset without Events gets 500.
+// Retry-After if the store failed, and the [WithInFlight] answer if another
+// request still holds an event after the wait. The observer
+// ([ContextWithObserver]) learns one [Outcome] per event (zero for a refused
+// one). WithReplay, WithDuplicate and WithExtractError do not apply; a
+// preset without Events gets 500.
 func Events(d *dedupe.Deduper, p platform.Preset, h func(r *http.Request, ev platform.Event) error, opts ...Option) *Handler {
 	c := newConfig(append([]Option{WithVerify(p)}, opts...))
 	if p.Events == nil {
@@ -87,6 +101,8 @@ type batch struct {
 	d   *delivery
 	evs []platform.Event
 	out []Outcome // one per event
+
+	unkeyedFailed int // events served without deduplication whose handler failed
 }
 
 // events finds the events of the delivery. It answers a delivery without
@@ -116,30 +132,94 @@ func (b *batch) events(w http.ResponseWriter) bool {
 	return true
 }
 
-// run runs the handler on each new event under the Deduper, and records
-// the outcome of each.
+// run runs the handler on each event, in order: the keyed ones under the
+// Deduper, a run of them at a time, and between them those that cannot be
+// keyed, each as [Events] says. It records the outcome of each.
 func (b *batch) run() {
-	keys := make([]dedupe.Key, len(b.evs))
+	n := len(b.evs)
+	keys := make([]dedupe.Key, n)
+	why := make([]error, n) // why event i cannot be keyed
 	for i, ev := range b.evs {
-		keys[i] = ev.Key(b.e.p)
+		keys[i], why[i] = eventKey(b.e.p, ev)
 	}
-	ran := make([]bool, len(b.evs))
+	b.out = make([]Outcome, n)
+	for i := 0; i < n; {
+		j := i
+		for j < n && why[j] == nil {
+			j++
+		}
+		if j > i {
+			b.runKeyed(keys[i:j], i)
+		}
+		if j < n {
+			b.out[j] = b.runUnkeyed(j, why[j])
+			j++
+		}
+		i = j
+	}
+}
+
+// eventKey returns the key of ev on p, or why it has none: ev.Err, or the
+// key's own fault.
+func eventKey(p platform.Preset, ev platform.Event) (dedupe.Key, error) {
+	if ev.Err != nil {
+		return dedupe.Key{}, ev.Err
+	}
+	key := ev.Key(p)
+	if err := key.Validate(); err != nil {
+		return dedupe.Key{}, err
+	}
+	return key, nil
+}
+
+// runKeyed runs the handler on the events keyed keys, from the batch's
+// event first on, under [dedupe.Deduper.DoEach].
+func (b *batch) runKeyed(keys []dedupe.Key, first int) {
+	ran := make([]bool, len(keys))
 	errs := b.e.d.DoEach(b.r.Context(), keys, func(ctx context.Context, i int) error {
 		ran[i] = true
-		return b.serve(ctx, keys[i], i)
+		return b.serve(ctx, keys[i], first+i)
 	})
-	b.out = make([]Outcome, len(b.evs))
 	for i, err := range errs {
 		// A repeat of a failed event has its error, and ran at its first place.
 		ran := ran[i] || errors.Is(err, ErrHandlerFailed)
 		o := Outcome{Key: keys[i], Verdict: verdictOf(err, ran)}
 		o.Result, o.Err = resultOf(err, ran)
-		if o.Result == "" { // an invalid id: no key, no record
-			o.Key = dedupe.Key{}
-			b.e.c.stats.malformed.Add(1)
-		}
-		b.out[i] = o
+		b.out[first+i] = o
 	}
+}
+
+// runUnkeyed settles event i, which cannot be keyed because of why: served
+// without deduplication when it has no usable id, refused otherwise (see
+// [Events]).
+func (b *batch) runUnkeyed(i int, why error) Outcome {
+	c := b.e.c
+	if !errors.Is(why, dedupe.ErrNoMessageID) || malformed(why) {
+		c.stats.malformed.Add(1)
+		c.eventUnkeyed(b.r.Context(), b.e.p.Name, i, why, "refused", warnEventRefused)
+		return Outcome{}
+	}
+	c.stats.undeduplicated.Add(1)
+	if c.refuseNoID {
+		c.eventUnkeyed(b.r.Context(), b.e.p.Name, i, why, "refused", warnUndeduplicated)
+		return Outcome{}
+	}
+	c.eventUnkeyed(b.r.Context(), b.e.p.Name, i, why, "served", warnUndeduplicated)
+	o := Outcome{Verdict: VerdictUndeduplicated}
+	if err := b.serve(b.r.Context(), dedupe.Key{}, i); err != nil {
+		o.Err = err
+		b.unkeyedFailed++
+	}
+	return o
+}
+
+// eventUnkeyed counts and logs, as a warning of kind, event i of a batch of
+// platform that cannot be keyed because of err, and what was done with it
+// (how: served or refused). The record holds no id: err's text names the
+// event and the field, never a value.
+func (c *config) eventUnkeyed(ctx context.Context, platform string, i int, err error, how string, kind int) {
+	c.warn(ctx, kind, "dedupe: dedupehttp: event of a batch without a usable key, not deduplicated",
+		slog.String("outcome", how), slog.String("platform", platform), slog.Int("event", i), slog.Any("error", err))
 }
 
 // verdictOf returns the verdict of an event whose Do returned err, having
@@ -156,22 +236,31 @@ func verdictOf(err error, ran bool) Verdict {
 	return ""
 }
 
-// serve runs the handler on event i, whose key is key, with ctx, recovering
-// a panic. Its error wraps ErrHandlerFailed.
+// serve runs the handler on event i, whose key is key (zero for an event
+// served without deduplication), with ctx, recovering a panic. Its error
+// wraps ErrHandlerFailed.
 func (b *batch) serve(ctx context.Context, key dedupe.Key, i int) (err error) {
-	ev := &delivery{Context: ctx, key: key, verdict: VerdictNew}
+	verdict := VerdictNew
+	if key == (dedupe.Key{}) {
+		verdict = VerdictUndeduplicated
+	}
+	ev := &delivery{Context: ctx, key: key, verdict: verdict}
 	ev.body.set(b.d.body.data) // a reader of its own, for handlers run at once
 	r := b.r.WithContext(ev)
 	r.Body = &ev.body
+	name := slog.String("key", key.String())
+	if verdict == VerdictUndeduplicated {
+		name = slog.Int("event", i)
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			b.e.c.log(ctx, slog.LevelError, "dedupe: dedupehttp: event handler panicked",
-				slog.String("key", key.String()), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+				name, slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 			err = fmt.Errorf("%w: panic: %v", ErrHandlerFailed, p)
 		}
 		if err != nil {
 			b.e.c.log(ctx, slog.LevelWarn, "dedupe: dedupehttp: event handler failed; its claim was released, so that the platform's redelivery runs it",
-				slog.String("key", key.String()), slog.Any("error", err))
+				name, slog.Any("error", err))
 		}
 	}()
 	if err := b.e.h(r, b.evs[i]); err != nil {
@@ -183,8 +272,8 @@ func (b *batch) serve(ctx context.Context, key dedupe.Key, i int) (err error) {
 // answer answers the delivery once its events are settled, as [Events]
 // says.
 func (b *batch) answer(w http.ResponseWriter) {
-	var failed, storeErr, inFlight, invalid, fresh int
-	var first [2]int // the first event in flight, and the first invalid one
+	failed, storeErr, inFlight, dup := b.unkeyedFailed, 0, 0, 0
+	first := 0 // the first event in flight
 	for i, o := range b.out {
 		switch o.Result {
 		case resultFailed, resultAbandoned:
@@ -193,14 +282,10 @@ func (b *batch) answer(w http.ResponseWriter) {
 			storeErr++
 		case resultInFlight:
 			if inFlight++; inFlight == 1 {
-				first[0] = i
+				first = i
 			}
-		case "":
-			if invalid++; invalid == 1 {
-				first[1] = i
-			}
-		case resultProcessed:
-			fresh++
+		case resultDuplicate:
+			dup++
 		}
 	}
 	c := b.e.c
@@ -211,14 +296,11 @@ func (b *batch) answer(w http.ResponseWriter) {
 	case storeErr > 0:
 		c.unavailable(w, "message store unavailable")
 	case inFlight > 0:
-		b.d.key, b.d.verdict = b.out[first[0]].Key, VerdictInFlight
+		b.d.key, b.d.verdict = b.out[first].Key, VerdictInFlight
 		w.Header().Set(HeaderVerdict, string(VerdictInFlight))
 		c.inFlight.ServeHTTP(w, b.r)
-	case invalid > 0:
-		http.Error(w, fmt.Sprintf("bad request: %d of %d events have an invalid id, the first is event %d: %v",
-			invalid, len(b.out), first[1], b.evs[first[1]].Key(b.e.p).Validate()), http.StatusBadRequest)
 	default:
-		if fresh == 0 && len(b.out) > 0 {
+		if dup == len(b.out) && dup > 0 {
 			w.Header().Set(HeaderVerdict, string(VerdictDuplicate))
 		}
 		answerEmptyObject(w)

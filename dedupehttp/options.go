@@ -144,7 +144,8 @@ func (c *config) answerInFlight(w http.ResponseWriter, _ *http.Request) {
 // WithVerify makes the middleware authenticate each delivery with
 // [platform.Preset.Verify] before anything else: a forgery is answered 401
 // with [HeaderVerdict] "unauthenticated", counted in [Stats].Unauthenticated
-// and logged at warn level (at most once a minute, with the number left out),
+// and logged at warn level (at most once a minute for each cause, with the
+// number left out, so that an unsigned delivery is seen among wrong ones),
 // and nothing of it reaches the extractor, the store or the handler, which
 // read the body Verify returns (for an encrypted Feishu delivery, the
 // plaintext). The middleware answers the protocol requests the preset

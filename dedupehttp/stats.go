@@ -3,6 +3,8 @@ package dedupehttp
 import (
 	"context"
 	"log/slog"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,14 +20,16 @@ type Stats struct {
 	Unauthenticated uint64
 	// Undeduplicated counts deliveries without a usable message id that are
 	// not protocol requests: served without deduplication, or refused with
-	// 400 under [WithRefuseUndeduplicated].
+	// 400 under [WithRefuseUndeduplicated]; and the events of a batch
+	// ([Events], [NewAsyncEvents]) without one, served or refused alone.
 	Undeduplicated uint64
 	// Protocol counts protocol requests (URL verification, PING, heartbeat),
 	// passed to the handler without deduplication or answered by the
 	// middleware (QQ's callback URL validation).
 	Protocol uint64
 	// Malformed counts deliveries refused with 400 because their body is not
-	// the platform's JSON or their id is invalid.
+	// the platform's JSON or their id is invalid, and the events of a batch
+	// refused alone for the same reasons.
 	Malformed uint64
 	// PanicsAfterSuccess counts handlers that panicked after answering with
 	// a success status: their messages were marked, since the platform got
@@ -60,34 +64,80 @@ const (
 	warnUnauthenticated = iota
 	warnUndeduplicated
 	warnReplayTooLarge
+	warnEventRefused // an event of a batch refused alone
 	numWarnings
 )
 
-// warnInterval is the least time between two warnings of one kind.
+// warnInterval is the least time between two warnings of one kind and one
+// reason.
 const warnInterval = time.Minute
 
-// limiter lets a warning through at most once per warnInterval, and counts
-// the ones it held back.
+// maxReasons bounds the reasons of one kind of warning remembered within
+// warnInterval; warnings of further reasons are held back.
+const maxReasons = 16
+
+// limiter lets a warning of each reason through at most once per
+// warnInterval, and counts the ones it held back. The reason is the text of
+// the warning's error with its digits left out (a timestamp or an offset in
+// it), so that an unsigned delivery is logged even among a flood of wrong
+// signatures, and each cause of a refusal is seen.
 type limiter struct {
-	next       atomic.Int64 // UnixNano before which warnings are held back
-	suppressed atomic.Uint64
+	mu         sync.Mutex
+	next       map[string]int64 // by reason: UnixNano before which its warnings are held back
+	suppressed uint64
 }
 
-// allow reports whether to log now, and how many warnings were held back
-// since the last one logged.
-func (l *limiter) allow(now time.Time) (bool, uint64) {
-	n := l.next.Load()
-	if now.UnixNano() < n || !l.next.CompareAndSwap(n, now.Add(warnInterval).UnixNano()) {
-		l.suppressed.Add(1)
+// allow reports whether to log a warning of reason now, and how many
+// warnings were held back since the last one logged.
+func (l *limiter) allow(now time.Time, reason string) (bool, uint64) {
+	t := now.UnixNano()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n, ok := l.next[reason]; ok && t < n {
+		l.suppressed++
 		return false, 0
 	}
-	return true, l.suppressed.Swap(0)
+	if l.next == nil {
+		l.next = make(map[string]int64)
+	}
+	if len(l.next) >= maxReasons {
+		for r, n := range l.next {
+			if n <= t {
+				delete(l.next, r)
+			}
+		}
+		if len(l.next) >= maxReasons {
+			l.suppressed++
+			return false, 0
+		}
+	}
+	l.next[reason] = t + warnInterval.Nanoseconds()
+	held := l.suppressed
+	l.suppressed = 0
+	return true, held
 }
 
-// warn logs msg at warn level unless a warning of the same kind was logged
-// less than warnInterval ago.
+// reasonOf returns the reason of a warning with attrs: the text of its
+// error without digits, or "".
+func reasonOf(attrs []slog.Attr) string {
+	for _, a := range attrs {
+		if a.Key != "error" {
+			continue
+		}
+		return strings.Map(func(r rune) rune {
+			if '0' <= r && r <= '9' {
+				return -1
+			}
+			return r
+		}, a.Value.String())
+	}
+	return ""
+}
+
+// warn logs msg at warn level unless a warning of the same kind and reason
+// (see limiter) was logged less than warnInterval ago.
 func (c *config) warn(ctx context.Context, kind int, msg string, attrs ...slog.Attr) {
-	ok, held := c.warnings[kind].allow(c.now())
+	ok, held := c.warnings[kind].allow(c.now(), reasonOf(attrs))
 	if !ok {
 		return
 	}

@@ -58,7 +58,9 @@
 // Meta's message ids and status ids, Matrix's event_id. Deduplicate each
 // event, not the delivery (package dedupehttp does, for these presets).
 // Their MessageID keys a delivery that holds one event and returns
-// [dedupe.ErrNoMessageID] for several. One file per platform (line.go,
+// [dedupe.ErrNoMessageID] for several. An event that cannot be keyed (a
+// Messenger opt-in identified by sender.user_ref) is returned in its place
+// with its [Event].Err, so that it costs neither the batch nor the others. One file per platform (line.go,
 // meta.go, matrix.go) holds its preset, its keys and its authentication.
 //
 // The key is chosen to be the same for every copy of a message and different

@@ -50,8 +50,18 @@ func elements(name, field string, raw []byte, fn func(elem []byte) error) error 
 	}
 }
 
+// keyEvent returns the event raw keyed by id, or, when err is not nil, the
+// event raw that cannot be keyed, with err: one bad event is returned in its
+// place rather than failing the batch.
+func keyEvent(raw []byte, id string, err error) Event {
+	if err != nil {
+		return Event{Raw: raw, Err: err}
+	}
+	return Event{ID: id, Raw: raw}
+}
+
 // onlyEvent is the MessageID of a batched platform's delivery, from what its
-// Events func found: the id of its one event. A delivery without events is
+// Events func found: the id of its one event, or its Err. A delivery without events is
 // [ErrNotAMessage] (what, such as "url verification", says what it is), so
 // that it reaches the handler; one with several is [dedupe.ErrNoMessageID]:
 // one key cannot stand for several events, and [Preset.Events] must be used.
@@ -64,7 +74,7 @@ func onlyEvent(name, what string, evs []Event, err error) (string, error) {
 	case len(evs) > 1:
 		return "", fmt.Errorf("%w: %s delivery holds %d events: key each with Preset.Events", dedupe.ErrNoMessageID, name, len(evs))
 	}
-	return evs[0].ID, nil
+	return evs[0].ID, evs[0].Err
 }
 
 // wordOK reports whether s is a non-empty word of lower-case ASCII letters,

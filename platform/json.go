@@ -298,7 +298,7 @@ func (j jsonID) require(what, field string) (string, error) {
 	case kindNumber:
 		var integer bool
 		if ok, integer = numberID(j.text); !integer {
-			err = fmt.Errorf("%w: %s %s %s is not an integer", dedupe.ErrInvalidKey, what, field, j.text)
+			err = fmt.Errorf("%w: %s %s is a number but not an integer", dedupe.ErrInvalidKey, what, field)
 		}
 		id = j.text
 	case kindOther:

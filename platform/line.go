@@ -91,14 +91,12 @@ func lineEvents(body []byte, _ http.Header) ([]Event, error) {
 	evs := []Event{}
 	err := elements("line", "events", v[0], func(e []byte) error {
 		var f [len(lineEventFields)][]byte
-		if err := element("line", "events[]", e, lineEventFields[:], f[:]); err != nil {
-			return err
+		err := element("line", "events[]", e, lineEventFields[:], f[:])
+		var id string
+		if err == nil {
+			id, err = parseID(f[0]).require("line event", "webhookEventId")
 		}
-		id, err := parseID(f[0]).require("line event", "webhookEventId")
-		if err != nil {
-			return err
-		}
-		evs = append(evs, Event{ID: id, Raw: e})
+		evs = append(evs, keyEvent(e, id, err))
 		return nil
 	})
 	if err != nil {

@@ -50,13 +50,11 @@ func TestLINEEventsEdges(t *testing.T) {
 		"events twice":      {`{"events":[],"events":[{"webhookEventId":"A"}]}`, dedupe.ErrInvalidKey},
 		"null event":        {`{"events":[null]}`, dedupe.ErrNoMessageID},
 	} {
-		_, err := platform.LINE.Events([]byte(c.body), nil)
-		assert.ErrorIs(t, err, c.want, name)
+		assert.ErrorIs(t, eventsError(platform.LINE, []byte(c.body)), c.want, name)
 	}
 	// The old SDK test body (line/line-bot-sdk-nodejs, test/middleware.spec.ts)
 	// has no webhookEventId.
-	_, err := platform.LINE.Events([]byte(lineNodeBody), nil)
-	assert.ErrorIs(t, err, dedupe.ErrNoMessageID)
+	assert.ErrorIs(t, eventsError(platform.LINE, []byte(lineNodeBody)), dedupe.ErrNoMessageID)
 }
 
 // lineNodeBody is the body of line/line-bot-sdk-nodejs, test/middleware.spec.ts

@@ -95,12 +95,13 @@ func matrixEvents(body []byte, _ http.Header) ([]Event, error) {
 	evs := []Event{}
 	err := elements("matrix", "events", v[0], func(e []byte) error {
 		var f [len(matrixEventFields)][]byte
-		if err := element("matrix", "events[]", e, matrixEventFields[:], f[:]); err != nil {
-			return err
+		err := element("matrix", "events[]", e, matrixEventFields[:], f[:])
+		var id string
+		if err == nil {
+			id, err = parseID(f[0]).require("matrix event", "event_id")
 		}
-		id, err := parseID(f[0]).require("matrix event", "event_id")
-		evs = append(evs, Event{ID: id, Raw: e})
-		return err
+		evs = append(evs, keyEvent(e, id, err))
+		return nil
 	})
 	if err != nil {
 		return nil, err

@@ -39,8 +39,11 @@ func TestMatrixEvents(t *testing.T) {
 	evs, err := platform.Matrix.Events([]byte(`{"ephemeral":[{"type":"m.typing","room_id":"!r:x"}],"events":[]}`), nil)
 	require.NoError(t, err)
 	assert.Empty(t, evs, "ephemeral data is not keyed")
-	_, err = platform.Matrix.Events([]byte(`{"events":[{"type":"m.room.message"}]}`), nil)
-	assert.ErrorIs(t, err, dedupe.ErrNoMessageID, "an event without event_id fails the transaction")
+	evs, err = platform.Matrix.Events([]byte(`{"events":[{"event_id":"$a"},{"type":"m.room.message"},{"event_id":"$b"}]}`), nil)
+	require.NoError(t, err, "an event without event_id does not fail the transaction")
+	require.Len(t, evs, 3)
+	assert.ErrorIs(t, evs[1].Err, dedupe.ErrNoMessageID, "an event without event_id")
+	assert.Equal(t, []string{"$a", "", "$b"}, []string{evs[0].ID, evs[1].ID, evs[2].ID})
 	_, err = platform.Matrix.Events([]byte(`{"ephemeral":[]}`), nil)
 	assert.ErrorIs(t, err, dedupe.ErrNoMessageID, "events is required")
 }

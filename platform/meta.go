@@ -120,21 +120,32 @@ func metaEvents(body []byte, _ http.Header) ([]Event, error) {
 	if v[0] == nil {
 		return nil, fmt.Errorf("%w: meta body has no entry", dedupe.ErrNoMessageID)
 	}
+	// An element that cannot be keyed, at any level, is one event with its
+	// Err, in its place: the walk goes on with the others.
 	evs := []Event{}
 	err := elements("meta", "entry", v[0], func(entry []byte) error {
 		var f [len(metaEntryFields)][]byte
 		if err := element("meta", "entry[]", entry, metaEntryFields[:], f[:]); err != nil {
-			return err
+			evs = append(evs, keyEvent(entry, "", err))
+			return nil
 		}
-		err := elements("meta", "entry[].changes", f[0], func(c []byte) error { return metaChange(c, &evs) })
-		if err != nil {
-			return err
-		}
-		return elements("meta", "entry[].messaging", f[1], func(m []byte) error {
-			id, err := metaMessaging(m)
-			evs = append(evs, Event{ID: id, Raw: m})
-			return err
+		err := elements("meta", "entry[].changes", f[0], func(c []byte) error {
+			if err := metaChange(c, &evs); err != nil {
+				evs = append(evs, keyEvent(c, "", err))
+			}
+			return nil
 		})
+		if err == nil {
+			err = elements("meta", "entry[].messaging", f[1], func(m []byte) error {
+				id, err := metaMessaging(m)
+				evs = append(evs, keyEvent(m, id, err))
+				return nil
+			})
+		}
+		if err != nil { // changes or messaging is not an array
+			evs = append(evs, keyEvent(entry, "", err))
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -142,7 +153,9 @@ func metaEvents(body []byte, _ http.Header) ([]Event, error) {
 	return evs, nil
 }
 
-// metaChange adds the WhatsApp messages and statuses of a change to evs.
+// metaChange adds the WhatsApp messages and statuses of a change to evs, a
+// message or status that cannot be keyed with its Err. It returns an error
+// for a change that is not the expected JSON.
 func metaChange(c []byte, evs *[]Event) error {
 	var f [len(metaChangeFields)][]byte
 	var val [len(metaValueFields)][]byte
@@ -157,34 +170,43 @@ func metaChange(c []byte, evs *[]Event) error {
 	}
 	err := elements("meta", "value.messages", val[0], func(m []byte) error {
 		var id [1][]byte
-		if err := element("meta", "messages[]", m, metaStatusFields[:1], id[:]); err != nil {
-			return err
+		s, err := "", element("meta", "messages[]", m, metaStatusFields[:1], id[:])
+		if err == nil {
+			s, err = parseID(id[0]).require("meta whatsapp message", "id")
 		}
-		s, err := parseID(id[0]).require("meta whatsapp message", "id")
-		*evs = append(*evs, Event{ID: "message:" + s, Raw: m})
-		return err
+		*evs = append(*evs, keyEvent(m, "message:"+s, err))
+		return nil
 	})
 	if err != nil {
 		return err
 	}
 	return elements("meta", "value.statuses", val[1], func(m []byte) error {
-		var st [len(metaStatusFields)][]byte
-		if err := element("meta", "statuses[]", m, metaStatusFields[:], st[:]); err != nil {
-			return err
-		}
-		id, err := parseID(st[0]).require("meta whatsapp status", "id")
-		if err != nil {
-			return err
-		}
-		status, err := stringField("meta", "status", st[1])
-		if err == nil && status == "" {
-			err = fmt.Errorf("%w: meta whatsapp status %s has no status", dedupe.ErrNoMessageID, id)
-		} else if err == nil && !wordOK(status) {
-			err = fmt.Errorf("%w: meta whatsapp status %q is not a lower-case word", dedupe.ErrInvalidKey, status)
-		}
-		*evs = append(*evs, Event{ID: "status:" + id + ":" + status, Raw: m})
-		return err
+		id, err := metaStatus(m)
+		*evs = append(*evs, keyEvent(m, id, err))
+		return nil
 	})
+}
+
+// metaStatus returns the key of a WhatsApp status.
+func metaStatus(m []byte) (string, error) {
+	var st [len(metaStatusFields)][]byte
+	if err := element("meta", "statuses[]", m, metaStatusFields[:], st[:]); err != nil {
+		return "", err
+	}
+	id, err := parseID(st[0]).require("meta whatsapp status", "id")
+	if err != nil {
+		return "", err
+	}
+	status, err := stringField("meta", "status", st[1])
+	switch {
+	case err != nil:
+		return "", err
+	case status == "":
+		return "", fmt.Errorf("%w: meta whatsapp status has no status", dedupe.ErrNoMessageID)
+	case !wordOK(status):
+		return "", fmt.Errorf("%w: meta whatsapp status %q is not a lower-case word", dedupe.ErrInvalidKey, status)
+	}
+	return "status:" + id + ":" + status, nil
 }
 
 // metaMessaging returns the key of a Messenger or Instagram messaging event.
@@ -249,7 +271,7 @@ func metaSenderAndTime(sender, ts []byte) (string, error) {
 		return "", err
 	}
 	if !digitsOK(s) || !digitsOK(t) {
-		return "", fmt.Errorf("%w: meta messaging event sender.id %q or timestamp %q is not digits", dedupe.ErrInvalidKey, s, t)
+		return "", fmt.Errorf("%w: meta messaging event sender.id or timestamp is not digits", dedupe.ErrInvalidKey)
 	}
 	return s + ":" + t, nil
 }

@@ -43,6 +43,30 @@ func TestMetaEvents(t *testing.T) {
 	assert.True(t, strings.HasPrefix(ig[0], "message:aWdfZAG1faXRlbToxOklHTWVzc2FnZAUlE"))
 }
 
+// TestMetaOptInUserRef keys a Messenger batch of [message, opt-in, message]
+// whose opt-in comes from the checkbox plugin, identified by
+// sender.user_ref and without sender.id, as Meta's messaging_optins
+// reference shows it ("user_ref: The user_ref of the user that triggered the
+// webhook event", https://developers.facebook.com/docs/messenger-platform/reference/webhook-events/messaging_optins):
+// the two messages are keyed, and the opt-in is returned in its place with
+// an Err of dedupe.ErrNoMessageID that does not quote the user_ref. Before,
+// the batch was one error and no event.
+func TestMetaOptInUserRef(t *testing.T) {
+	body := fixture(t, "meta_optin_user_ref.json")
+	evs, err := platform.Meta.Events(body, nil)
+	require.NoError(t, err)
+	require.Len(t, evs, 3)
+	assert.Equal(t, "message:m_1457764197618:41d102a3e1ae206a38", evs[0].ID)
+	assert.Equal(t, "message:m_1457764197618:41d102a3e1ae206a39", evs[2].ID)
+	assert.NoError(t, evs[0].Err)
+	assert.NoError(t, evs[2].Err)
+	assert.Empty(t, evs[1].ID)
+	assert.ErrorIs(t, evs[1].Err, dedupe.ErrNoMessageID)
+	assert.NotContains(t, evs[1].Err.Error(), "cbp_7b3f1d5e")
+	assert.Contains(t, string(evs[1].Raw), `"optin"`)
+	assert.Equal(t, dedupe.Key{Channel: "meta"}, evs[1].Key(platform.Meta))
+}
+
 // TestMetaEventsKinds covers the keys of events without an id of their own
 // and the bodies that must not give a key: no two of them may collide.
 func TestMetaEventsKinds(t *testing.T) {
@@ -80,8 +104,7 @@ func TestMetaEventsKinds(t *testing.T) {
 		{`"message":{"mid":""}`, dedupe.ErrNoMessageID},
 		{`"message":{"mid":"m_1","mid":"m_2"}`, dedupe.ErrInvalidKey},
 	} {
-		_, err := platform.Meta.Events([]byte(msg(c.ev)), nil)
-		assert.ErrorIs(t, err, c.want, c.ev)
+		assert.ErrorIs(t, eventsError(platform.Meta, []byte(msg(c.ev))), c.want, c.ev)
 	}
 	for name, body := range map[string]string{
 		"sender not digits":    `{"entry":[{"messaging":[{"sender":{"id":"7:1"},"timestamp":1,"read":{}}]}]}`,
@@ -89,16 +112,14 @@ func TestMetaEventsKinds(t *testing.T) {
 		"status with a colon":  `{"entry":[{"changes":[{"value":{"statuses":[{"id":"w","status":"read:x"}]}}]}]}`,
 		"status upper case":    `{"entry":[{"changes":[{"value":{"statuses":[{"id":"w","status":"READ"}]}}]}]}`,
 	} {
-		_, err := platform.Meta.Events([]byte(body), nil)
-		assert.ErrorIs(t, err, dedupe.ErrInvalidKey, name)
+		assert.ErrorIs(t, eventsError(platform.Meta, []byte(body)), dedupe.ErrInvalidKey, name)
 	}
 	for name, body := range map[string]string{
 		"status without status": `{"entry":[{"changes":[{"value":{"statuses":[{"id":"w"}]}}]}]}`,
 		"message without id":    `{"entry":[{"changes":[{"value":{"messages":[{"type":"text"}]}}]}]}`,
 		"no sender":             `{"entry":[{"messaging":[{"timestamp":1,"read":{}}]}]}`,
 	} {
-		_, err := platform.Meta.Events([]byte(body), nil)
-		assert.ErrorIs(t, err, dedupe.ErrNoMessageID, name)
+		assert.ErrorIs(t, eventsError(platform.Meta, []byte(body)), dedupe.ErrNoMessageID, name)
 	}
 	// A change without messages or statuses has no event.
 	evs, err := platform.Meta.Events([]byte(`{"object":"whatsapp_business_account","entry":[{"changes":[{"field":"account_update","value":{"event":"VERIFIED_ACCOUNT"}}]}]}`), nil)

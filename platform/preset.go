@@ -73,7 +73,11 @@ type Preset struct {
 	// across the platform's redeliveries, and its JSON as delivered. It is nil
 	// for a platform with one message per delivery, whose MessageID is used
 	// instead. Events that are not messages to deduplicate are left out; a
-	// delivery without any returns an empty slice, not an error.
+	// delivery without any returns an empty slice, not an error. An event
+	// that cannot be keyed (a Messenger opt-in identified by sender.user_ref,
+	// with no sender.id) is returned with its Err set, in its place among the
+	// others, so that one bad event does not cost the batch: the error
+	// return is for a body that is not the platform's batch at all.
 	Events func(body []byte, header http.Header) ([]Event, error)
 
 	// newVerifier makes the verifier of a secret; nil for a preset whose
@@ -107,9 +111,16 @@ type Event struct {
 	// Raw is the event's JSON as the delivery holds it: a slice of the body,
 	// not a copy.
 	Raw []byte
+	// Err, when not nil, says why the event cannot be keyed, and ID is then
+	// "": it wraps [dedupe.ErrNoMessageID] for an event without a usable id
+	// (and, with it, a [*json.UnmarshalTypeError] for an element of the wrong
+	// shape), or [dedupe.ErrInvalidKey] for an id that cannot be a key. Its
+	// text names the event and the field, never the id's value.
+	Err error
 }
 
 // Key returns the event's key on the preset p: channel p.Name, message e.ID.
+// An event with an Err has an invalid key (its MessageID is empty).
 func (e Event) Key(p Preset) dedupe.Key { return dedupe.Key{Channel: p.Name, MessageID: e.ID} }
 
 // verifier authenticates the deliveries of one platform with one secret. It

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,11 +101,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("open --from: %w", err)
 	}
 	defer from.close()
-	toRole := dest
-	if f.dryRun {
-		toRole = dryDest
-	}
-	to, err := openStoreLog(ctx, f.to, toRole, stderr)
+	to, err := openDestination(ctx, f, stdout, stderr)
 	if err != nil {
 		return fmt.Errorf("open --to: %w", err)
 	}
@@ -117,7 +114,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if !f.dryRun {
 		opts.Checkpoint = func(cp migrate.Checkpoint) error { return writeCheckpoint(f, cp) }
 	}
-	sum, err := migrate.Copy(ctx, from.Store, to.Store, opts)
+	sum, err := migrate.Copy(ctx, from.Store, to.Store, opts) // to.Store is nil for a destination to be created
 	bar.finish()
 	printSummary(stdout, sum, f.dryRun)
 	if err != nil {
@@ -135,6 +132,62 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 	return nil
+}
+
+// openDestination opens the store of --to: for writing, or read-only for a
+// dry run. A dry run into a destination that does not exist yet (a SQLite
+// file that is missing or has no table, a PostgreSQL table that is missing)
+// says what a copy would create, creates nothing, and returns a store whose
+// Store is nil, which holds no mark; a destination that a copy could not
+// create either (a SQLite file in a missing directory) is still an error.
+func openDestination(ctx context.Context, f migrateFlags, stdout, stderr io.Writer) (*store, error) {
+	if !f.dryRun {
+		return openStoreLog(ctx, f.to, dest, stderr)
+	}
+	to, err := openStoreLog(ctx, f.to, dryDest, stderr)
+	if err == nil {
+		return to, nil
+	}
+	what, ok := toBeCreated(f.to, err)
+	if !ok {
+		return nil, err
+	}
+	fmt.Fprintf(stdout, "dry run: the destination does not exist yet (%v): a copy would create %s\n", err, what)
+	return &store{nil, func() error { return nil }}, nil
+}
+
+// toBeCreated reports whether err, the error of opening the destination raw
+// read-only, says that it does not exist yet in a way a copy would mend, and
+// what the copy would create.
+func toBeCreated(raw string, err error) (string, bool) {
+	scheme, rest, _ := strings.Cut(raw, ":")
+	switch scheme {
+	case "sqlite":
+		path, q, perr := splitQuery(rest)
+		if perr != nil {
+			return "", false
+		}
+		table := q.Get("table")
+		if table == "" {
+			table = "the store's table"
+		} else {
+			table = "table " + table
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			if st, serr := os.Stat(filepath.Dir(path)); serr != nil || !st.IsDir() {
+				return "", false // a copy cannot create the directory either
+			}
+			return "the SQLite file " + path + " with " + table, true
+		}
+		if strings.Contains(err.Error(), "does not exist") {
+			return table + " in the SQLite file " + path, true
+		}
+	case "postgres", "postgresql":
+		if strings.Contains(err.Error(), "does not exist") && strings.Contains(err.Error(), "table") {
+			return "it", true
+		}
+	}
+	return "", false
 }
 
 func printSummary(w io.Writer, s migrate.Summary, dryRun bool) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"maps"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -149,6 +150,55 @@ func TestMigrateDryRun(t *testing.T) {
 	require.Equal(t, migrate.Summary{Listed: 1000, Copied: 750 - 2, Present: 2, Expired: 250}, summaryOf(t, out))
 	require.Len(t, marks(t, dst), 2, "a dry run wrote marks at the destination")
 	assert.Contains(t, out, "dry run", "output does not say it was a dry run")
+}
+
+// A dry run into a destination that does not exist yet (a missing SQLite
+// file, a SQLite file without the table, a missing PostgreSQL table) says
+// what a copy would create, counts every live mark as to be copied and
+// creates nothing; a SQLite file in a missing directory, which a copy could
+// not create either, still fails. Before, each of the three exited 1 with
+// "open --to: … does not exist".
+func TestMigrateDryRunNewDestination(t *testing.T) {
+	f := writeNekoFile(t, 400, 4)
+	dir := t.TempDir()
+	other := filepath.Join(dir, "other.db")
+	seeded, err := dedupe.OpenSQLite(other, dedupe.SQLiteConfig{Table: "seen"})
+	require.NoError(t, err)
+	require.NoError(t, seeded.Close())
+	pg := postgresURL(t)
+	for _, c := range []struct {
+		name, to, create string
+		exists           func() bool // whether the destination was created
+	}{
+		{"sqlite file", "sqlite:" + filepath.Join(dir, "new.db"), "the SQLite file",
+			func() bool { _, err := os.Stat(filepath.Join(dir, "new.db")); return err == nil }},
+		{"sqlite table", "sqlite:" + other + "?table=marks", "table marks in the SQLite file",
+			func() bool { return sqliteHasTable(t, other, "marks") }},
+		{"postgres table", pg, "does not exist",
+			func() bool { _, err := openStore(context.Background(), pg, source); return err == nil }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errOut := runCmd(t, "migrate", "--dry-run", "--from", f.url(), "--to", c.to,
+				"--checkpoint", filepath.Join(t.TempDir(), "cp.json"))
+			require.Equal(t, exitOK, code, "output:\n%s%s", out, errOut)
+			assert.Contains(t, out, "a copy would create")
+			assert.Contains(t, out, c.create)
+			assert.Equal(t, migrate.Summary{Listed: 400, Copied: 300, Expired: 100}, summaryOf(t, out))
+			assert.False(t, c.exists(), "a dry run created the destination")
+		})
+	}
+	code, out, errOut := runCmd(t, "migrate", "--dry-run", "--from", f.url(), "--to", "sqlite:"+filepath.Join(dir, "none", "new.db"))
+	assert.Equal(t, exitFailure, code, "output:\n%s%s", out, errOut)
+}
+
+// sqliteHasTable reports whether the SQLite file at path has the table.
+func sqliteHasTable(t *testing.T, path, table string) bool {
+	t.Helper()
+	s, err := dedupe.OpenSQLite(path, dedupe.SQLiteConfig{Table: table, ReadOnly: true})
+	if err == nil {
+		require.NoError(t, s.Close())
+	}
+	return err == nil
 }
 
 // Bad command lines exit with 2, failures with 1.
