@@ -138,10 +138,8 @@ func WithDone(done func(ctx context.Context, key dedupe.Key, err error)) Option 
 // the queue; [Async.StatusHandler], [Async.QueueStats] and [Async.Depth]
 // report on them.
 //
-// Async starts a goroutine for each accepted request of the memory tier,
-// which ends when the request has been processed, and with a queue,
-// [WithWorkers] workers that end at Close; [Async.Close] waits for them all.
-// An Async is safe for concurrent use.
+// Its goroutines (one per request of the memory tier, and [WithWorkers]
+// workers with a queue) end by [Async.Close]. It is safe for concurrent use.
 type Async struct {
 	d       *dedupe.Deduper
 	extract Extractor

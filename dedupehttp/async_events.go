@@ -17,36 +17,21 @@ import (
 // for handlers slower than the platform's timeout. A batch is authenticated
 // as by [New] (a forgery gets 401 and touches neither the store nor q);
 // then each event not processed yet ([dedupe.Deduper.Exists]) is pushed to
-// q as its own message under its own key, and the batch is answered 200 {}
-// only once every event is in q or processed: nothing is acknowledged that
-// q does not hold, and a redelivered batch pushes nothing twice (q holds one
-// live message per key). A store or q failure, or a full q, is answered 503
+// q under its own key, and the batch is answered 200 {} only once every
+// event is in q or processed. A store or q failure, or a full q, is answered 503
 // with Retry-After (the events pushed stay in q). [WithWorkers] workers run
 // h under [dedupe.Deduper.Do] with each event's key, as [WithQueue] says:
 // once per event whatever q hands out twice, an error or panic failing that
 // event's attempt alone ([WithMaxAttempts], [WithDone]).
 //
-// A message holds its event's part of the batch, not the whole batch: the
-// batch's JSON with every event but its own left out (with the elements
-// that held only those: another WhatsApp change, another entry), and all
-// the rest kept, so that h's request reads what the events share (LINE's
-// destination, WhatsApp's metadata) and p.Events finds its one event in it.
-// The queue holds about the batch once, not once per event. Messages queued
-// by an earlier version, which hold the whole batch, are served as before.
-// The signature headers are queued as received: they sign the batch, not
-// the part.
-//
-// An event that cannot be keyed costs neither the batch nor the others, as
-// under [Events]: one without a usable id is pushed under a key made for
-// it (channel p.Name, message id "unkeyed-" and a random text), so that q
-// runs it once per delivery of the batch, without deduplication across
-// deliveries, and h sees it with [VerdictUndeduplicated] and no key;
-// [WithRefuseUndeduplicated] refuses it instead. One whose id is invalid
-// or whose JSON is not the platform's is refused alone. Each is counted
-// ([Stats].Undeduplicated, [Stats].Malformed) and logged at warn level, and
-// none changes the answer. d is used with p's TTL and AckBudget; q must not
-// be nil. [WithOverflow] and the observer of [ContextWithObserver] do not
-// apply.
+// A message holds its event's part of the batch (the batch's JSON without
+// the other events, with what they share), not the whole batch; messages of
+// earlier versions are served as before. The signature headers are queued
+// as received. An event that cannot be keyed is handled as under [Events];
+// one without a usable id is pushed under a made key ("unkeyed-…"), so it
+// runs once per delivery of the batch. d is used with p's TTL and
+// AckBudget; q must not be nil. [WithOverflow] and the observer of
+// [ContextWithObserver] do not apply.
 func NewAsyncEvents(d *dedupe.Deduper, p platform.Preset, h func(r *http.Request, ev platform.Event) error,
 	q queue.Queue, opts ...AsyncOption) *Async {
 	opts = append([]AsyncOption{WithVerify(p)}, opts...)

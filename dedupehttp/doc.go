@@ -51,6 +51,4 @@
 //	http.Handle("POST /slack", a)
 //	// after http.Server.Shutdown:
 //	err := a.Close(ctx)
-//
-// Besides the standard library, it uses only the root and platform packages.
 package dedupehttp

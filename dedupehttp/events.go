@@ -15,41 +15,28 @@ import (
 // Events returns a [Handler] for a platform that delivers several events in
 // one request (p.Events: [platform.LINE], [platform.Meta], [platform.Matrix]),
 // which runs h once for each new event however often the batch comes again
-// (ExampleEvents). A handler per event, not per batch, because a platform redelivers a batch
-// whose answer was not 2xx, with events processed beside those that failed,
-// and only an outcome per event lets the redelivery run just the rest. A
-// delivery is authenticated as by [New] (401 before any store call); a
-// protocol request (LINE's URL check: no events) is answered 200, a body
-// whose events p.Events cannot find 400. Each event is then claimed, marked
-// or released with its own key ([platform.Event].Key) by
-// [dedupe.Deduper.DoEach] under p's TTL and AckBudget, so h runs for the new
-// events alone: in order, or up to n at once given
-// d.With([dedupe.WithConcurrency](n)). r's context is the event's
-// ([KeyFrom]; cancelled if its claim is lost); r's header and [Body] are the
-// delivery's, with what its events share (LINE's destination, WhatsApp's
-// metadata). An error or panic of h fails its event alone.
+// (ExampleEvents). A delivery is authenticated as by [New] (401 before any
+// store call); a protocol request (LINE's URL check: no events) is answered
+// 200, a body whose events p.Events cannot find 400. Each event is claimed,
+// marked or released with its own key by [dedupe.Deduper.DoEach] under p's
+// TTL and AckBudget, so h runs for the new events alone: in order, or up to
+// n at once given d.With([dedupe.WithConcurrency](n)). r's context is the
+// event's ([KeyFrom]); r's header and [Body] are the delivery's, with what
+// its events share (LINE's destination). An error or panic of h fails its
+// event alone.
 //
-// An event that cannot be keyed ([platform.Event].Err, or an id that is not
-// a valid key) costs neither the batch nor the other events, which run as
-// above. One without a usable id (a Messenger opt-in identified by
-// sender.user_ref) is served without deduplication, in its place in the
-// batch, with [VerdictUndeduplicated] and no key: it runs again if the
-// platform redelivers the batch, as a delivery without an id does under
-// [New]; [WithRefuseUndeduplicated] refuses it instead. Either way it is
-// counted in [Stats].Undeduplicated and logged at warn level (at most once a
-// minute) with the platform, its place in the batch and why, never its
-// content. An event whose id is invalid or whose JSON is not the platform's
-// is refused alone: not run, counted in [Stats].Malformed, logged likewise.
-// A refused event does not change the answer, since a redelivery would be
-// refused again and would only run the undeduplicated events once more.
+// An event that cannot be keyed ([platform.Event].Err) costs neither the
+// batch nor the others: without a usable id (a Messenger opt-in) it is
+// served undeduplicated in its place ([VerdictUndeduplicated]) or refused
+// under [WithRefuseUndeduplicated]; with an invalid id it is refused alone.
+// Each is counted and logged without its content.
 //
 // The answer is 200 with {} when every other event was processed now or
 // before; otherwise, in this order, 500 if h failed on an event, 503 with
 // Retry-After if the store failed, and the [WithInFlight] answer if another
 // request still holds an event after the wait. The observer
-// ([ContextWithObserver]) learns one [Outcome] per event (zero for a refused
-// one). WithReplay, WithDuplicate and WithExtractError do not apply; a
-// preset without Events gets 500.
+// ([ContextWithObserver]) learns one [Outcome] per event. WithReplay,
+// WithDuplicate and WithExtractError do not apply.
 func Events(d *dedupe.Deduper, p platform.Preset, h func(r *http.Request, ev platform.Event) error, opts ...Option) *Handler {
 	c := newConfig(append([]Option{WithVerify(p)}, opts...))
 	if p.Events == nil {

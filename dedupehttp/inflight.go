@@ -7,11 +7,9 @@ import (
 	"github.com/gatewaykit/dedupe"
 )
 
-// AnswerInFlight answers r, in a handler of [New], [Middleware] or
-// [Async], as a copy in flight ([WithInFlight]): for work another process
-// holds, such as a reply whose Send returned [dedupe.ErrInFlight]. The
-// claim is released for the platform's retry, logged at debug only; a
-// queued message is put back without counting an attempt.
+// AnswerInFlight answers r as a copy in flight ([WithInFlight]), for work
+// another process holds (a reply whose Send returned [dedupe.ErrInFlight]):
+// the claim is released, a queued message put back without an attempt.
 func AnswerInFlight(w http.ResponseWriter, r *http.Request) {
 	for u := w; u != nil; {
 		switch m := u.(type) {

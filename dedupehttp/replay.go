@@ -23,11 +23,8 @@ import (
 // Only an endpoint that authenticates its deliveries replays (a preset given
 // its secret): elsewhere anyone who knows a message id could forge a copy and
 // read the first answer, so copies get the plain duplicate answer unless
-// [WithReplayUnauthenticated] says otherwise. Nor is an answer replayed to a
-// copy that only a token in its body authenticates
-// ([platform.Preset.TokenInBody]: a plain Feishu delivery, checked by its
-// Verification Token), since whoever has seen one body can write such a copy:
-// a Feishu app replays only to deliveries signed with its Encrypt Key.
+// [WithReplayUnauthenticated] says otherwise; nor to a copy only a token in
+// its body authenticates ([platform.Preset.TokenInBody]: Feishu's).
 func WithReplay(headers ...string) Option {
 	var kept []string // nil: httpreplay.DefaultHeaders
 	if len(headers) > 0 {
