@@ -140,6 +140,7 @@ func Run(t *testing.T, cfg Config) {
 		{"ResultClearsClaim", testResultClearsClaim},
 		{"ResultInputs", testResultInputs},
 		{"DeduperResult", testDeduperResult},
+		{"DeduperPayload", testDeduperPayload},
 		{"KeyForms", testKeyForms},
 		{"InvalidKeys", testInvalidKeys},
 		{"Closed", testClosed},
