@@ -127,16 +127,14 @@ func WithPayload(payloads ...[]byte) Option {
 // canonical form of p (internal/canon) if p is one JSON value, or else of
 // "r" and p's bytes, cut to 16 bytes.
 func payloadFingerprint(p []byte) fingerprint {
-	h := sha256.New()
-	if form, ok := canon.AppendJSONText([]byte{'j'}, string(p)); ok {
-		h.Write(form)
-	} else {
-		h.Write([]byte{'r'})
-		h.Write(p)
+	buf := make([]byte, 1, len(p)+64)
+	buf[0] = 'j'
+	form, ok := canon.AppendJSONText(buf, string(p))
+	if !ok {
+		form = append(append(form[:0], 'r'), p...)
 	}
-	var fp fingerprint
-	copy(fp[:], h.Sum(nil))
-	return fp
+	sum := sha256.Sum256(form)
+	return fingerprint(sum[:len(fingerprint{})])
 }
 
 // callPayloads returns the fingerprints of a call on n keys, nil if the
