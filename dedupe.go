@@ -130,7 +130,9 @@ const cleanupTimeout = 10 * time.Second
 const abandonTimeout = time.Second
 
 // Do runs fn once for the message key identifies:
-//   - If the key is marked, Do returns [ErrDuplicate] without running fn.
+//   - If the key is marked, Do returns [ErrDuplicate] without running fn
+//     (with [WithPayloadCheck], an error wrapping [ErrPayloadMismatch] too
+//     if the copy's payload differs from the one the mark keeps).
 //   - If another caller holds its claim, Do returns [ErrInFlight] without
 //     running fn, or first waits for that caller (see [WithWait]).
 //   - Otherwise Do claims it and runs fn. If fn returns nil, Do marks the key

@@ -15,8 +15,10 @@ import (
 // getUpdates call or the messages a queue consumer took at once. It runs
 // fn(ctx, i) once for each message keys[i] that no run processed or holds,
 // and returns one error per key: errs[i] is what Do would have returned for
-// it, nil when fn ran and succeeded and the key is marked, [ErrDuplicate],
-// [ErrInFlight], fn's error, a store error or the key's [ErrInvalidKey].
+// it, nil when fn ran and succeeded and the key is marked, [ErrDuplicate]
+// (wrapped with [ErrPayloadMismatch] for a copy whose payload differs,
+// [WithPayloadCheck]), [ErrInFlight], fn's error, a store error or the
+// key's [ErrInvalidKey].
 //
 // The store is asked for the batch at once: one [BatchStore.ClaimEach] claims
 // every new key, and the marks of the keys processed (and the releases of
