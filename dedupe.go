@@ -130,7 +130,9 @@ const cleanupTimeout = 10 * time.Second
 const abandonTimeout = time.Second
 
 // Do runs fn once for the message key identifies:
-//   - If the key is marked, Do returns [ErrDuplicate] without running fn.
+//   - If the key is marked, Do returns [ErrDuplicate] without running fn
+//     (with [WithPayloadCheck], an error wrapping [ErrPayloadMismatch] too
+//     if the copy's payload differs from the one the mark keeps).
 //   - If another caller holds its claim, Do returns [ErrInFlight] without
 //     running fn, or first waits for that caller (see [WithWait]).
 //   - Otherwise Do claims it and runs fn. If fn returns nil, Do marks the key
@@ -183,12 +185,15 @@ func (d *Deduper) do(ctx context.Context, key Key, fn func(context.Context) ([]b
 	if err := key.Validate(); err != nil {
 		return nil, err
 	}
+	fps, err := d.callPayloads(1)
+	if err != nil {
+		return nil, err
+	}
+	fp := fpAt(fps, 0)
 	start := time.Now()
 	cs := &d.shared.counters
 	if res, ok := d.shared.backlog.markQueued(key); ok { // processed here; its mark is queued
-		cs.duplicates.Add(1)
-		d.decided(ctx, key, resultDuplicate, backlogPhase, start, nil)
-		return res, ErrDuplicate
+		return d.answerCopy(ctx, key, fp, res, backlogPhase, start)
 	}
 	c := NewClaim(key)
 	claimed := start
@@ -202,13 +207,11 @@ func (d *Deduper) do(ctx context.Context, key Key, fn func(context.Context) ([]b
 	}
 	switch status {
 	case Duplicate:
-		cs.duplicates.Add(1)
 		var res []byte
-		if withResult {
+		if withResult || fp != nil {
 			res = d.storedResult(ctx, key)
 		}
-		d.decided(ctx, key, resultDuplicate, layer, start, nil)
-		return res, ErrDuplicate
+		return d.answerCopy(ctx, key, fp, res, layer, start)
 	case InFlight:
 		cs.inFlight.Add(1)
 		d.decided(ctx, key, resultInFlight, layer, start, nil)
@@ -220,7 +223,7 @@ func (d *Deduper) do(ctx context.Context, key Key, fn func(context.Context) ([]b
 		d.decided(ctx, key, resultStoreError, layer, start, err)
 		return nil, err
 	}
-	return d.run(ctx, c, layer, start, claimed, fn)
+	return d.run(ctx, c, fp, layer, start, claimed, fn)
 }
 
 // storedResult returns the result kept with key's mark on the Deduper's
@@ -348,8 +351,9 @@ const (
 )
 
 // run runs fn under claim c, taken at claimed by a Do that started at
-// start, then marks c's key or releases c.
-func (d *Deduper) run(ctx context.Context, c Claim, layer string, start, claimed time.Time, fn func(context.Context) ([]byte, error)) ([]byte, error) {
+// start, then marks c's key, with fp's fingerprint if not nil, or releases
+// c.
+func (d *Deduper) run(ctx context.Context, c Claim, fp *fingerprint, layer string, start, claimed time.Time, fn func(context.Context) ([]byte, error)) ([]byte, error) {
 	cs := &d.shared.counters
 	fctx, h := d.hold(ctx, c, claimed)
 	done := false
@@ -376,7 +380,7 @@ func (d *Deduper) run(ctx context.Context, c Claim, layer string, start, claimed
 		d.decided(ctx, c.Key, resultFailed, layer, start, ferr)
 		return res, ferr
 	}
-	if err := d.markProcessed(ctx, c.Key, d.keptResult(ctx, c.Key, res)); err != nil {
+	if err := d.markProcessed(ctx, c.Key, d.framed(ctx, c.Key, fp, res)); err != nil {
 		d.decided(ctx, c.Key, resultStoreError, layer, start, err)
 		return res, err
 	}

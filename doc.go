@@ -39,6 +39,10 @@
 // in flight ([WithWait]), and can fail over to a local store ([WithFallback]).
 // [Deduper.DoResult] also keeps the function's result with the mark and hands
 // it to every copy, for platforms that show the answer and clients that retry.
+// A copy is known by its key alone, unless [WithPayloadCheck] is on: then the
+// mark keeps the fingerprint of the payload given with [WithPayload], and a
+// copy whose payload differs (an id reused, a replay altered) is refused with
+// [ErrPayloadMismatch] and counted.
 //
 // # Stores
 //

@@ -15,8 +15,10 @@ import (
 // getUpdates call or the messages a queue consumer took at once. It runs
 // fn(ctx, i) once for each message keys[i] that no run processed or holds,
 // and returns one error per key: errs[i] is what Do would have returned for
-// it, nil when fn ran and succeeded and the key is marked, [ErrDuplicate],
-// [ErrInFlight], fn's error, a store error or the key's [ErrInvalidKey].
+// it, nil when fn ran and succeeded and the key is marked, [ErrDuplicate]
+// (wrapped with [ErrPayloadMismatch] for a copy whose payload differs,
+// [WithPayloadCheck]), [ErrInFlight], fn's error, a store error or the
+// key's [ErrInvalidKey].
 //
 // The store is asked for the batch at once: one [BatchStore.ClaimEach] claims
 // every new key, and the marks of the keys processed (and the releases of
@@ -70,6 +72,7 @@ type eachRun struct {
 	claims  []Claim     // the claim asked last for each key
 	claimed []time.Time // when it was asked: the lease runs from then
 	lost    []error     // why a key's lease was lost while its fn ran, or nil
+	pay     eachPayload // the batch's payloads (WithPayload)
 	results [][]byte
 	errs    []error
 
@@ -84,6 +87,9 @@ func (d *Deduper) doEach(ctx context.Context, keys []Key, fn func(context.Contex
 		d: d, ctx: ctx, st: eachStore(d.st), keys: keys, fn: fn, withResult: withResult, start: time.Now(),
 		first: make([]int, n), claims: make([]Claim, n), claimed: make([]time.Time, n),
 		lost: make([]error, n), results: make([][]byte, n), errs: make([]error, n),
+	}
+	if !r.payloads() {
+		return r.results, r.errs
 	}
 	held, busy := r.claimAll(r.sortOut())
 	r.runAll(held)
@@ -117,9 +123,7 @@ func (r *eachRun) sortOut() []int {
 		}
 		seen[k], r.first[i] = i, i
 		if res, ok := r.d.shared.backlog.markQueued(k); ok {
-			r.d.shared.counters.duplicates.Add(1)
-			r.results[i], r.errs[i] = res, ErrDuplicate
-			r.d.decided(r.ctx, k, resultDuplicate, backlogPhase, r.start, nil)
+			r.copyOf(i, res, backlogPhase)
 			continue
 		}
 		pending = append(pending, i)
@@ -205,12 +209,11 @@ func (r *eachRun) claimEach(ctx context.Context, idx []int) (held, busy, failed 
 
 // duplicate answers key i as processed elsewhere, with its kept result.
 func (r *eachRun) duplicate(i int) {
-	r.d.shared.counters.duplicates.Add(1)
-	if r.withResult {
-		r.results[i] = r.d.storedResult(r.ctx, r.keys[i])
+	var kept []byte
+	if r.withResult || r.pay.fps != nil {
+		kept = r.d.storedResult(r.ctx, r.keys[i])
 	}
-	r.errs[i] = ErrDuplicate
-	r.d.decided(r.ctx, r.keys[i], resultDuplicate, "", r.start, nil)
+	r.copyOf(i, kept, "")
 }
 
 // claimEachSettled is claimSettled for a batch: the claims whose call failed
@@ -327,7 +330,7 @@ func (r *eachRun) waitEach(busy []int) (held, still, failed []int) {
 // processed key is a duplicate at its other places.
 func (r *eachRun) copyRepeats() {
 	for i, j := range r.first {
-		if j < 0 || j == i {
+		if j < 0 || j == i || r.repeatDiffers(i, j) {
 			continue
 		}
 		r.results[i], r.errs[i] = r.results[j], r.errs[j]
@@ -415,7 +418,7 @@ func (r *eachRun) runOne(i int, h *eachHold, s *eachSettler) {
 		r.failed(i, err, r.lost[i], s)
 		return
 	}
-	s.mark(i, r.d.keptResult(r.ctx, r.keys[i], res))
+	s.mark(i, r.d.framed(r.ctx, r.keys[i], fpAt(r.pay.fps, i), res))
 }
 
 // notRun releases key i, whose fn is not run: the batch stopped, ctx ended

@@ -31,4 +31,9 @@ var (
 	// [Store.MarkResult] refused, and is an [Observation]'s error for an event
 	// whose canonical form is longer than 1 MiB: it was not correlated.
 	ErrTooLarge = errors.New("dedupe: too large")
+	// ErrPayloadMismatch is returned by [Deduper.Do] (wrapped with
+	// [ErrDuplicate]) for a copy of a processed message whose payload
+	// differs from the one the message was processed with
+	// ([WithPayloadCheck]): fn was not run.
+	ErrPayloadMismatch = errors.New("dedupe: payload differs from the processed copy's")
 )

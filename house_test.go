@@ -18,11 +18,13 @@ import (
 
 // The house's limits, checked on every non-test Go file of the repository:
 // no file over 700 lines, no function over 70, and the root package, the
-// product card, with at most 70 exported top-level names (60 until the
+// product card, with at most 73 exported top-level names (60 until the
 // store's optional capabilities came beside Store, issue 33: one place for
-// the contract is worth six names on the card).
+// the contract is worth six names on the card; 70 until payload validation,
+// issue 44: its switch WithPayloadCheck, the per-call WithPayload and the
+// error ErrPayloadMismatch that callers must match with errors.Is).
 func TestHouseLimits(t *testing.T) {
-	const maxFileLines, maxFuncLines, maxRootNames = 700, 70, 70
+	const maxFileLines, maxFuncLines, maxRootNames = 700, 70, 73
 	fset := token.NewFileSet()
 	rootNames := 0
 	err := filepath.WalkDir(".", func(path string, e fs.DirEntry, err error) error {

@@ -21,6 +21,8 @@ type settings struct {
 	storeTimeout time.Duration // <= 0: none
 	fbConfig     int           // bumped by each fallback option, so With knows to rebuild
 	concurrency  int           // fns of a DoEach run at once; <= 1: one after another
+
+	pay payloadSettings // WithPayloadCheck, WithPayload (payload.go)
 }
 
 // defaultDeduperLease is the lease of a Deduper's claims unless [WithLease]

@@ -37,6 +37,13 @@ type Stats struct {
 	// Runs whose context Do cancelled because the lease ended before it could
 	// be renewed, or a renewal found the claim taken over.
 	Abandoned uint64
+	// Copies answered with [ErrPayloadMismatch] ([WithPayloadCheck]): their
+	// payload differed from the one their message's mark keeps; they are
+	// not counted in Duplicates. And copies with a payload whose mark keeps
+	// no fingerprint to compare with (made before the check was on, or its
+	// result dropped by the store), answered [ErrDuplicate] and counted in
+	// Duplicates too.
+	PayloadMismatches, PayloadUnverified uint64
 	// Evicted counts the marks the primary store evicted before their TTL
 	// ran out, to take new ones ([Evicter]; a full [MemoryStore] does): each
 	// key is new again before its window ended. Not zero means the store is
@@ -90,6 +97,8 @@ type counters struct {
 	deferred, replayed, dropped                        atomic.Uint64
 	releasesDeferred, releasesReplayed, abandoned      atomic.Uint64
 	latency                                            [numPhases]histogram.Histogram
+
+	payloadMismatches, payloadUnverified atomic.Uint64 // payload.go
 }
 
 // Stats returns a snapshot of d's counters; it is safe to call at any time.
@@ -117,6 +126,7 @@ func (d *Deduper) Stats() Stats {
 		Abandoned:        c.abandoned.Load(),
 		Latency:          make(map[string]LatencyStats, numPhases),
 	}
+	s.PayloadMismatches, s.PayloadUnverified = c.payloadMismatches.Load(), c.payloadUnverified.Load()
 	if e, ok := d.shared.store.(Evicter); ok {
 		s.Evicted = e.Evicted()
 	}

@@ -24,8 +24,10 @@
 //	                 is queued, or else the primary store's backend ("memory",
 //	                 "sqlite", "redis", "postgres", "layered")
 //	processing_time  how long Do took up to the decision (a duration)
-//	result           processed, duplicate, in_flight, failed, store_error or
-//	                 abandoned (fn failed after its lease was lost)
+//	result           processed, duplicate, in_flight, failed, store_error,
+//	                 abandoned (fn failed after its lease was lost) or
+//	                 payload_mismatch (a copy whose payload differs from
+//	                 the processed one's: dedupe.WithPayloadCheck)
 //
 // Besides it, the Deduper logs at warn level the store errors and the lost
 // leases, with the fields key ("{platform}:{message_id}"), backend, phase,

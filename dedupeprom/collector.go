@@ -115,7 +115,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		labelled{"released", s.Failed},
 		labelled{"store_error", s.StoreErrors},
 		labelled{"fallback", s.Fallbacks},
-		labelled{"lease_lost", s.LeasesLost})
+		labelled{"lease_lost", s.LeasesLost},
+		labelled{"payload_mismatch", s.PayloadMismatches})
 	c.counters(ch, c.waits, s.Backend,
 		labelled{"duplicate", s.WaitsDuplicate},
 		labelled{"claimed", s.WaitsClaimed},

@@ -33,11 +33,13 @@ func key(id string) dedupe.Key { return dedupe.Key{Channel: "test", MessageID: i
 func ok(context.Context) error { return nil }
 
 // drive makes d give every verdict: processed 2, duplicate 1, in_flight 1,
-// released 1, store_error 1 and lease_lost 1.
+// released 1, store_error 1, lease_lost 1 and payload_mismatch 1.
 func drive(t *testing.T, d *dedupe.Deduper, store dedupe.Store) {
 	ctx := t.Context()
 	require.NoError(t, d.Do(ctx, key("1"), ok))
 	require.ErrorIs(t, d.Do(ctx, key("1"), ok), dedupe.ErrDuplicate)
+	require.NoError(t, d.With(dedupe.WithPayload([]byte("a"))).Do(ctx, key("6"), ok))
+	require.ErrorIs(t, d.With(dedupe.WithPayload([]byte("b"))).Do(ctx, key("6"), ok), dedupe.ErrPayloadMismatch)
 
 	held := make(chan struct{})
 	release := make(chan struct{})
@@ -84,7 +86,8 @@ dedupe_decisions_total{backend="memory",verdict="duplicate"} 1
 dedupe_decisions_total{backend="memory",verdict="fallback"} 0
 dedupe_decisions_total{backend="memory",verdict="in_flight"} 1
 dedupe_decisions_total{backend="memory",verdict="lease_lost"} 1
-dedupe_decisions_total{backend="memory",verdict="processed"} 3
+dedupe_decisions_total{backend="memory",verdict="payload_mismatch"} 1
+dedupe_decisions_total{backend="memory",verdict="processed"} 4
 dedupe_decisions_total{backend="memory",verdict="released"} 1
 dedupe_decisions_total{backend="memory",verdict="store_error"} 1
 `
@@ -201,6 +204,7 @@ gw_dedupe_decisions_total{backend="memory",deduper="slack",verdict="duplicate"} 
 gw_dedupe_decisions_total{backend="memory",deduper="slack",verdict="fallback"} 0
 gw_dedupe_decisions_total{backend="memory",deduper="slack",verdict="in_flight"} 0
 gw_dedupe_decisions_total{backend="memory",deduper="slack",verdict="lease_lost"} 0
+gw_dedupe_decisions_total{backend="memory",deduper="slack",verdict="payload_mismatch"} 0
 gw_dedupe_decisions_total{backend="memory",deduper="slack",verdict="processed"} 1
 gw_dedupe_decisions_total{backend="memory",deduper="slack",verdict="released"} 0
 gw_dedupe_decisions_total{backend="memory",deduper="slack",verdict="store_error"} 0
@@ -208,6 +212,7 @@ gw_dedupe_decisions_total{backend="memory",deduper="telegram",verdict="duplicate
 gw_dedupe_decisions_total{backend="memory",deduper="telegram",verdict="fallback"} 0
 gw_dedupe_decisions_total{backend="memory",deduper="telegram",verdict="in_flight"} 0
 gw_dedupe_decisions_total{backend="memory",deduper="telegram",verdict="lease_lost"} 0
+gw_dedupe_decisions_total{backend="memory",deduper="telegram",verdict="payload_mismatch"} 0
 gw_dedupe_decisions_total{backend="memory",deduper="telegram",verdict="processed"} 0
 gw_dedupe_decisions_total{backend="memory",deduper="telegram",verdict="released"} 0
 gw_dedupe_decisions_total{backend="memory",deduper="telegram",verdict="store_error"} 0

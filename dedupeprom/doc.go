@@ -26,8 +26,9 @@
 // "in_flight", "released" (the handler failed and the claim was released for
 // the platform's retry), "store_error" (a store call failed, in any phase),
 // "fallback" (a message was served by the fallback store of
-// [dedupe.WithFallback]) and "lease_lost" (a claim was taken over while its
-// message was processed).
+// [dedupe.WithFallback]), "lease_lost" (a claim was taken over while its
+// message was processed) and "payload_mismatch" (a copy whose payload
+// differed from the processed one's was refused, [dedupe.WithPayloadCheck]).
 //
 // dedupe_waits_total{backend,outcome} is a counter of the waits of
 // [dedupe.WithWait] for the owner of a message in flight: "duplicate" (the

@@ -33,6 +33,17 @@
 // cannot name: a store that implements it runs [RunTx] as well, with a
 // [TxConfig] that writes and counts effects in that database.
 //
+// # Payloads
+//
+// Run's group DeduperPayload runs [dedupe.WithPayloadCheck] over the store:
+// the fingerprint of a payload is kept in the slot of the result kept with
+// a mark ([dedupe.Store.MarkResult]), which every store has, so every store
+// runs it. Two Dedupers share the store: copies one of them gets of what the
+// other processed are duplicates if their payload is the same (JSON
+// reordered) and refused with [dedupe.ErrPayloadMismatch] if it differs,
+// through Do, DoResult and DoEachResult, with results up to the room the
+// fingerprint leaves.
+//
 // # Replies
 //
 // Package reply keeps its records in any store: Run's group Replies sends
@@ -140,6 +151,7 @@ func Run(t *testing.T, cfg Config) {
 		{"ResultClearsClaim", testResultClearsClaim},
 		{"ResultInputs", testResultInputs},
 		{"DeduperResult", testDeduperResult},
+		{"DeduperPayload", testDeduperPayload},
 		{"KeyForms", testKeyForms},
 		{"InvalidKeys", testInvalidKeys},
 		{"Closed", testClosed},
