@@ -131,6 +131,12 @@ func (q *Queue) liveKey(k dedupe.Key) string { return q.stream + ":live:" + k.St
 func (q *Queue) statusKey(id string) string  { return q.stream + ":s:" + id }
 func (q *Queue) failedKey() string           { return q.stream + ":failed" }
 
+// takeKey is where a take with the receipt token token records the entry it
+// took, for as long as the entry stays hidden, so that the same take sent
+// again (go-redis sends a command again when its reply was lost) hands out
+// that entry instead of taking another.
+func (q *Queue) takeKey(token string) string { return q.stream + ":t:" + token }
+
 // check returns the error a call fails with before it does anything.
 func (q *Queue) check(ctx context.Context) error {
 	select {
@@ -173,7 +179,9 @@ func (q *Queue) Push(ctx context.Context, m queue.Message) (string, bool, error)
 	}
 	added, _ := res[0].(int64)
 	id, _ := res[1].(string)
-	return id, added == 1, nil
+	// The same push sent again (go-redis does when a reply was lost) finds
+	// the message its first run added: added all the same.
+	return id, added == 1 || id == m.ID, nil
 }
 
 // Take waits for an entry, new or left by a dead worker, and hides it; see
@@ -201,8 +209,9 @@ func (q *Queue) tryTake(ctx context.Context) (queue.Delivery, bool, error) {
 	cursor := q.cursor
 	q.mu.Unlock()
 	res, err := q.withGroup(ctx, func() ([]any, error) {
-		return takeScript.Run(ctx, q.client, []string{q.stream}, q.cfg.Group, q.cfg.Consumer,
-			q.cfg.Visibility.Milliseconds(), cursor, queue.NewReceipt(), q.statusKey("")).Slice()
+		token := queue.NewReceipt()
+		return takeScript.Run(ctx, q.client, []string{q.stream, q.takeKey(token)}, q.cfg.Group, q.cfg.Consumer,
+			q.cfg.Visibility.Milliseconds(), cursor, token, q.statusKey("")).Slice()
 	})
 	if err != nil {
 		return queue.Delivery{}, false, q.takeErr(ctx, err)
