@@ -23,7 +23,8 @@ import (
 // hidden, pending for a receipt nobody held, until its visibility timeout
 // ran out, and its attempt was spent (enough such takes, around a restart,
 // and a message that never ran became a dead letter). The take run again
-// must hand out the message its first run took, once, with the same attempt.
+// must hand out the message its first run took, once, with the same attempt;
+// a push sent again must report its message added.
 func TestQueueTakeResent(t *testing.T) {
 	p, err := faultproxy.Start(redisAddr(t))
 	require.NoError(t, err)
@@ -69,4 +70,22 @@ func TestQueueTakeResent(t *testing.T) {
 	require.NoError(t, err, "the other message is not hidden for the visibility timeout")
 	assert.Equal(t, ids[1], second.ID)
 	assert.Equal(t, 1, second.Attempt, "attempt of %s", second.ID)
+
+	// A push whose reply was lost, sent again, finds the message its first
+	// run added: added, not a copy of a live message (which NewAsync would
+	// answer as in flight).
+	p.DropReplies(true)
+	pushed := make(chan bool, 1)
+	go func() {
+		id := name + "-again"
+		_, added, err := q.Push(ctx, queue.Message{ID: id, Key: dedupe.Key{Channel: "resend", MessageID: id},
+			Method: http.MethodPost, Target: "/hook", Body: []byte("{}"), Accepted: time.Now()})
+		assert.NoError(t, err, "the push whose first reply was lost")
+		pushed <- added
+	}()
+	for p.Stats().Silenced < 2 {
+		time.Sleep(5 * time.Millisecond) // polling the proxy, not a timing assumption
+	}
+	p.DropReplies(false)
+	assert.True(t, <-pushed, "the push sent again reports the message added")
 }
