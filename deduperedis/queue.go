@@ -29,7 +29,8 @@ type QueueConfig struct {
 	// Name names the queue. Its stream is the key "{Name}"; the id of the
 	// live message of each [dedupe.Key] is kept under "{Name}:live:<key>"
 	// and the state of each message under "{Name}:s:<id>"; the failed
-	// messages are indexed under "{Name}:failed". The braces make
+	// messages are indexed under "{Name}:failed"; what each take took is
+	// kept under "{Name}:t:<receipt>" while it is hidden. The braces make
 	// every key of a queue one hash slot, so its scripts work on Redis
 	// Cluster. Give each Async of dedupehttp (each handler) a queue of its own.
 	// Default [DefaultQueueName].
