@@ -103,19 +103,23 @@ func (r soakResult) String() string {
 
 // soak is the state of one run.
 type soak struct {
-	t                                            *testing.T
-	cfg                                          soakConfig
-	signer                                       *platformtest.Signer
-	a                                            *dedupehttp.Async
-	prefix                                       string
-	mu                                           sync.Mutex
-	success                                      map[string]int      // event id: runs to success
-	history                                      map[string][]string // event id: its runs to success
-	qids                                         map[string][]string // event id: the queue ids of its runs to success
-	sent                                         map[string]bool     // event ids of the batches answered 200
-	log                                          *soakLog
-	restarts                                     int
-	batches, redelivered, runs, failed, panicked atomic.Int64
+	t        *testing.T
+	cfg      soakConfig
+	signer   *platformtest.Signer
+	a        *dedupehttp.Async
+	prefix   string
+	log      *soakLog
+	restarts int
+
+	mu      sync.Mutex
+	success map[string]int      // event id: runs to success
+	history map[string][]string // event id: its runs to success
+	qids    map[string][]string // event id: the queue ids of its runs to success
+	sent    map[string]bool     // event ids of the batches answered 200
+	ended   map[string]error    // event id: the error its message was settled with for good
+
+	batches, redelivered   atomic.Int64
+	runs, failed, panicked atomic.Int64
 }
 
 func runSoak(t *testing.T, srv *server, cfg soakConfig, run int) soakResult {
@@ -135,12 +139,14 @@ func runSoak(t *testing.T, srv *server, cfg soakConfig, run int) soakResult {
 	defer q.Close()
 
 	s := &soak{t: t, cfg: cfg, signer: platformtest.NewSigner("line", "soak-secret-0123456789"), prefix: prefix,
-		success: map[string]int{}, history: map[string][]string{}, qids: map[string][]string{}, sent: map[string]bool{}, log: &soakLog{}}
+		log: &soakLog{}, success: map[string]int{}, history: map[string][]string{}, qids: map[string][]string{},
+		sent: map[string]bool{}, ended: map[string]error{}}
 	logger := slog.New(s.log)
 	d := dedupe.New(st, dedupe.WithLogger(logger))
 	defer d.Close()
 	s.a = dedupehttp.NewAsyncEvents(d, s.signer.Preset(platform.LINE), s.handle, q,
-		dedupehttp.WithWorkers(16), dedupehttp.WithMaxAttempts(10), dedupehttp.WithLogger(logger))
+		dedupehttp.WithWorkers(16), dedupehttp.WithMaxAttempts(10), dedupehttp.WithLogger(logger),
+		dedupehttp.WithDone(s.done))
 
 	stop := make(chan struct{})
 	var load sync.WaitGroup
@@ -159,6 +165,17 @@ func runSoak(t *testing.T, srv *server, cfg soakConfig, run int) soakResult {
 	defer cancel()
 	require.NoError(t, s.a.Close(ctx))
 	return s.result(d)
+}
+
+// done records how an event's message was settled, if it failed for good
+// (a dead letter: its attempts spent).
+func (s *soak) done(_ context.Context, key dedupe.Key, err error) {
+	if err == nil || errors.Is(err, dedupe.ErrDuplicate) {
+		return
+	}
+	s.mu.Lock()
+	s.ended[key.MessageID] = err
+	s.mu.Unlock()
 }
 
 // handle is the per-event handler: it fails 1% of its runs and panics 0.1%,
@@ -313,7 +330,8 @@ func (s *soak) result(d *dedupe.Deduper) soakResult {
 		switch n := s.success[id]; {
 		case n == 0:
 			r.lost++
-			s.t.Errorf("event %s was accepted but never run to success", id)
+			s.t.Errorf("event %s was accepted but never run to success (settled with %v); log:\n%s",
+				id, s.ended[id], s.log.about([]string{id}))
 		case n > 1:
 			r.doubles++
 			s.t.Errorf("event %s ran to success %d times:\n%s\nlog:\n%s", id, n,
