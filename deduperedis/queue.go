@@ -212,7 +212,7 @@ func (q *Queue) tryTake(ctx context.Context) (queue.Delivery, bool, error) {
 	res, err := q.withGroup(ctx, func() ([]any, error) {
 		token := queue.NewReceipt()
 		return takeScript.Run(ctx, q.client, []string{q.stream, q.takeKey(token)}, q.cfg.Group, q.cfg.Consumer,
-			q.cfg.Visibility.Milliseconds(), cursor, token, q.statusKey("")).Slice()
+			max(q.cfg.Visibility.Milliseconds(), 1), cursor, token, q.statusKey("")).Slice()
 	})
 	if err != nil {
 		return queue.Delivery{}, false, q.takeErr(ctx, err)
