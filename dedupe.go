@@ -217,6 +217,15 @@ func (d *Deduper) do(ctx context.Context, key Key, fn func(context.Context) ([]b
 		d.decided(ctx, key, resultInFlight, layer, start, nil)
 		return nil, ErrInFlight
 	case Claimed:
+		if res, ok := d.shared.backlog.markQueued(key); ok {
+			// Processed here while this copy claimed (the claim can take a
+			// while: a wait, an outage) and its mark is queued: the store
+			// gave the claim only because the first run's lease ran out.
+			d.release(ctx, c)
+			cs.duplicates.Add(1)
+			d.decided(ctx, key, resultDuplicate, backlogPhase, start, nil)
+			return res, ErrDuplicate
+		}
 	default:
 		cs.storeErrors.Add(1)
 		err := fmt.Errorf("dedupe: %s store returned claim status %d", d.st.Backend(), status)

@@ -89,6 +89,21 @@
 // have it, and otherwise fails with an error wrapping [ErrNotReplicated],
 // which [dedupe.Deduper] treats as ambiguous.
 //
+// # Commands sent again
+//
+// go-redis sends a command again by itself when its connection failed
+// before the reply came (redis.Options.MaxRetries, 3 by default), so a reply
+// lost after the server ran a command makes the server run it twice. The
+// store and the [Queue] leave the client's retries on (turned off, each cut
+// connection would be an error for the caller) and make every call safe to
+// run twice: a Claim run again with its token finds its own claim and renews
+// it; Mark and Extend set what they set; a Release run again finds its token
+// fenced and answers [dedupe.ErrNotOwner] (which [dedupe.Deduper] only
+// logs). A push run again finds its message and reports it added; a take run
+// again hands out the entry its first run took, with the same attempt; an
+// update run again finds itself applied, or its receipt spent
+// ([queue.ErrStaleDelivery]).
+//
 // # Redis Cluster
 //
 // Give [New] a [*redis.ClusterClient], or open one with [OpenClusterURL]

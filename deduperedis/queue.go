@@ -29,7 +29,8 @@ type QueueConfig struct {
 	// Name names the queue. Its stream is the key "{Name}"; the id of the
 	// live message of each [dedupe.Key] is kept under "{Name}:live:<key>"
 	// and the state of each message under "{Name}:s:<id>"; the failed
-	// messages are indexed under "{Name}:failed". The braces make
+	// messages are indexed under "{Name}:failed"; what each take took is
+	// kept under "{Name}:t:<receipt>" while it is hidden. The braces make
 	// every key of a queue one hash slot, so its scripts work on Redis
 	// Cluster. Give each Async of dedupehttp (each handler) a queue of its own.
 	// Default [DefaultQueueName].
@@ -131,6 +132,12 @@ func (q *Queue) liveKey(k dedupe.Key) string { return q.stream + ":live:" + k.St
 func (q *Queue) statusKey(id string) string  { return q.stream + ":s:" + id }
 func (q *Queue) failedKey() string           { return q.stream + ":failed" }
 
+// takeKey is where a take with the receipt token token records the entry it
+// took, for as long as the entry stays hidden, so that the same take sent
+// again (go-redis sends a command again when its reply was lost) hands out
+// that entry instead of taking another.
+func (q *Queue) takeKey(token string) string { return q.stream + ":t:" + token }
+
 // check returns the error a call fails with before it does anything.
 func (q *Queue) check(ctx context.Context) error {
 	select {
@@ -173,7 +180,9 @@ func (q *Queue) Push(ctx context.Context, m queue.Message) (string, bool, error)
 	}
 	added, _ := res[0].(int64)
 	id, _ := res[1].(string)
-	return id, added == 1, nil
+	// The same push sent again (go-redis does when a reply was lost) finds
+	// the message its first run added: added all the same.
+	return id, added == 1 || id == m.ID, nil
 }
 
 // Take waits for an entry, new or left by a dead worker, and hides it; see
@@ -201,8 +210,9 @@ func (q *Queue) tryTake(ctx context.Context) (queue.Delivery, bool, error) {
 	cursor := q.cursor
 	q.mu.Unlock()
 	res, err := q.withGroup(ctx, func() ([]any, error) {
-		return takeScript.Run(ctx, q.client, []string{q.stream}, q.cfg.Group, q.cfg.Consumer,
-			q.cfg.Visibility.Milliseconds(), cursor, queue.NewReceipt(), q.statusKey("")).Slice()
+		token := queue.NewReceipt()
+		return takeScript.Run(ctx, q.client, []string{q.stream, q.takeKey(token)}, q.cfg.Group, q.cfg.Consumer,
+			max(q.cfg.Visibility.Milliseconds(), 1), cursor, token, q.statusKey("")).Slice()
 	})
 	if err != nil {
 		return queue.Delivery{}, false, q.takeErr(ctx, err)

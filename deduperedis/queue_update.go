@@ -137,8 +137,24 @@ return {1, ARGV[1]}
 	// ten tries at most), or else a new one, and records the take with
 	// receipt "<entry id>/ARGV[5]" in the state hash (ARGV[6] .. id). It
 	// returns {next cursor, receipt, data, attempts}, or {next cursor} if
-	// there is none.
+	// there is none. It keeps the message id and entry id it took under
+	// KEYS[2] for ARGV[3] ms: run again with the same ARGV[5] (the client
+	// sent it again after a lost reply), it hands out that take again, as it
+	// was, while the state hash still holds its receipt.
 	takeScript = redis.NewScript(`
+local prev = redis.call('GET', KEYS[2])
+if prev then
+	local id, eid = string.match(prev, '^(.*) (%S+)$')
+	local s, receipt = ARGV[6] .. id, eid .. '/' .. ARGV[5]
+	local st = redis.call('HMGET', s, 'receipt', 'attempts')
+	local e = redis.call('XRANGE', KEYS[1], eid, eid)
+	if st[1] == receipt and e[1] then
+		for i = 1, #e[1][2], 2 do
+			if e[1][2][i] == 'data' then return {ARGV[4], receipt, e[1][2][i + 1], tonumber(st[2])} end
+		end
+	end
+	return {ARGV[4]}
+end
 local cursor, entry = ARGV[4], nil
 for i = 1, 10 do
 	local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], cursor, 'COUNT', 1)
@@ -159,13 +175,18 @@ local s, receipt = ARGV[6] .. id, entry[1] .. '/' .. ARGV[5]
 local t = redis.call('TIME')
 local attempts = redis.call('HINCRBY', s, 'attempts', 1)
 redis.call('HSET', s, 'state', 2, 'receipt', receipt, 'updated', t[1] * 1000 + math.floor(t[2] / 1000))
+redis.call('SET', KEYS[2], id .. ' ' .. entry[1], 'PX', ARGV[3])
 return {cursor, receipt, data, attempts}
 `)
 
 	// takenScript records in the state hash KEYS[1] a take, with receipt
 	// ARGV[1], of an entry read by a blocking XREADGROUP. It returns the
-	// attempts.
+	// attempts. Run again (the client sent it again after a lost reply), it
+	// finds its receipt recorded and counts nothing more.
 	takenScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'receipt') == ARGV[1] then
+	return tonumber(redis.call('HGET', KEYS[1], 'attempts'))
+end
 local t = redis.call('TIME')
 local attempts = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
 redis.call('HSET', KEYS[1], 'state', 2, 'receipt', ARGV[1], 'updated', t[1] * 1000 + math.floor(t[2] / 1000))
