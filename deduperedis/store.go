@@ -113,10 +113,11 @@ type Store struct {
 	replicaTimeout time.Duration // Config.ReplicaTimeout
 	retryFor       time.Duration // Config.ClusterRetry; <= 0: no retry
 
-	compact  bool        // Config.Compact (compact.go)
-	shards   int         // Config.Shards
-	scripted atomic.Bool // compact: the server is older than Redis 7.0, Claim and Mark run scripts (compact.go)
-	expiries expiries    // compact: the buckets' expiries this store set (compact.go)
+	compact  bool             // Config.Compact (compact.go)
+	shards   int              // Config.Shards
+	scripted atomic.Bool      // compact: the server is older than Redis 7.0, Claim and Mark run scripts (compact.go)
+	expiries expiries         // compact: the buckets' expiries this store set (compact.go)
+	now      func() time.Time // compact: the gateway's clock (nil: time.Now); tests set it (export_test.go)
 }
 
 // New returns a store that keeps its marks and claims in Redis through client,
