@@ -28,29 +28,37 @@ import (
 //     fingerprints of its marks, each with its expiry, in Unix milliseconds
 //     of the gateway's clock: the time of the Mark plus its TTL. A mark is
 //     live while its expiry is after the clock of the gateway that reads it,
-//     to the millisecond. The bucket expires (PEXPIREAT) with the latest of
-//     its marks, as a whole; until then a Mark that adds a field beyond
-//     pruneAt drops the expired ones, so that the bucket stays a listpack.
+//     to the millisecond. The bucket expires with the latest of its marks,
+//     as a whole, and never before it: its expiry is only ever lengthened,
+//     relative to the server's clock (PEXPIRE), to the TTL the mark has
+//     left on the gateway's, and a bucket found without one gets the latest
+//     of its fields' (lengthen in liveLua). Until then a Mark that adds a
+//     field beyond pruneAt drops the expired ones, so that the bucket stays
+//     a listpack.
 //   - base + "c:" + channel + ":" + id: the claim or the result of k, a
 //     string exactly as in the plain layout ("c:token", "r: fences", or
 //     "m:" + result, expiring with the mark), but never a bare mark.
 //
-// Exists is one HGET. Mark is one round trip of plain commands, in this
-// order: HSET of the fingerprint, HLEN, PEXPIREAT NX and GT of the bucket
-// (when the store has not set its expiry that far yet, see expiries), and
-// SET or DEL of the claim key. Claim is one round trip of SET NX GET of the
+// Exists is one HGET. Mark is one round trip of plain commands (markPlain),
+// in this order: PEXPIRE GT of the bucket, HSET of the fingerprint, HLEN,
+// PEXPIRE NX of the bucket (the PEXPIREs when the store has not set its
+// expiry that far yet, see expiries), PTTL of the bucket, and SET PX or DEL
+// of the claim key. Claim is one round trip of SET NX GET of the
 // claim key, then HGET of the fingerprint. Whatever runs between Mark's
 // commands, a Claim sees either the claim, still there, or the mark, already
 // there, and a mark wins (claimCompact). The rarer calls (Claim's harder
 // cases, Result, Forget, ClaimEach, MarkEach, MarkUntil) are each one
 // script on the two keys, given the gateway's time; so is every call on a
-// server older than Redis 7.0, which lacks SET NX GET and PEXPIREAT NX/GT.
+// server older than Redis 7.0, which lacks SET NX GET and PEXPIRE NX/GT.
 //
-// The time is the gateway's, not the server's (TIME), because the calls
-// that carry nearly all the traffic run no script: a script call costs the
-// server several times what a plain command costs (docs/performance.md,
-// issue 38). Gateways whose clocks differ by d see a mark end up to d apart;
-// NTP keeps d to milliseconds.
+// The time a mark ends is read by the gateway's clock, not the server's
+// (TIME), because the calls that carry nearly all the traffic run no
+// script: a script call costs the server several times what a plain
+// command costs (docs/performance.md, issue 38). Gateways whose clocks
+// differ by d see a mark end up to d apart; NTP keeps d to milliseconds.
+// No gateway's absolute time reaches the server: it is sent durations
+// (PEXPIRE, PX), so a server clock off by any amount does not end a bucket
+// or a result early (issue 44).
 
 // defaultShards is [Config.Shards] when zero: 16,384 shards keep a bucket
 // of a million live marks at 61 fingerprints on average, and the fullest at
@@ -96,7 +104,7 @@ func (s *Store) bucketOf(k dedupe.Key) (bucket, fp string, shard uint32) {
 
 // expiryStep returns the step, in ms, to which Mark rounds up its bucket's
 // expiry for a mark of ttl ms: an eighth of the TTL, and at least a minute.
-// A Mark sends PEXPIREAT only when the store has not yet set its bucket's
+// A Mark sends PEXPIRE only when the store has not yet set its bucket's
 // expiry to the mark's or later (expiries). With Shards sized as the doc
 // says (live marks / 64), a bucket gets a mark every TTL / 64, so about one
 // Mark in eight sends it; a bucket outlives its last mark by at most the
@@ -108,14 +116,16 @@ const expirySlots = 1 << 16
 
 // expiries remembers, per bucket, the latest expiry this store set on it: a
 // direct-mapped table, by shard mod expirySlots, of shard / expirySlots << 48
-// | the expiry in Unix ms. What it remembers is a lower bound of the
-// bucket's expiry on the server: expiries only grow there (PEXPIREAT NX,
-// then GT), and a bucket that expired is past what is remembered. A bucket
-// deleted and made again (by Forget or a prune that emptied it, or FLUSHALL)
-// has no expiry until a Mark past the remembered one, or a tend, sets one;
-// and a failover may lose a PEXPIREAT: the table is forgotten on any error
-// of a compact Claim or Mark but the caller's own context ending, and
-// before the store sends a call again on a cluster, as a failover gives.
+// | the expiry in Unix ms of the gateway's clock. What it remembers is a
+// lower bound of the bucket's expiry on the server while the bucket lives:
+// expiries only grow there (PEXPIRE GT, NX, lengthen), and a bucket that
+// expired is past what is remembered. A bucket deleted and made again (by
+// Forget or a prune that emptied it, FLUSHALL, a restart) is not: every
+// Mark reads the bucket's PTTL, and one that finds no expiry or a shorter
+// one than its mark's has the tend script lengthen it (markCompact). A
+// failover may lose a PEXPIRE: the table is forgotten on any error of a
+// compact Claim or Mark but the caller's own context ending, and before
+// the store sends a call again on a cluster, as a failover gives.
 type expiries struct {
 	once  sync.Once
 	slots []atomic.Uint64
@@ -382,14 +392,15 @@ func (s *Store) markCompact(ctx context.Context, key dedupe.Key, value any, ttl 
 		return func() error { return errors.Join(cmd.Err(), replicated()) }
 	}
 	var out markOutcome
+	var plain bool // the last attempt sent plain commands
 	err := s.do(ctx, ck.claim, func(p pipe) func() error {
-		if s.scripted.Load() {
+		if plain = !s.scripted.Load(); !plain {
 			return scripted(p)
 		}
 		return s.markPlain(p, ck, value, ttl, &out)
 	})
 	switch {
-	case err != nil && !s.scripted.Load() && refusedAsOld(err):
+	case err != nil && plain && refusedAsOld(err): // also if a concurrent call switched already
 		s.scripted.Store(true)
 		return s.markCompact(ctx, key, value, ttl)
 	case err == nil && out.lost:
@@ -532,7 +543,7 @@ func (s *Store) claimCompact(ctx context.Context, c dedupe.Claim, lease int64) (
 		s.expiries.forget()
 	}
 	switch {
-	case err != nil && !s.scripted.Load() && refusedAsOld(err):
+	case err != nil && refusedAsOld(err): // also if a concurrent call switched already
 		s.scripted.Store(true)
 		return s.claimScripted(ctx, ck, c.Token, lease)
 	case err != nil:

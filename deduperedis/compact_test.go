@@ -89,13 +89,16 @@ func TestCompactLayout(t *testing.T) {
 
 // TestCompactPrune checks that a bucket of one shard, marked far beyond
 // pruneAt with marks that expire at once, keeps its listpack encoding: each
-// field added beyond pruneAt drops the expired ones.
+// field added beyond pruneAt drops the expired ones. A mark of an hour keeps
+// the bucket: one of only expired marks may expire as a whole, as soon as
+// the minute to which its expiry is rounded up ends.
 func TestCompactPrune(t *testing.T) {
 	client := newClient(t, redisAddr(t), nil)
 	prefix := "dedupe-test-credis:" + randomID(t) + ":"
 	s := newStore(t, client, deduperedis.Config{Prefix: prefix, Compact: true, Shards: 1})
 	ctx := context.Background()
 	t.Cleanup(func() { client.Del(ctx, keysUnder(t, client, prefix)...) })
+	require.NoError(t, s.Mark(ctx, dedupe.Key{Channel: "telegram", MessageID: "kept"}, time.Hour))
 	for i := range 300 {
 		k := dedupe.Key{Channel: "telegram", MessageID: strconv.Itoa(1_000_000_000 + i)}
 		require.NoError(t, s.Mark(ctx, k, time.Millisecond))
