@@ -85,7 +85,7 @@ func (s *Store) do(ctx context.Context, key string, queue func(pipe) func() erro
 		}
 		_, ask = redis.IsAskError(err)
 		if s.compact {
-			s.expiries.forget() // a failover may have lost a bucket's PEXPIREAT (compact.go)
+			s.expiries.forget() // a failover may have lost a bucket's PEXPIRE (compact.go)
 		}
 		now := time.Now()
 		if until.IsZero() {

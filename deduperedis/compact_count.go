@@ -86,7 +86,7 @@ func (s *Store) countPage(ctx context.Context, client redis.Cmdable, keys []stri
 	if err != nil && err != redis.Nil {
 		return err
 	}
-	now := time.Now()
+	now := time.UnixMilli(s.nowMs())
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := range keys {

@@ -31,8 +31,8 @@
 //
 // Every operation is one command on one key, and the Redis server's clock
 // decides expiry, so the store works on a single server, Sentinel, a Ring or
-// Redis Cluster, and the gateways' clocks play no part (but for the marks of
-// the compact layout, below); Redis drops expired
+// Redis Cluster, and the gateways' clocks play no part (but for when the
+// marks of the compact layout end, below); Redis drops expired
 // keys itself, so the store needs no cleanup. Concurrent calls share pipelines:
 // a lone caller waits one round trip, 64 concurrent callers share a few. How it
 // works (keys and values, the Lua scripts, the fencing of released tokens,
@@ -56,13 +56,28 @@
 // compact listpack encoding: about 25 bytes a mark instead of 145 for the
 // plain layout's string per mark. Each call is still one round trip on keys
 // of one hash slot: Exists one HGET, Claim a SET NX GET and an HGET, Mark
-// an HSET, an HLEN and a DEL (and, now and then, the bucket's PEXPIREAT),
-// about as fast as the plain layout at 64 callers (0.9×). Its marks expire by the
-// gateways' clocks, not the server's: keep them in sync (NTP). It cannot
-// list its marks ([Store.ListMarks] fails with an error wrapping
+// an HSET, an HLEN, a PTTL and a DEL (and, now and then, the bucket's
+// PEXPIRE), 0.9× the plain layout's speed at 64 callers. It needs Redis
+// 6.2 or later; on a server before 7.0, which refuses SET NX GET and
+// PEXPIRE GT, the store finds so from the refusal and runs a script for
+// each call from then on.
+//
+// Which clock decides what: when a mark ends, to the millisecond, is
+// decided by the clock of the gateway that reads it (the mark holds the
+// writing gateway's time plus its TTL), so keep the gateways' clocks in
+// sync (NTP): gateways whose clocks differ by d see a mark end up to d
+// apart. The server's clock decides only durations: how long a bucket, a
+// result kept with a mark and a claim stay in Redis. The store sends it no
+// absolute time, only the TTL a mark has left on the gateway's clock, and
+// a bucket's expiry is only ever lengthened, to its latest mark's at
+// least, whatever happened to it (a Forget that emptied it, FLUSHALL, a
+// restart, stores of one prefix with other TTLs); so a server clock ahead
+// of or behind the gateways' does not end a mark early.
+//
+// It cannot list its marks ([Store.ListMarks] fails with an error wrapping
 // [errors.ErrUnsupported]); it is opt-in. docs/internals-redis.md, "Compact
-// layout", has the keys, why the commands need no script, the sizing of
-// Shards and the probability of a false duplicate.
+// layout", has the keys, why the commands need no script, the expiry rule,
+// the sizing of Shards and the probability of a false duplicate.
 //
 // # Failures
 //

@@ -1,5 +1,7 @@
 package deduperedis
 
+import "time"
+
 // ClaimScriptSource is the claim script, for the benchmarks' raw client.
 const ClaimScriptSource = claimLua
 
@@ -17,3 +19,7 @@ func Prefix(s *Store) string { return s.prefix }
 // UseScripts has the compact layout of s run its scripts, as on a server
 // older than Redis 7.0.
 func UseScripts(s *Store) { s.scripted.Store(true) }
+
+// SetClock sets the gateway's clock of s, which the compact layout reads its
+// marks' expiries by (nil: time.Now). Call it before the store's first call.
+func SetClock(s *Store, now func() time.Time) { s.now = now }

@@ -27,7 +27,7 @@ func (s *Store) Forget(ctx context.Context, key dedupe.Key) (bool, error) {
 		ck := s.compactKeyOf(key)
 		k = ck.claim
 		run = func(p pipe) *redis.Cmd {
-			return p.runKeys(compactForgetScript, []string{ck.claim, ck.bucket}, ck.fp, nowMs())
+			return p.runKeys(compactForgetScript, []string{ck.claim, ck.bucket}, ck.fp, s.nowMs())
 		}
 	} else {
 		k = s.key(key)

@@ -59,9 +59,12 @@ type Config struct {
 	// as a listpack and drops as a whole when its last mark expires. It takes
 	// about a sixth of the memory of the plain layout, where each mark is a
 	// Redis string of its own. Every call is still one round trip on keys of
-	// one hash slot; claims and results stay strings. Expiry is decided to
-	// the millisecond by the gateways' clocks, not the server's: gateways
-	// whose clocks differ by d see a mark end up to d apart. A false
+	// one hash slot; claims and results stay strings. When a mark ends is
+	// decided, to the millisecond, by the clock of the gateway that reads
+	// it: gateways whose clocks differ by d see a mark end up to d apart.
+	// The server's clock only measures how long a bucket stays, a duration
+	// never shorter than its latest mark needs, so a server clock ahead of
+	// or behind the gateways' ends no mark early. A false
 	// duplicate (two keys with one fingerprint in one shard) is about
 	// 5 in 10^9 over 10^9 marks. [Store.ListMarks] is refused: a fingerprint
 	// does not give its key back. Every store of a Prefix must agree on
@@ -113,10 +116,11 @@ type Store struct {
 	replicaTimeout time.Duration // Config.ReplicaTimeout
 	retryFor       time.Duration // Config.ClusterRetry; <= 0: no retry
 
-	compact  bool        // Config.Compact (compact.go)
-	shards   int         // Config.Shards
-	scripted atomic.Bool // compact: the server is older than Redis 7.0, Claim and Mark run scripts (compact.go)
-	expiries expiries    // compact: the buckets' expiries this store set (compact.go)
+	compact  bool             // Config.Compact (compact.go)
+	shards   int              // Config.Shards
+	scripted atomic.Bool      // compact: the server is older than Redis 7.0, Claim and Mark run scripts (compact.go)
+	expiries expiries         // compact: the buckets' expiries this store set (compact.go)
+	now      func() time.Time // compact: the gateway's clock (nil: time.Now); tests set it (export_test.go)
 }
 
 // New returns a store that keeps its marks and claims in Redis through client,
