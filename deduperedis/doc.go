@@ -53,11 +53,11 @@
 //
 // With [Config.Compact] a mark is an 8-byte fingerprint of its key, with its
 // expiry, in one of [Config.Shards] small hashes, which Redis keeps in its
-// compact listpack encoding: about 25 bytes a mark instead of 145 for the
-// plain layout's string per mark. Each call is still one round trip on keys
+// compact listpack encoding: about a sixth of the memory of the plain
+// layout's string per mark (docs/sizing.md has the figures). Each call is still one round trip on keys
 // of one hash slot: Exists one HGET, Claim a SET NX GET and an HGET, Mark
 // an HSET, an HLEN, a PTTL and a DEL (and, now and then, the bucket's
-// PEXPIRE), 0.9× the plain layout's speed at 64 callers. It needs Redis
+// PEXPIRE), near the plain layout's speed (docs/performance.md). It needs Redis
 // 6.2 or later; on a server before 7.0, which refuses SET NX GET and
 // PEXPIRE GT, the store finds so from the refusal and runs a script for
 // each call from then on.

@@ -137,7 +137,7 @@ func ExampleOpenClusterURL() {
 }
 
 // The compact layout keeps each mark as an 8-byte fingerprint in small
-// per-shard hashes, about 25 bytes of Redis memory a mark instead of 145.
+// per-shard hashes, about a sixth of the plain layout's memory (docs/sizing.md).
 // Shards is sized to the marks live at once divided by 64: here 100
 // messages a second for 24 hours, 8.64 million marks. Every instance of the
 // prefix must use the same Compact and Shards. It is compiled but not run by
