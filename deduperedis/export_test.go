@@ -1,5 +1,7 @@
 package deduperedis
 
+import "time"
+
 // ClaimScriptSource is the claim script, for the benchmarks' raw client.
 const ClaimScriptSource = claimLua
 
@@ -17,3 +19,9 @@ func Prefix(s *Store) string { return s.prefix }
 // UseScripts has the compact layout of s run its scripts, as on a server
 // older than Redis 7.0.
 func UseScripts(s *Store) { s.scripted.Store(true) }
+
+// LayoutKey is the suffix of a prefix's layout record.
+const LayoutKey = layoutKey
+
+// SetLayoutRecheck sets how often s checks its layout record again.
+func SetLayoutRecheck(s *Store, d time.Duration) { s.layout.every = d }

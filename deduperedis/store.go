@@ -66,6 +66,9 @@ type Config struct {
 	// 5 in 10^9 over 10^9 marks. [Store.ListMarks] is refused: a fingerprint
 	// does not give its key back. Every store of a Prefix must agree on
 	// Compact and Shards: the two layouts do not see each other's marks.
+	// The prefix records them (see [Config.AdoptLayout] and the package
+	// documentation, "Layout record"), and a store configured otherwise
+	// fails every call with an error wrapping [ErrLayoutMismatch].
 	// Needs Redis 6.2 or later; before 7.0 every call is a script, slower.
 	// Default false, the plain layout. See docs/internals-redis.md, "Compact
 	// layout".
@@ -78,6 +81,14 @@ type Config struct {
 	// by 64. Default 16,384: a million live marks, a TTL of 24 h at about 11
 	// messages a second. A negative Shards is an error.
 	Shards int
+	// AdoptLayout has the store take Compact and Shards from its prefix's
+	// layout record, whatever Config says, as a tool that reads or edits
+	// the marks of gateways it knows nothing of does (the dedupe command).
+	// On a prefix without a record it keeps Config's layout, but writes no
+	// record: the record is left to a store that knows its layout. Default
+	// false: the store records its layout on a prefix without a record, and
+	// a prefix recording another is refused ([ErrLayoutMismatch]).
+	AdoptLayout bool
 }
 
 // Store is a [dedupe.Store] on Redis, shared by every process that uses the
@@ -117,12 +128,15 @@ type Store struct {
 	shards   int         // Config.Shards
 	scripted atomic.Bool // compact: the server is older than Redis 7.0, Claim and Mark run scripts (compact.go)
 	expiries expiries    // compact: the buckets' expiries this store set (compact.go)
+
+	layout layoutGate // the checks of the prefix's layout record (layout.go)
 }
 
 // New returns a store that keeps its marks and claims in Redis through client,
 // which may be a [*redis.Client], a [*redis.ClusterClient], a
 // [*redis.Ring] or a failover client. New does not contact the server; call
-// [Store.Ping] to check it. The store does not own client: [Store.Close] leaves
+// [Store.Ping] to check it, and the prefix's layout record (see
+// [ErrLayoutMismatch]), at start-up. The store does not own client: [Store.Close] leaves
 // it open for the caller to close after the store.
 //
 // Set [redis.Options.ContextTimeoutEnabled] on the client for the deadlines of
@@ -141,6 +155,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		replicas: cfg.Replicas, replicaTimeout: cfg.ReplicaTimeout, retryFor: cfg.ClusterRetry,
 		compact: cfg.Compact, shards: cfg.Shards}
 	s.cluster, _ = client.(*redis.ClusterClient)
+	s.layout.init(cfg.AdoptLayout)
 	s.b.Rounds, s.b.Closed = roundsInFlight, dedupe.ErrClosed
 	s.b.Send = func(r *batch.Round, calls []*batch.Call[pipe]) { s.send(r.Context(), s.client, calls) }
 	return s, nil
@@ -216,7 +231,10 @@ func (s *Store) check(ctx context.Context, op string, key dedupe.Key) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("dedupe: redis: %s %s: %w", op, key, err)
 	}
-	return key.Validate()
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	return s.layoutChecked(ctx)
 }
 
 // fail wraps the error of a Redis call. A context that ended during the call is
@@ -397,8 +415,12 @@ func (s *Store) script(ctx context.Context, k string, run func(p pipe) *redis.Cm
 	return n, nil
 }
 
-// Ping checks that the Redis server answers, with one PING. It is meant for
-// start-up and health checks; the other methods do not need it.
+// Ping checks that the Redis server answers, with one PING, and that the
+// store's layout agrees with its prefix's record ([ErrLayoutMismatch]),
+// recording it on a prefix without one, as the first call of the store
+// would. It is meant for start-up and health checks: at start-up it refuses
+// a misconfigured gateway before it takes any message. The other methods do
+// not need it.
 func (s *Store) Ping(ctx context.Context) error {
 	if s.closed.Load() {
 		return dedupe.ErrClosed
@@ -409,7 +431,7 @@ func (s *Store) Ping(ctx context.Context) error {
 		}
 		return fmt.Errorf("dedupe: redis: ping: %w", err)
 	}
-	return nil
+	return s.layoutChecked(ctx)
 }
 
 // MinLease returns the shortest claim lease that outlasts a failover the
