@@ -121,7 +121,7 @@ func (s *Store) CountLive(ctx context.Context) (marks, claims int64, oldest, new
 		return 0, 0, oldest, newest, fmt.Errorf("dedupe: redis: count: %w", err)
 	}
 	if err := s.layoutChecked(ctx); err != nil {
-		return 0, 0, oldest, newest, err
+		return 0, 0, oldest, newest, fmt.Errorf("dedupe: redis: count: %w", err)
 	}
 	if s.compact {
 		return s.countCompact(ctx)

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gatewaykit/dedupe"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -141,7 +142,7 @@ func (s *Store) layoutChecked(ctx context.Context) error {
 	select {
 	case s.layout.sem <- struct{}{}:
 	case <-ctx.Done():
-		return fmt.Errorf("dedupe: redis: layout record: %w", ctx.Err())
+		return fmt.Errorf("layout record: %w", ctx.Err())
 	}
 	defer func() { <-s.layout.sem }()
 	if p := s.layout.refused.Load(); p != nil {
@@ -157,10 +158,11 @@ func (s *Store) layoutChecked(ctx context.Context) error {
 	return nil
 }
 
-// layoutEach is layoutChecked for a batch call: unless the store is closed
-// or ctx ended (which the batch reports per item), it sets every errs[i]
-// still nil to the error of the check, and reports whether there was one.
-func (s *Store) layoutEach(ctx context.Context, errs []error) bool {
+// layoutEach is layoutChecked for a batch call op on keys: unless the store
+// is closed or ctx ended (which the batch reports per item), it sets every
+// errs[i] still nil to the error of the check, and reports whether there
+// was one.
+func (s *Store) layoutEach(ctx context.Context, op string, keys []dedupe.Key, errs []error) bool {
 	if s.closed.Load() || ctx.Err() != nil {
 		return false
 	}
@@ -170,7 +172,7 @@ func (s *Store) layoutEach(ctx context.Context, errs []error) bool {
 	}
 	for i := range errs {
 		if errs[i] == nil {
-			errs[i] = err
+			errs[i] = s.fail(ctx, op, keys[i], err)
 		}
 	}
 	return true
@@ -264,7 +266,7 @@ func (s *Store) readRecord(ctx context.Context, key string) (v string, found boo
 		}
 	})
 	if err != nil {
-		return "", false, fmt.Errorf("dedupe: redis: layout record %s: %w", key, err)
+		return "", false, fmt.Errorf("layout record %s: %w", key, err)
 	}
 	return v, found, nil
 }
@@ -295,10 +297,10 @@ func (s *Store) writeRecord(ctx context.Context, key, value string) (v string, f
 		}
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("dedupe: redis: layout record %s: %w", key, err)
+		return "", false, fmt.Errorf("layout record %s: %w", key, err)
 	}
 	if !found {
-		return "", false, fmt.Errorf("dedupe: redis: layout record %s: deleted as soon as written, three times", key)
+		return "", false, fmt.Errorf("layout record %s: deleted as soon as written, three times", key)
 	}
 	return v, true, nil
 }
@@ -332,7 +334,7 @@ func (s *Store) sampleLayout(ctx context.Context) error {
 		err = sample(ctx, s.client)
 	}
 	if err != nil {
-		return fmt.Errorf("dedupe: redis: layout: sample of prefix %q: %w", s.prefix, err)
+		return fmt.Errorf("layout: sample of prefix %q: %w", s.prefix, err)
 	}
 	want := s.configured()
 	switch {

@@ -223,7 +223,9 @@ func (s *Store) key(k dedupe.Key) string {
 	return s.prefix + k.Channel + ":" + k.MessageID
 }
 
-// check returns the error a call with key should fail with before any I/O.
+// check returns the error a call with key should fail with before its own
+// I/O: the store closed, the context ended, key invalid, or the layout
+// check (layout.go) failed. A call validates its other arguments first.
 func (s *Store) check(ctx context.Context, op string, key dedupe.Key) error {
 	if s.closed.Load() {
 		return dedupe.ErrClosed
@@ -234,7 +236,10 @@ func (s *Store) check(ctx context.Context, op string, key dedupe.Key) error {
 	if err := key.Validate(); err != nil {
 		return err
 	}
-	return s.layoutChecked(ctx)
+	if err := s.layoutChecked(ctx); err != nil {
+		return s.fail(ctx, op, key, err)
+	}
+	return nil
 }
 
 // fail wraps the error of a Redis call. A context that ended during the call is
@@ -320,10 +325,10 @@ func (s *Store) mark(ctx context.Context, key dedupe.Key, value any, ttl time.Du
 // Claim again with the same c, or Release(c), to settle it; [dedupe.Deduper]
 // does.
 func (s *Store) Claim(ctx context.Context, c dedupe.Claim, lease time.Duration) (dedupe.Status, error) {
-	if err := s.check(ctx, "claim", c.Key); err != nil {
+	if err := c.Validate(); err != nil {
 		return 0, err
 	}
-	if err := c.Validate(); err != nil {
+	if err := s.check(ctx, "claim", c.Key); err != nil {
 		return 0, err
 	}
 	if lease <= 0 {
@@ -373,11 +378,11 @@ func (s *Store) Release(ctx context.Context, c dedupe.Claim) error {
 // update runs script on c's key with c's token and the argument arg, and
 // turns a result other than 1 into [dedupe.ErrNotOwner].
 func (s *Store) update(ctx context.Context, op string, script *redis.Script, c dedupe.Claim, arg int64) error {
+	if c.Key.Validate() == nil && c.Validate() != nil {
+		return fmt.Errorf("dedupe: redis: %s %s: %w: not a claim token", op, c.Key, dedupe.ErrNotOwner)
+	}
 	if err := s.check(ctx, op, c.Key); err != nil {
 		return err
-	}
-	if c.Validate() != nil {
-		return fmt.Errorf("dedupe: redis: %s %s: %w: not a claim token", op, c.Key, dedupe.ErrNotOwner)
 	}
 	k := s.key(c.Key)
 	n, err := s.script(ctx, k, func(p pipe) *redis.Cmd { return p.run(script, k, c.Token, arg) }, 0)
@@ -431,7 +436,10 @@ func (s *Store) Ping(ctx context.Context) error {
 		}
 		return fmt.Errorf("dedupe: redis: ping: %w", err)
 	}
-	return s.layoutChecked(ctx)
+	if err := s.layoutChecked(ctx); err != nil {
+		return fmt.Errorf("dedupe: redis: ping: %w", err)
+	}
+	return nil
 }
 
 // MinLease returns the shortest claim lease that outlasts a failover the
