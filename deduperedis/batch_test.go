@@ -48,6 +48,7 @@ func stuckStore(t *testing.T, hooks ...redis.Hook) (*deduperedis.Store, *faultpr
 	}
 	prefix := "dedupe-test:" + randomID(t) + ":"
 	st := newStore(t, client, deduperedis.Config{Prefix: prefix})
+	require.NoError(t, st.Ping(context.Background()), "Ping: the layout check, before the round trips go silent")
 	p.DropReplies(true)
 	stuck := make(chan error, deduperedis.RoundsInFlight)
 	// One call at a time, each in a round trip of its own that went silent

@@ -120,6 +120,9 @@ func (s *Store) CountLive(ctx context.Context) (marks, claims int64, oldest, new
 	if err := ctx.Err(); err != nil {
 		return 0, 0, oldest, newest, fmt.Errorf("dedupe: redis: count: %w", err)
 	}
+	if err := s.layoutChecked(ctx); err != nil {
+		return 0, 0, oldest, newest, fmt.Errorf("dedupe: redis: count: %w", err)
+	}
 	if s.compact {
 		return s.countCompact(ctx)
 	}

@@ -79,6 +79,22 @@
 // layout", has the keys, why the commands need no script, the expiry rule,
 // the sizing of Shards and the probability of a false duplicate.
 //
+// # Layout record
+//
+// Every store of a prefix must use one layout: plain, or compact with one
+// [Config.Shards]. The prefix records it in one key that never expires,
+// Prefix + "layout" ("format=1 layout=compact shards=4096"), written with
+// SET NX by the first store that opens the prefix. A store checks the record
+// before its first call reaches the server (call [Store.Ping] at start-up),
+// and again at most every minute, which writes back a record lost by
+// FLUSHALL or a failover; a store configured otherwise fails every call with
+// an error wrapping [ErrLayoutMismatch] that names both layouts. A prefix
+// without a record, written by an earlier version, is not refused for it:
+// the store records its own layout, unless one page of SCAN over the prefix
+// finds keys of the other layout only. [Config.AdoptLayout] takes the
+// recorded layout instead, as the dedupe command does. docs/internals-redis.md,
+// "Layout record", has the details.
+//
 // # Failures
 //
 // A Redis error (connection refused or cut, timeout, server restart) is

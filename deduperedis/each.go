@@ -186,6 +186,9 @@ func (s *Store) MarkEach(ctx context.Context, keys []dedupe.Key, results [][]byt
 func (s *Store) each(ctx context.Context, keys []dedupe.Key, errs []error, op eachOp) {
 	s.batches.RLock()
 	defer s.batches.RUnlock()
+	if s.layoutEach(ctx, op.name, keys, errs) {
+		return
+	}
 	todo := make([]int, 0, len(keys))
 	rkeys := make([]string, len(keys))
 	for i, k := range keys {

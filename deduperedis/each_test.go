@@ -67,6 +67,7 @@ func TestEachPipelines(t *testing.T) {
 	client.AddHook(h)
 	st := newStore(t, client, deduperedis.Config{})
 	ctx := context.Background()
+	require.NoError(t, st.Ping(ctx), "Ping: the layout check, before the pipelines are counted")
 	for _, n := range []int{1, 64, 2500} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			claims := newClaims(fmt.Sprint("pipe", n), n)
@@ -171,6 +172,7 @@ func TestEachCutMidway(t *testing.T) {
 	st := newStore(t, client, deduperedis.Config{})
 	direct := newStore(t, newClient(t, redisAddr(t), nil), deduperedis.Config{Prefix: deduperedis.Prefix(st)})
 	ctx := context.Background()
+	require.NoError(t, st.Ping(ctx), "Ping: the layout check, before the cuts")
 	claims := newClaims("cut", 64)
 
 	raw := newClient(t, redisAddr(t), nil)

@@ -23,3 +23,9 @@ func UseScripts(s *Store) { s.scripted.Store(true) }
 // SetClock sets the gateway's clock of s, which the compact layout reads its
 // marks' expiries by (nil: time.Now). Call it before the store's first call.
 func SetClock(s *Store, now func() time.Time) { s.now = now }
+
+// LayoutKey is the suffix of a prefix's layout record.
+const LayoutKey = layoutKey
+
+// SetLayoutRecheck sets how often s checks its layout record again.
+func SetLayoutRecheck(s *Store, d time.Duration) { s.layout.every = d }

@@ -77,7 +77,10 @@ func newStore(t testing.TB, client redis.UniversalClient, cfg deduperedis.Config
 	}
 	s, err := deduperedis.New(client, cfg)
 	require.NoError(t, err, "New")
-	t.Cleanup(func() { _ = s.Close() })
+	t.Cleanup(func() {
+		_ = s.Close()
+		client.Del(context.Background(), cfg.Prefix+deduperedis.LayoutKey) // it never expires
+	})
 	return s
 }
 

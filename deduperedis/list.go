@@ -45,6 +45,9 @@ func (s *Store) ListMarks(ctx context.Context, cursor string, limit int, yield f
 	if s.closed.Load() {
 		return "", dedupe.ErrClosed
 	}
+	if err := s.layoutChecked(ctx); err != nil {
+		return "", fmt.Errorf("dedupe: redis: list marks: %w", err)
+	}
 	if s.compact {
 		return "", fmt.Errorf("dedupe: redis: list marks: %w on the compact layout, which keeps a fingerprint of each key, not the key", errors.ErrUnsupported)
 	}

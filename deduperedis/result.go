@@ -28,12 +28,12 @@ const resultPrefix = markValue + ":"
 // false) until the mark expires: upgrade every instance before calling
 // MarkResult, or [dedupe.Deduper.DoResult], on any of them.
 func (s *Store) MarkResult(ctx context.Context, key dedupe.Key, result []byte, ttl time.Duration) error {
-	if err := s.check(ctx, "mark", key); err != nil {
-		return err
-	}
-	if len(result) > dedupe.MaxResultSize {
+	if len(result) > dedupe.MaxResultSize && key.Validate() == nil {
 		return fmt.Errorf("dedupe: redis: mark %s: result of %d bytes, over %d: %w",
 			key, len(result), dedupe.MaxResultSize, dedupe.ErrTooLarge)
+	}
+	if err := s.check(ctx, "mark", key); err != nil {
+		return err
 	}
 	if len(result) == 0 {
 		return s.mark(ctx, key, markValue, ttl)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -299,7 +300,7 @@ func TestMarkResultReplicas(t *testing.T) {
 }
 
 // keysUnder returns the keys that start with prefix, on every master of a
-// cluster.
+// cluster, but for the layout record.
 func keysUnder(t *testing.T, client redis.UniversalClient, prefix string) []string {
 	t.Helper()
 	ctx := context.Background()
@@ -307,7 +308,7 @@ func keysUnder(t *testing.T, client redis.UniversalClient, prefix string) []stri
 	if !ok {
 		keys, err := client.Keys(ctx, prefix+"*").Result()
 		require.NoError(t, err)
-		return keys
+		return slices.DeleteFunc(keys, func(k string) bool { return k == prefix+deduperedis.LayoutKey })
 	}
 	var mu sync.Mutex
 	var keys []string
@@ -319,5 +320,5 @@ func keysUnder(t *testing.T, client redis.UniversalClient, prefix string) []stri
 		return err
 	})
 	require.NoError(t, err)
-	return keys
+	return slices.DeleteFunc(keys, func(k string) bool { return k == prefix+deduperedis.LayoutKey })
 }

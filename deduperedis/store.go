@@ -69,6 +69,9 @@ type Config struct {
 	// 5 in 10^9 over 10^9 marks. [Store.ListMarks] is refused: a fingerprint
 	// does not give its key back. Every store of a Prefix must agree on
 	// Compact and Shards: the two layouts do not see each other's marks.
+	// The prefix records them (see [Config.AdoptLayout] and the package
+	// documentation, "Layout record"), and a store configured otherwise
+	// fails every call with an error wrapping [ErrLayoutMismatch].
 	// Needs Redis 6.2 or later; before 7.0 every call is a script, slower.
 	// Default false, the plain layout. See docs/internals-redis.md, "Compact
 	// layout".
@@ -81,6 +84,14 @@ type Config struct {
 	// by 64. Default 16,384: a million live marks, a TTL of 24 h at about 11
 	// messages a second. A negative Shards is an error.
 	Shards int
+	// AdoptLayout has the store take Compact and Shards from its prefix's
+	// layout record, whatever Config says, as a tool that reads or edits
+	// the marks of gateways it knows nothing of does (the dedupe command).
+	// On a prefix without a record it keeps Config's layout, but writes no
+	// record: the record is left to a store that knows its layout. Default
+	// false: the store records its layout on a prefix without a record, and
+	// a prefix recording another is refused ([ErrLayoutMismatch]).
+	AdoptLayout bool
 }
 
 // Store is a [dedupe.Store] on Redis, shared by every process that uses the
@@ -121,12 +132,15 @@ type Store struct {
 	scripted atomic.Bool      // compact: the server is older than Redis 7.0, Claim and Mark run scripts (compact.go)
 	expiries expiries         // compact: the buckets' expiries this store set (compact.go)
 	now      func() time.Time // compact: the gateway's clock (nil: time.Now); tests set it (export_test.go)
+
+	layout layoutGate // the checks of the prefix's layout record (layout.go)
 }
 
 // New returns a store that keeps its marks and claims in Redis through client,
 // which may be a [*redis.Client], a [*redis.ClusterClient], a
 // [*redis.Ring] or a failover client. New does not contact the server; call
-// [Store.Ping] to check it. The store does not own client: [Store.Close] leaves
+// [Store.Ping] to check it, and the prefix's layout record (see
+// [ErrLayoutMismatch]), at start-up. The store does not own client: [Store.Close] leaves
 // it open for the caller to close after the store.
 //
 // Set [redis.Options.ContextTimeoutEnabled] on the client for the deadlines of
@@ -145,6 +159,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		replicas: cfg.Replicas, replicaTimeout: cfg.ReplicaTimeout, retryFor: cfg.ClusterRetry,
 		compact: cfg.Compact, shards: cfg.Shards}
 	s.cluster, _ = client.(*redis.ClusterClient)
+	s.layout.init(cfg.AdoptLayout)
 	s.b.Rounds, s.b.Closed = roundsInFlight, dedupe.ErrClosed
 	s.b.Send = func(r *batch.Round, calls []*batch.Call[pipe]) { s.send(r.Context(), s.client, calls) }
 	return s, nil
@@ -212,7 +227,9 @@ func (s *Store) key(k dedupe.Key) string {
 	return s.prefix + k.Channel + ":" + k.MessageID
 }
 
-// check returns the error a call with key should fail with before any I/O.
+// check returns the error a call with key should fail with before its own
+// I/O: the store closed, the context ended, key invalid, or the layout
+// check (layout.go) failed. A call validates its other arguments first.
 func (s *Store) check(ctx context.Context, op string, key dedupe.Key) error {
 	if s.closed.Load() {
 		return dedupe.ErrClosed
@@ -220,7 +237,13 @@ func (s *Store) check(ctx context.Context, op string, key dedupe.Key) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("dedupe: redis: %s %s: %w", op, key, err)
 	}
-	return key.Validate()
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	if err := s.layoutChecked(ctx); err != nil {
+		return s.fail(ctx, op, key, err)
+	}
+	return nil
 }
 
 // fail wraps the error of a Redis call. A context that ended during the call is
@@ -306,10 +329,10 @@ func (s *Store) mark(ctx context.Context, key dedupe.Key, value any, ttl time.Du
 // Claim again with the same c, or Release(c), to settle it; [dedupe.Deduper]
 // does.
 func (s *Store) Claim(ctx context.Context, c dedupe.Claim, lease time.Duration) (dedupe.Status, error) {
-	if err := s.check(ctx, "claim", c.Key); err != nil {
+	if err := c.Validate(); err != nil {
 		return 0, err
 	}
-	if err := c.Validate(); err != nil {
+	if err := s.check(ctx, "claim", c.Key); err != nil {
 		return 0, err
 	}
 	if lease <= 0 {
@@ -359,11 +382,11 @@ func (s *Store) Release(ctx context.Context, c dedupe.Claim) error {
 // update runs script on c's key with c's token and the argument arg, and
 // turns a result other than 1 into [dedupe.ErrNotOwner].
 func (s *Store) update(ctx context.Context, op string, script *redis.Script, c dedupe.Claim, arg int64) error {
+	if c.Key.Validate() == nil && c.Validate() != nil {
+		return fmt.Errorf("dedupe: redis: %s %s: %w: not a claim token", op, c.Key, dedupe.ErrNotOwner)
+	}
 	if err := s.check(ctx, op, c.Key); err != nil {
 		return err
-	}
-	if c.Validate() != nil {
-		return fmt.Errorf("dedupe: redis: %s %s: %w: not a claim token", op, c.Key, dedupe.ErrNotOwner)
 	}
 	k := s.key(c.Key)
 	n, err := s.script(ctx, k, func(p pipe) *redis.Cmd { return p.run(script, k, c.Token, arg) }, 0)
@@ -401,8 +424,12 @@ func (s *Store) script(ctx context.Context, k string, run func(p pipe) *redis.Cm
 	return n, nil
 }
 
-// Ping checks that the Redis server answers, with one PING. It is meant for
-// start-up and health checks; the other methods do not need it.
+// Ping checks that the Redis server answers, with one PING, and that the
+// store's layout agrees with its prefix's record ([ErrLayoutMismatch]),
+// recording it on a prefix without one, as the first call of the store
+// would. It is meant for start-up and health checks: at start-up it refuses
+// a misconfigured gateway before it takes any message. The other methods do
+// not need it.
 func (s *Store) Ping(ctx context.Context) error {
 	if s.closed.Load() {
 		return dedupe.ErrClosed
@@ -411,6 +438,9 @@ func (s *Store) Ping(ctx context.Context) error {
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 			return fmt.Errorf("dedupe: redis: ping: %w (%w)", cerr, err)
 		}
+		return fmt.Errorf("dedupe: redis: ping: %w", err)
+	}
+	if err := s.layoutChecked(ctx); err != nil {
 		return fmt.Errorf("dedupe: redis: ping: %w", err)
 	}
 	return nil

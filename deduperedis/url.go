@@ -1,8 +1,10 @@
 package deduperedis
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -24,14 +26,23 @@ const DefaultClusterReload = 5 * time.Second
 // server; call [Store.Ping] to check it. The store owns the client and
 // [Store.Close] closes it.
 //
-// The query option prefix= sets [Config.Prefix] ("redis://host:6379/0?prefix=bot:"),
-// overriding cfg's, and is not passed to the client: the grammar of the
-// dedupe command's URLs, which docs/urls.md describes.
+// The query options prefix=, layout= and shards= set the store's
+// configuration, overriding cfg's, and are not passed to the client: the
+// grammar of the dedupe command's URLs, which docs/urls.md describes.
+// prefix= sets [Config.Prefix] ("redis://host:6379/0?prefix=bot:");
+// layout=plain or layout=compact sets [Config.Compact], and shards= a
+// positive number [Config.Shards] ("?prefix=bot:&layout=compact&shards=4096",
+// shards= only with layout=compact). Either of the two turns
+// [Config.AdoptLayout] off: the URL names the layout, and the store is
+// refused ([ErrLayoutMismatch]) if its prefix records another.
 //
 // For Sentinel or client options no URL can express, make the client and
 // call [New].
 func OpenURL(rawURL string, cfg Config) (*Store, error) {
-	rawURL = takePrefix(rawURL, &cfg)
+	rawURL, err := takeOptions(rawURL, &cfg)
+	if err != nil {
+		return nil, err
+	}
 	if u, err := url.Parse(rawURL); err == nil && u.Query().Has("addr") {
 		return OpenClusterURL(rawURL, cfg)
 	}
@@ -54,9 +65,13 @@ func OpenURL(rawURL string, cfg Config) (*Store, error) {
 // not contact the cluster; call [Store.Ping] to check it. The store owns the
 // client and [Store.Close] closes it.
 //
-// As in [OpenURL], prefix= sets [Config.Prefix].
+// As in [OpenURL], prefix=, layout= and shards= set [Config.Prefix],
+// [Config.Compact] and [Config.Shards].
 func OpenClusterURL(rawURL string, cfg Config) (*Store, error) {
-	rawURL = takePrefix(rawURL, &cfg)
+	rawURL, err := takeOptions(rawURL, &cfg)
+	if err != nil {
+		return nil, err
+	}
 	opt, err := redis.ParseClusterURL(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("dedupe: redis: parse cluster URL: %w", err)
@@ -78,17 +93,45 @@ func own(client redis.UniversalClient, cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// takePrefix moves the query option prefix= of rawURL, if any, into
-// cfg.Prefix and returns the URL without it. A URL that does not parse is
-// returned as it is, for go-redis to report.
-func takePrefix(rawURL string, cfg *Config) string {
+// takeOptions moves the query options prefix=, layout= and shards= of
+// rawURL, if any, into cfg and returns the URL without them. A URL that does
+// not parse is returned as it is, for go-redis to report.
+func takeOptions(rawURL string, cfg *Config) (string, error) {
 	u, err := url.Parse(rawURL)
-	if err != nil || !u.Query().Has("prefix") {
-		return rawURL
+	if err != nil {
+		return rawURL, nil
 	}
 	q := u.Query()
-	cfg.Prefix = q.Get("prefix")
-	q.Del("prefix")
+	if !q.Has("prefix") && !q.Has("layout") && !q.Has("shards") {
+		return rawURL, nil
+	}
+	if q.Has("prefix") {
+		cfg.Prefix = q.Get("prefix")
+	}
+	switch v := q.Get("layout"); {
+	case !q.Has("layout"):
+		if q.Has("shards") {
+			return "", errors.New("dedupe: redis: URL option shards= needs layout=compact")
+		}
+	case v == "plain" && !q.Has("shards"):
+		cfg.Compact, cfg.AdoptLayout = false, false
+	case v == "plain":
+		return "", errors.New("dedupe: redis: URL option shards= needs layout=compact, not plain")
+	case v == "compact":
+		cfg.Compact, cfg.AdoptLayout = true, false
+	default:
+		return "", fmt.Errorf("dedupe: redis: URL option layout=%s: want plain or compact", v)
+	}
+	if v := q.Get("shards"); q.Has("shards") {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return "", fmt.Errorf("dedupe: redis: URL option shards=%s: want a positive number", v)
+		}
+		cfg.Shards = n
+	}
+	for _, k := range []string{"prefix", "layout", "shards"} {
+		q.Del(k)
+	}
 	u.RawQuery = q.Encode()
-	return u.String()
+	return u.String(), nil
 }

@@ -10,13 +10,15 @@
 //
 //	sqlite:PATH[?table=T&tz=ZONE]   a SQLite file; NekoBot's gateway.db by default
 //	memory:PATH[?max_size=N]        a memory store's snapshot file
-//	redis://…, rediss://…, unix://… Redis; prefix= sets the key prefix
+//	redis://…, rediss://…, unix://… Redis; prefix=, layout=, shards=
 //	postgres://…, postgresql://…    PostgreSQL; table=, partitioned=, partition_span=
 //
 // A store only read (the source, the store of "stats", the destination of a
 // dry run) is opened read-only: nothing is created or changed in it, and a
 // table that does not exist is an error. A PostgreSQL table opens in the
-// layout it has (plain or partitioned) unless the URL says partitioned=.
+// layout it has (plain or partitioned) unless the URL says partitioned=; a
+// Redis prefix opens in the layout it records (plain, or compact with its
+// shards) unless the URL says layout= and shards=, which must agree with it.
 //
 // "dedupe migrate" copies every live mark with its remaining TTL (package
 // migrate says what is copied and why claims are not), a batch at a time,
@@ -91,7 +93,8 @@ const usage = `usage:
 store URLs (the grammar of the library's deduperedis.OpenURL and postgres.Open;
 docs/urls.md in github.com/gatewaykit/dedupe describes every option):
   sqlite:PATH[?table=T&tz=ZONE]      memory:SNAPSHOT[?max_size=N]
-  redis://HOST:PORT/DB[?prefix=P]    postgres://USER@HOST/DB[?table=T&partitioned=B&partition_span=D]
+  redis://HOST:PORT/DB[?prefix=P&layout=plain|compact&shards=N]
+  postgres://USER@HOST/DB[?table=T&partitioned=B&partition_span=D]
 `
 
 func main() {

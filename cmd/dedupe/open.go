@@ -183,10 +183,15 @@ func copyFile(from, to string) error {
 	return out.Close()
 }
 
-// openRedis opens a Redis store by its URL, as the library does; nothing
-// is created, so a store only read is opened as one written.
+// openRedis opens a Redis store by its URL, as the library does, in the
+// layout its prefix records (plain, or compact with its shards) unless the
+// URL names one (layout=, shards=), which must then agree with the record.
+// Nothing is created, so a store only read is opened as one written: a
+// store that adopts the recorded layout writes no record, and one whose URL
+// names its layout records it only on a prefix without a record, as a
+// gateway of that layout would.
 func openRedis(ctx context.Context, raw string) (*store, error) {
-	s, err := deduperedis.OpenURL(raw, deduperedis.Config{})
+	s, err := deduperedis.OpenURL(raw, deduperedis.Config{AdoptLayout: true})
 	if err != nil {
 		return nil, err
 	}
