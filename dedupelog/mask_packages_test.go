@@ -209,7 +209,7 @@ func TestMaskEveryPackage(t *testing.T) {
 			for _, msg := range []string{"lock not released", "outcome unknown\"", "possibly lost", "possibly duplicated", "check found"} {
 				assert.NotEmpty(t, leaks(replyLog.lines(), msg), "reply logs %q", msg)
 			}
-			assert.Len(t, leaks(eventsLog.lines(), "no events"), 1, "the Events record:\n%s", strings.Join(eventsLog.lines(), "\n"))
+			assert.Len(t, leaks(eventsLog.lines(), "without a usable key"), 1, "the Events record:\n%s", strings.Join(eventsLog.lines(), "\n"))
 			assert.Contains(t, eventsLog.buf.String(), "dedupe: no message id [detail hidden]")
 			assert.NotEmpty(t, leaks(idemLog.lines(), `"platform":"idem"`), "idempotency's Deduper logs its keys")
 		})
