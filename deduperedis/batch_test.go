@@ -49,6 +49,10 @@ func stuckStore(t *testing.T, hooks ...redis.Hook) (*deduperedis.Store, *faultpr
 	prefix := "dedupe-test:" + randomID(t) + ":"
 	st := newStore(t, client, deduperedis.Config{Prefix: prefix})
 	require.NoError(t, st.Ping(context.Background()), "Ping: the layout check, before the round trips go silent")
+	// The Ping's connection would wait idle in the pool, and a test's Cut
+	// could close it under the round its freed calls are sent in. Cut it now:
+	// the pool drops it as unhealthy, and each stuck round dials its own.
+	p.Cut()
 	p.DropReplies(true)
 	stuck := make(chan error, deduperedis.RoundsInFlight)
 	// One call at a time, each in a round trip of its own that went silent
