@@ -392,15 +392,17 @@ func (s *Store) markCompact(ctx context.Context, key dedupe.Key, value any, ttl 
 		return func() error { return errors.Join(cmd.Err(), replicated()) }
 	}
 	var out markOutcome
-	var plain bool // the last attempt sent plain commands
+	// The last attempt sent plain commands. Atomic: a call whose context
+	// ended returns while its round, run by the batcher, may still set it.
+	var plain atomic.Bool
 	err := s.do(ctx, ck.claim, func(p pipe) func() error {
-		if plain = !s.scripted.Load(); !plain {
+		if plain.Store(!s.scripted.Load()); !plain.Load() {
 			return scripted(p)
 		}
 		return s.markPlain(p, ck, value, ttl, &out)
 	})
 	switch {
-	case err != nil && plain && refusedAsOld(err): // also if a concurrent call switched already
+	case err != nil && plain.Load() && refusedAsOld(err): // also if a concurrent call switched already
 		s.scripted.Store(true)
 		return s.markCompact(ctx, key, value, ttl)
 	case err == nil && out.lost:
