@@ -144,7 +144,7 @@ func fillBulk(b *testing.B, s dedupe.BulkMarker, n int) {
 		keys, exps = keys[:0], exps[:0]
 		for j := i; j < min(i+batch, n); j++ {
 			keys = append(keys, sizeKey(j))
-			exps = append(exps, now.Add(time.Hour+23*time.Hour*time.Duration(j)/time.Duration(n)))
+			exps = append(exps, now.Add(time.Hour+23*time.Hour/time.Duration(n)*time.Duration(j))) // 23h*j overflows past j = 111,000
 		}
 		if _, err := s.MarkUntil(context.Background(), keys, exps); err != nil {
 			b.Fatal(err)

@@ -37,7 +37,7 @@ func markUntil(b *testing.B, s *deduperedis.Store, n int) {
 		var exps []time.Time
 		for j := i; j < min(i+batch, n); j++ {
 			keys = append(keys, sizeKey(j))
-			exps = append(exps, now.Add(time.Hour+23*time.Hour*time.Duration(j)/time.Duration(n)))
+			exps = append(exps, now.Add(time.Hour+23*time.Hour/time.Duration(n)*time.Duration(j))) // 23h*j overflows past j = 111,000
 		}
 		if _, err := s.MarkUntil(context.Background(), keys, exps); err != nil {
 			b.Fatal(err)

@@ -119,7 +119,7 @@ func fillBulk(tb testing.TB, s *Store, n int) {
 		keys, exps = keys[:0], exps[:0]
 		for j := i; j < min(i+batch, n); j++ {
 			keys = append(keys, sizeKey(j))
-			exps = append(exps, now.Add(time.Hour+23*time.Hour*time.Duration(j)/time.Duration(n)))
+			exps = append(exps, now.Add(time.Hour+23*time.Hour/time.Duration(n)*time.Duration(j))) // 23h*j overflows past j = 111,000
 		}
 		_, err := s.MarkUntil(context.Background(), keys, exps)
 		require.NoError(tb, err, "MarkUntil")
