@@ -222,9 +222,7 @@ func (d *Deduper) do(ctx context.Context, key Key, fn func(context.Context) ([]b
 			// while: a wait, an outage) and its mark is queued: the store
 			// gave the claim only because the first run's lease ran out.
 			d.release(ctx, c)
-			cs.duplicates.Add(1)
-			d.decided(ctx, key, resultDuplicate, backlogPhase, start, nil)
-			return res, ErrDuplicate
+			return d.answerCopy(ctx, key, fp, res, backlogPhase, start)
 		}
 	default:
 		cs.storeErrors.Add(1)
